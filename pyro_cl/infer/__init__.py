@@ -1,0 +1,1 @@
+"""Inference: ELBO objectives, the training loop, and continual learners."""

@@ -1,0 +1,288 @@
+"""Shared machinery of continual learners: data checks, prediction, evaluation, save/load."""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import asdict, dataclass, fields, replace
+
+import pyro
+import torch
+
+from pyro_cl.guides import DEFAULT_INIT_LOG_VARIANCE, REINIT_POLICIES, MeanFieldGuide
+from pyro_cl.infer.objectives import negative_log_likelihood
+from pyro_cl.infer.site_values import sample_outputs
+from pyro_cl.infer.training import minimise
+from pyro_cl.likelihoods import CategoricalLikelihood, Likelihood, likelihood_from_state
+from pyro_cl.model import SupervisedModel
+from pyro_cl.nn.mlp import BayesianMLP
+from pyro_cl.posterior import install_prior, posterior_from_state, posterior_to_state, read_priors
+from pyro_cl.serialization import atomic_save, safe_load
+
+__all__ = ["TrainingConfig", "ContinualLearner"]
+
+_FORMAT = "pyro_cl.learner/1"
+
+
+@dataclass
+class TrainingConfig:
+    """Settings of a learner. Defaults follow the VCL paper's permuted MNIST set-up (appendix A).
+
+    :param epochs: passes over each task's data.
+    :param batch_size: minibatch size; ``None`` uses the whole task as one batch.
+    :param learning_rate: Adam's learning rate.
+    :param num_particles: Monte Carlo samples of the expected log-likelihood per step (10 in the
+        reference code).
+    :param num_predictive_samples: posterior samples averaged for prediction (100 in the
+        reference code).
+    :param ml_init_epochs: epochs of maximum-likelihood training that set the guide's means before
+        the first task (VCL appendix A); ``None`` means ``epochs``, 0 switches it off.
+    :param init_log_variance: log σ² of new guide sites (-6, the reference code's value).
+    :param init_loc_std: scale of the random initial means of sites not set by ML.
+    :param between_tasks: guide re-initialisation before each later task: "keep" (start from the
+        previous posterior), "reset_variance" or "reset".
+    :param elbo: "fast" (direct computation for pyro_cl layers), "pyro" (TraceMeanField_ELBO on
+        the Pyro programs) or "auto" (fast whenever the net allows it).
+    :param progress: show progress bars.
+    """
+
+    epochs: int = 100
+    batch_size: int | None = 256
+    learning_rate: float = 1e-3
+    num_particles: int = 10
+    num_predictive_samples: int = 100
+    ml_init_epochs: int | None = None
+    init_log_variance: float = DEFAULT_INIT_LOG_VARIANCE
+    init_loc_std: float = 0.1
+    between_tasks: str = "keep"
+    elbo: str = "auto"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.epochs < 0:
+            raise ValueError(f"epochs must be non-negative, got {self.epochs}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ValueError(f"batch_size must be positive or None, got {self.batch_size}")
+        if self.num_particles < 1 or self.num_predictive_samples < 1:
+            raise ValueError("num_particles and num_predictive_samples must be at least 1")
+        if self.between_tasks not in REINIT_POLICIES:
+            raise ValueError(f"between_tasks must be one of {REINIT_POLICIES}")
+        if self.elbo not in ("auto", "fast", "pyro"):
+            raise ValueError(f"elbo must be 'auto', 'fast' or 'pyro', got {self.elbo!r}")
+
+
+class ContinualLearner:
+    """Base class: a Bayesian net, a guide and the current prior, fed one task at a time.
+
+    Subclasses implement :meth:`_learn` (fit one task) and :meth:`prediction_sites` (what to
+    predict with). Everything else — checking data, rolling back a failed task, prediction by
+    Monte Carlo, evaluation, saving and loading — lives here once.
+
+    :param net: a ``PyroModule`` with ``PyroSample`` latent sites, e.g. :class:`BayesianMLP`.
+        Its ``forward`` may take a ``task_id`` keyword (multi-head nets do).
+    :param likelihood: observation model (default: categorical, i.e. classification).
+    :param config: a :class:`TrainingConfig`; keyword ``overrides`` replace single fields.
+    :param device: where the net, guide and data live ("cpu", "cuda", ...).
+    :param seed: seeds Pyro's and torch's random number generators.
+    """
+
+    #: True for learners that predict with a point estimate (a single "sample").
+    point_estimate = False
+
+    def __init__(
+        self,
+        net: torch.nn.Module,
+        likelihood: Likelihood | None = None,
+        config: TrainingConfig | None = None,
+        device: str | torch.device | None = None,
+        seed: int | None = None,
+        **overrides,
+    ) -> None:
+        self.config = replace(config or TrainingConfig(), **overrides)
+        self.device = torch.device(device or "cpu")
+        self.seed = seed
+        if seed is not None:
+            pyro.set_rng_seed(seed)
+        self.model = SupervisedModel(net.to(self.device), likelihood or CategoricalLikelihood())
+        self.guide = MeanFieldGuide(
+            self.model,
+            init_log_variance=self.config.init_log_variance,
+            init_loc_std=self.config.init_loc_std,
+        )
+        if self.config.elbo == "fast" and not self.model.library_layers_only:
+            raise ValueError("elbo='fast' needs a net built from pyro_cl layers only")
+        self.fast = self.config.elbo != "pyro" and self.model.library_layers_only
+        self.tasks_seen: list[int] = []
+        #: Sites trained so far, in order; their priors hold the current posterior.
+        self.trained_sites: list[str] = []
+
+    @property
+    def net(self) -> torch.nn.Module:
+        return self.model.net
+
+    # ------------------------------------------------------------------ data
+    def _prepare(self, data, task_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if not isinstance(data, (tuple, list)) or len(data) != 2:
+            raise ValueError("data must be a pair (inputs, targets)")
+        x, y = data
+        x = torch.as_tensor(x)
+        y = torch.as_tensor(y)
+        self.model.check_data(x, y, task_id)
+        return x.to(self.device), y.to(self.device)
+
+    # ------------------------------------------------------------------ learning
+    def observe(self, data, task_id: int = 0) -> list[float]:
+        """Learn task ``task_id`` from ``data = (x, y)``; afterwards its posterior is the prior.
+
+        If training diverges the guide is rolled back and the previous posterior stays intact.
+
+        :returns: the loss of every epoch.
+        """
+        x, y = self._prepare(data, task_id)
+        guide_state = copy.deepcopy(self.guide.state_dict())
+        try:
+            history = self._learn(x, y, task_id)
+        except BaseException:
+            self.guide.load_state_dict(guide_state, strict=False)
+            raise
+        self.tasks_seen.append(task_id)
+        return history
+
+    def _learn(self, x: torch.Tensor, y: torch.Tensor, task_id: int) -> list[float]:
+        raise NotImplementedError  # abstract
+
+    def _active_sites(self, x: torch.Tensor, task_id: int) -> list[str]:
+        """The latent sites the model samples for task ``task_id``."""
+        return self.guide.sites_for(x, None, task_id=task_id, dataset_size=x.shape[0])
+
+    def _fit_point_estimate(
+        self, x: torch.Tensor, y: torch.Tensor, task_id: int, epochs: int, description: str
+    ) -> list[float]:
+        """Maximum likelihood for the guide's means of the sites task ``task_id`` uses."""
+        locs = self.guide.locs(self._active_sites(x, task_id))
+
+        def loss(index: torch.Tensor) -> torch.Tensor:
+            return negative_log_likelihood(self.model, locs, x[index], y[index], task_id, self.fast)
+
+        return self._minimise(loss, locs.values(), x.shape[0], epochs, description)
+
+    def _minimise(self, loss, parameters, num_data: int, epochs: int, description: str):
+        cfg = self.config
+        return minimise(
+            loss,
+            parameters,
+            num_data,
+            epochs,
+            cfg.batch_size,
+            cfg.learning_rate,
+            self.device,
+            description,
+            cfg.progress,
+        )
+
+    def _record_trained(self, names) -> None:
+        for name in names:
+            if name not in self.trained_sites:
+                self.trained_sites.append(name)
+
+    # ------------------------------------------------------------------ prediction
+    def prediction_sites(self, x: torch.Tensor, task_id: int) -> dict:
+        """Distributions or values of the latent sites used for prediction."""
+        raise NotImplementedError  # abstract
+
+    @property
+    def num_predictive_samples(self) -> int:
+        return 1 if self.point_estimate else self.config.num_predictive_samples
+
+    @torch.no_grad()
+    def predictive_samples(
+        self, x: torch.Tensor, task_id: int = 0, num_samples: int | None = None, chunk: int = 1024
+    ) -> torch.Tensor:
+        """Net outputs for ``num_samples`` posterior draws: shape ``(S, N, outputs)``."""
+        x = torch.as_tensor(x)
+        self.model.check_data(x, None, task_id)
+        x = x.to(self.device)
+        num_samples = num_samples or self.num_predictive_samples
+        sites = self.prediction_sites(x[:1], task_id)
+        parts = [
+            sample_outputs(self.model, sites, x[i : i + chunk], task_id, num_samples, self.fast)
+            for i in range(0, x.shape[0], chunk)
+        ]
+        return torch.cat(parts, dim=1)
+
+    def predict(self, x: torch.Tensor, task_id: int = 0, num_samples: int | None = None):
+        """Class probabilities ``(1/S) Σ_s softmax(f(x; θ_s))`` (classification likelihoods)."""
+        samples = self.predictive_samples(x, task_id, num_samples)
+        return self.model.likelihood.predictive_probabilities(samples)
+
+    def evaluate(self, data, task_id: int = 0, num_samples: int | None = None) -> dict[str, float]:
+        """Accuracy (classification) and mean test log-likelihood on ``data = (x, y)``."""
+        x, y = self._prepare(data, task_id)
+        samples = self.predictive_samples(x, task_id, num_samples)
+        return self.model.likelihood.metrics(samples, y)
+
+    # ------------------------------------------------------------------ state
+    def current_prior(self) -> dict:
+        """The prior the next task will use, for every site trained so far (= latest posterior)."""
+        return read_priors(self.net, self.trained_sites)
+
+    def state(self) -> dict:
+        """Everything needed to continue exactly here: tensors and plain containers only."""
+        net_config = self.net.config if isinstance(self.net, BayesianMLP) else None
+        rng = {"torch": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        return {
+            "format": _FORMAT,
+            "learner": type(self).__name__,
+            "net_config": net_config,
+            "net_state": self.net.state_dict(),
+            "prior": posterior_to_state(self.current_prior()),
+            "trained_sites": list(self.trained_sites),
+            "guide_state": self.guide.state_dict(),
+            "likelihood": self.model.likelihood.state(),
+            "config": asdict(self.config),
+            "tasks_seen": list(self.tasks_seen),
+            "seed": self.seed,
+            "rng": rng,
+        }
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Save the whole learner atomically (see :func:`pyro_cl.serialization.atomic_save`)."""
+        atomic_save(self.state(), path)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike,
+        net: torch.nn.Module | None = None,
+        device: str | torch.device | None = None,
+    ):
+        """Rebuild a learner saved with :meth:`save` and restore the random number generator.
+
+        :param net: a freshly built net of the same architecture; required unless the saved net
+            is a :class:`BayesianMLP`, which is rebuilt from its stored configuration.
+        """
+        state = safe_load(path, map_location=device or "cpu")
+        if state.get("format") != _FORMAT:
+            raise ValueError(f"{path} is not a pyro_cl learner file")
+        if state["learner"] != cls.__name__:
+            raise TypeError(f"{path} holds a {state['learner']}, not a {cls.__name__}")
+        if net is None:
+            if state["net_config"] is None:
+                raise ValueError("this learner's net is not a BayesianMLP: pass net=...")
+            net = BayesianMLP(**state["net_config"])
+        known = {f.name for f in fields(TrainingConfig)}
+        config = TrainingConfig(**{k: v for k, v in state["config"].items() if k in known})
+        learner = cls(net, likelihood_from_state(state["likelihood"]), config, device=device)
+        learner.net.load_state_dict(state["net_state"])
+        install_prior(learner.net, posterior_from_state(state["prior"], learner.device))
+        learner.guide.load_state_dict(state["guide_state"])
+        learner.guide.to(learner.device)
+        learner.trained_sites = list(state["trained_sites"])
+        learner.tasks_seen = list(state["tasks_seen"])
+        learner.seed = state["seed"]
+        torch.set_rng_state(state["rng"]["torch"].cpu())
+        if "cuda" in state["rng"] and learner.device.type == "cuda":
+            torch.cuda.set_rng_state(state["rng"]["cuda"].cpu(), learner.device)
+        return learner

@@ -1,0 +1,59 @@
+"""The one minibatch training loop every learner uses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+from tqdm.auto import tqdm
+
+__all__ = ["DivergenceError", "minimise"]
+
+
+class DivergenceError(RuntimeError):
+    """Training produced a NaN or infinite loss; the caller must not keep the result."""
+
+
+def minimise(
+    loss_fn: Callable[[torch.Tensor], torch.Tensor],
+    parameters: Iterable[torch.nn.Parameter],
+    num_data: int,
+    epochs: int,
+    batch_size: int | None,
+    learning_rate: float,
+    device: torch.device | str = "cpu",
+    description: str = "training",
+    progress: bool = True,
+) -> list[float]:
+    """Minimise ``loss_fn(batch_indices)`` with Adam over shuffled minibatches.
+
+    Each epoch draws a random permutation of ``range(num_data)`` and calls ``loss_fn`` on
+    consecutive slices of ``batch_size`` indices (``None``: the whole data set at once).
+
+    :returns: the mean loss of every epoch.
+    :raises DivergenceError: as soon as an epoch's loss is NaN or infinite.
+    """
+    parameters = list(parameters)
+    optimizer = torch.optim.Adam(parameters, lr=learning_rate)
+    batch_size = num_data if batch_size is None else min(int(batch_size), num_data)
+    history = []
+    bar = tqdm(range(epochs), desc=description, disable=not progress, leave=False)
+    for epoch in bar:
+        permutation = torch.randperm(num_data, device=device)
+        total = torch.zeros((), device=device)
+        steps = 0
+        for start in range(0, num_data, batch_size):
+            loss = loss_fn(permutation[start : start + batch_size])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            total = total + loss.detach()
+            steps += 1
+        mean_loss = (total / steps).item()
+        if not torch.isfinite(torch.tensor(mean_loss)):
+            raise DivergenceError(
+                f"{description}: the loss became {mean_loss} in epoch {epoch + 1}/{epochs}"
+            )
+        history.append(mean_loss)
+        bar.set_postfix(loss=f"{mean_loss:.4f}")
+    return history

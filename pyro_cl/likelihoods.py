@@ -1,0 +1,127 @@
+"""Observation models ``p(y | f(x; θ))`` that turn a net's outputs into a Pyro model."""
+
+from __future__ import annotations
+
+import math
+
+import pyro
+import pyro.distributions as dist
+import torch
+
+from pyro_cl.guides import OBSERVATION_FLAG
+
+__all__ = ["Likelihood", "CategoricalLikelihood", "GaussianLikelihood", "likelihood_from_state"]
+
+
+class Likelihood:
+    """Base class: how targets are scored given net outputs.
+
+    ``outputs`` may carry leading sample dimensions; ``log_prob`` broadcasts over them.
+    """
+
+    def distribution(self, outputs: torch.Tensor) -> dist.Distribution:
+        raise NotImplementedError
+
+    def log_prob(self, outputs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Per-point log-likelihood ``log p(y_n | outputs_n)``."""
+        return self.distribution(outputs).log_prob(y)
+
+    def observe(
+        self, outputs: torch.Tensor, y: torch.Tensor | None, dataset_size: int | None = None
+    ) -> torch.Tensor:
+        """The ``obs`` sample site, in a data plate scaled to ``dataset_size`` (default: batch)."""
+        batch = outputs.shape[0]
+        size = batch if dataset_size is None else int(dataset_size)
+        subsample = torch.arange(batch, device=outputs.device)
+        with pyro.plate("data", size=size, subsample=subsample):
+            return pyro.sample(
+                "obs", self.distribution(outputs), obs=y, infer={OBSERVATION_FLAG: True}
+            )
+
+    def check_targets(self, y: torch.Tensor, num_outputs: int | None) -> None:
+        """Raise ``ValueError`` if ``y`` cannot be scored by this likelihood."""
+        if not torch.isfinite(y.float()).all():
+            raise ValueError("targets contain NaN or inf")
+
+    def predictive_log_likelihood(self, samples: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Per-point ``log (1/S) Σ_s p(y_n | outputs_s)`` from ``samples`` of shape ``(S, N, ...)``."""
+        log_probs = self.log_prob(samples, y)
+        return torch.logsumexp(log_probs, dim=0) - math.log(samples.shape[0])
+
+    def metrics(self, samples: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        """Summary metrics of the Monte Carlo predictive on ``(x, y)``."""
+        return {"log_likelihood": self.predictive_log_likelihood(samples, y).mean().item()}
+
+    def state(self) -> dict:
+        raise NotImplementedError
+
+
+class CategoricalLikelihood(Likelihood):
+    """``y ~ Categorical(softmax(f(x)))`` for integer class labels."""
+
+    def distribution(self, outputs: torch.Tensor) -> dist.Distribution:
+        return dist.Categorical(logits=outputs)
+
+    def log_prob(self, outputs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.gather(
+            torch.log_softmax(outputs, dim=-1), -1, y.expand(outputs.shape[:-1]).unsqueeze(-1)
+        ).squeeze(-1)
+
+    def check_targets(self, y: torch.Tensor, num_outputs: int | None) -> None:
+        if y.dtype.is_floating_point or y.dtype == torch.bool:
+            raise ValueError(f"class labels must be an integer tensor, got dtype {y.dtype}")
+        if y.dim() != 1:
+            raise ValueError(f"class labels must be one-dimensional, got shape {tuple(y.shape)}")
+        if num_outputs is not None and y.numel() and (y.min() < 0 or y.max() >= num_outputs):
+            raise ValueError(
+                f"labels must lie in 0..{num_outputs - 1} for this head, got range "
+                f"{y.min().item()}..{y.max().item()}"
+            )
+
+    def predictive_probabilities(self, samples: torch.Tensor) -> torch.Tensor:
+        """Class probabilities averaged over the ``S`` samples: ``(1/S) Σ_s softmax(f_s(x))``."""
+        return torch.softmax(samples, dim=-1).mean(0)
+
+    def metrics(self, samples: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        predicted = self.predictive_probabilities(samples).argmax(-1)
+        out = super().metrics(samples, y)
+        out["accuracy"] = (predicted == y).float().mean().item()
+        return out
+
+    def state(self) -> dict:
+        return {"type": "categorical"}
+
+
+class GaussianLikelihood(Likelihood):
+    """``y ~ N(f(x), noise_scale²)`` with a known noise scale (regression)."""
+
+    def __init__(self, noise_scale: float = 1.0) -> None:
+        if noise_scale <= 0:
+            raise ValueError(f"noise_scale must be positive, got {noise_scale}")
+        self.noise_scale = float(noise_scale)
+
+    def distribution(self, outputs: torch.Tensor) -> dist.Distribution:
+        return dist.Normal(outputs.squeeze(-1), self.noise_scale)
+
+    def check_targets(self, y: torch.Tensor, num_outputs: int | None) -> None:
+        super().check_targets(y, num_outputs)
+        if not y.dtype.is_floating_point:
+            raise ValueError(f"regression targets must be floating point, got dtype {y.dtype}")
+        if y.dim() != 1:
+            raise ValueError(f"regression targets must be one-dimensional, got {tuple(y.shape)}")
+
+    def metrics(self, samples: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        out = super().metrics(samples, y)
+        out["rmse"] = (samples.squeeze(-1).mean(0) - y).pow(2).mean().sqrt().item()
+        return out
+
+    def state(self) -> dict:
+        return {"type": "gaussian", "noise_scale": self.noise_scale}
+
+
+def likelihood_from_state(state: dict) -> Likelihood:
+    if state["type"] == "categorical":
+        return CategoricalLikelihood()
+    if state["type"] == "gaussian":
+        return GaussianLikelihood(state["noise_scale"])
+    raise ValueError(f"unknown likelihood {state['type']!r}")

@@ -1,0 +1,57 @@
+"""Continual-learning metrics on the accuracy matrix (thesis of ../papers/vogn..., eq. 64-66).
+
+``A[i, j]`` is the accuracy on task ``j`` after training on task ``i`` (0-based here); only
+``j <= i`` is measured and entries above the diagonal are NaN.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["average_accuracy", "backward_transfer", "forward_transfer", "average_accuracy_curve"]
+
+
+def _square(accuracy) -> np.ndarray:
+    a = np.asarray(accuracy, dtype=float)
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] == 0:
+        raise ValueError(f"the accuracy matrix must be square and non-empty, got shape {a.shape}")
+    if np.isnan(np.tril(a)).any():
+        raise ValueError("the accuracy matrix has missing entries on or below the diagonal")
+    return a
+
+
+def average_accuracy(accuracy) -> float:
+    """ACC (eq. 64): ``(1/K) Σ_i A[K, i]``, the mean accuracy over all tasks after the last."""
+    a = _square(accuracy)
+    return float(a[-1].mean())
+
+
+def average_accuracy_curve(accuracy) -> np.ndarray:
+    """Mean accuracy over the tasks seen so far after each task: ``(1/t) Σ_{j<=t} A[t, j]``."""
+    a = _square(accuracy)
+    return np.array([a[t, : t + 1].mean() for t in range(a.shape[0])])
+
+
+def backward_transfer(accuracy) -> float:
+    """BWT (eq. 65): ``(1/(K-1)) Σ_{i<K} (A[K, i] - A[i, i])``; negative means forgetting."""
+    a = _square(accuracy)
+    k = a.shape[0]
+    if k < 2:
+        raise ValueError("backward transfer needs at least two tasks")
+    return float(np.mean([a[-1, i] - a[i, i] for i in range(k - 1)]))
+
+
+def forward_transfer(accuracy, scratch_accuracy) -> float:
+    """FWT (eq. 66): ``(1/(K-1)) Σ_{i>=2} (A[i, i] - s_i)``.
+
+    :param scratch_accuracy: ``s_i``, the accuracy on task ``i`` of the same model trained on task
+        ``i`` alone from scratch.
+    """
+    a = _square(accuracy)
+    s = np.asarray(scratch_accuracy, dtype=float)
+    k = a.shape[0]
+    if s.shape != (k,):
+        raise ValueError(f"need one scratch accuracy per task ({k}), got shape {s.shape}")
+    if k < 2:
+        raise ValueError("forward transfer needs at least two tasks")
+    return float(np.mean([a[i, i] - s[i] for i in range(1, k)]))

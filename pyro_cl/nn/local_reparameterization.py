@@ -1,0 +1,127 @@
+"""The local reparameterisation trick (Kingma, Salimans & Welling, 2015).
+
+For a linear map ``a = x W^T + b`` with independent Gaussian weights
+``W_ij ~ N(m_ij, s_ij^2)`` and bias ``b_j ~ N(c_j, d_j^2)`` the pre-activations are Gaussian too:
+
+.. math::
+
+    a_{nj} \\sim \\mathcal{N}\\Big(\\sum_i x_{ni} m_{ji} + c_j,\\;
+                               \\sum_i x_{ni}^2 s_{ji}^2 + d_j^2\\Big).
+
+Sampling ``a`` directly instead of ``W`` gives every data point its own weight draw, which lowers
+the variance of the ELBO's gradient at the cost of a second matrix product.
+
+Inside ordinary Pyro programs the layer only sees the *sampled* weight tensor. The
+:class:`LocalReparameterizationMessenger` remembers which Normal each sampled tensor was drawn
+from (the guide's, because the guide runs first and the model replays the very same tensor), so a
+layer can ask :func:`normal_source` for it and sample pre-activations instead.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from pyro.distributions import Independent, Normal
+from pyro.poutine.messenger import Messenger
+from pyro.poutine.runtime import _PYRO_STACK
+
+__all__ = [
+    "LocalReparameterizationMessenger",
+    "local_reparameterization",
+    "normal_source",
+    "gaussian_linear",
+    "standard_normal",
+]
+
+
+def _base_normal(fn) -> Normal | None:
+    while isinstance(fn, Independent):
+        fn = fn.base_dist
+    return fn if isinstance(fn, Normal) else None
+
+
+class LocalReparameterizationMessenger(Messenger):
+    """Record the Normal distribution behind every latent sample drawn while active.
+
+    Wrap a whole loss evaluation (guide *and* model) in it::
+
+        with local_reparameterization():
+            loss = TraceMeanField_ELBO().differentiable_loss(model, guide, x, y)
+
+    The first distribution a tensor is drawn from wins, so during ``replay`` the guide's
+    distribution is kept and the model's prior, which sees the same tensor, is ignored.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sources: dict[int, tuple[torch.Tensor, Normal | None]] = {}
+
+    def __enter__(self):
+        self._sources = {}
+        return super().__enter__()
+
+    def __exit__(self, *args):
+        self._sources = {}
+        return super().__exit__(*args)
+
+    def _pyro_post_sample(self, msg) -> None:
+        if msg["is_observed"] or not torch.is_tensor(msg["value"]):
+            return
+        key = id(msg["value"])
+        if key in self._sources:
+            return
+        normal = _base_normal(msg["fn"])
+        if normal is not None and normal.loc.shape != msg["value"].shape:
+            normal = None
+        # Non-Normal draws are recorded too (as None) so that a replaying model's prior can never
+        # claim them. The reference to the value keeps its id from being reused while active.
+        self._sources[key] = (msg["value"], normal)
+
+    def lookup(self, value: torch.Tensor) -> Normal | None:
+        entry = self._sources.get(id(value))
+        if entry is not None and entry[0] is value:
+            return entry[1]
+        return None
+
+
+def local_reparameterization() -> LocalReparameterizationMessenger:
+    """Context manager form of :class:`LocalReparameterizationMessenger`."""
+    return LocalReparameterizationMessenger()
+
+
+def normal_source(value: torch.Tensor) -> Normal | None:
+    """The Normal that ``value`` was sampled from, if a messenger on the stack recorded one."""
+    for frame in reversed(_PYRO_STACK):
+        if isinstance(frame, LocalReparameterizationMessenger):
+            found = frame.lookup(value)
+            if found is not None:
+                return found
+    return None
+
+
+def standard_normal(shape: torch.Size, like: torch.Tensor) -> torch.Tensor:
+    """Standard normal noise for pre-activations (one place, so tests can control the draws)."""
+    return torch.randn(shape, dtype=like.dtype, device=like.device)
+
+
+def gaussian_linear(
+    x: torch.Tensor,
+    weight: Normal,
+    bias: Normal | None,
+    num_particles: int | None = None,
+) -> torch.Tensor:
+    """Sample pre-activations ``a = x W^T + b`` for Gaussian ``W`` and ``b`` (see module docstring).
+
+    :param x: inputs ``(..., in_features)``.
+    :param weight: Normal with ``loc``/``scale`` of shape ``(out_features, in_features)``.
+    :param bias: Normal of shape ``(out_features,)`` or ``None``.
+    :param num_particles: if given, ``x`` carries a leading particle dimension of size 1 or
+        ``num_particles`` and the noise is drawn with ``num_particles`` rows along it.
+    """
+    mean = F.linear(x, weight.loc, None if bias is None else bias.loc)
+    variance = F.linear(x * x, weight.scale**2, None if bias is None else bias.scale**2)
+    shape = mean.shape
+    if num_particles is not None:
+        shape = torch.Size((num_particles,)) + mean.shape[1:]
+    noise = standard_normal(shape, mean)
+    return mean + variance.clamp_min(1e-16).sqrt() * noise

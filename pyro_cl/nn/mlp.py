@@ -1,0 +1,133 @@
+"""Bayesian multi-layer perceptron with a shared trunk and one or more heads (VCL section 3)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from pyro.nn import PyroModule
+from torch import nn
+
+from pyro_cl.nn.linear import BayesianLinear
+
+__all__ = ["BayesianMLP"]
+
+_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
+
+
+class BayesianMLP(PyroModule):
+    """A fully connected Bayesian net ``in -> hidden... -> out`` as a Pyro model component.
+
+    With ``heads=1`` it is a *single-head* net and ``task_id`` is ignored. With ``heads=H > 1``
+    it is a *multi-head* net (VCL fig. 1a): the hidden layers ``θ^S`` are shared and task ``t``
+    reads out through its own head ``θ^H_t``, so only the trunk and head ``t`` appear as sample
+    sites when ``forward(x, task_id=t)`` runs. Heads that were never used keep their prior.
+
+    Sample sites are named ``hidden.{i}.weight``/``hidden.{i}.bias`` and
+    ``heads.{t}.weight``/``heads.{t}.bias``.
+
+    :param in_features: input dimension.
+    :param hidden_sizes: widths of the hidden layers.
+    :param out_features: outputs of each head (classes for a classifier).
+    :param heads: number of heads; 1 for a single-head net.
+    :param activation: "relu", "tanh" or "sigmoid".
+    :param prior_loc: prior mean of all weights (a per-layer sequence is accepted).
+    :param prior_scale: prior standard deviation of all weights (a per-layer sequence is accepted;
+        layers are ordered hidden layers first, then the heads' layer).
+    :param local_reparameterization: sample pre-activations instead of weights (default on).
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        hidden_sizes: Sequence[int],
+        out_features: int,
+        heads: int = 1,
+        activation: str = "relu",
+        prior_loc: float | Sequence[float] = 0.0,
+        prior_scale: float | Sequence[float] = 1.0,
+        local_reparameterization: bool = True,
+    ) -> None:
+        super().__init__()
+        if heads < 1:
+            raise ValueError(f"a net needs at least one head, got heads={heads}")
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; choose from {list(_ACTIVATIONS)}")
+        hidden_sizes = [int(h) for h in hidden_sizes]
+        num_layers = len(hidden_sizes) + 1
+        locs = _per_layer(prior_loc, num_layers, "prior_loc")
+        scales = _per_layer(prior_scale, num_layers, "prior_scale")
+        sizes = [in_features] + hidden_sizes
+        self.in_features = in_features
+        self.out_features = out_features
+        self.num_heads = heads
+        self.activation = activation
+        self._config = {
+            "in_features": in_features,
+            "hidden_sizes": hidden_sizes,
+            "out_features": out_features,
+            "heads": heads,
+            "activation": activation,
+            "prior_loc": locs,
+            "prior_scale": scales,
+            "local_reparameterization": local_reparameterization,
+        }
+        self.hidden = PyroModule[nn.ModuleList](
+            [
+                BayesianLinear(
+                    sizes[i],
+                    sizes[i + 1],
+                    prior_loc=locs[i],
+                    prior_scale=scales[i],
+                    local_reparameterization=local_reparameterization,
+                )
+                for i in range(len(hidden_sizes))
+            ]
+        )
+        self.heads = PyroModule[nn.ModuleList](
+            [
+                BayesianLinear(
+                    sizes[-1],
+                    out_features,
+                    prior_loc=locs[-1],
+                    prior_scale=scales[-1],
+                    local_reparameterization=local_reparameterization,
+                )
+                for _ in range(heads)
+            ]
+        )
+
+    @property
+    def config(self) -> dict:
+        """Constructor arguments, enough to rebuild the net (used when a learner is loaded)."""
+        return dict(self._config)
+
+    @property
+    def multi_head(self) -> bool:
+        return self.num_heads > 1
+
+    def check_task_id(self, task_id: int) -> int:
+        """Return the head index for ``task_id``, or raise if the net has no such head."""
+        if not self.multi_head:
+            return 0
+        if not isinstance(task_id, int) or not 0 <= task_id < self.num_heads:
+            raise ValueError(
+                f"unknown task id {task_id!r}: this multi-head net has heads 0..{self.num_heads - 1}"
+            )
+        return task_id
+
+    def forward(self, x: torch.Tensor, task_id: int = 0) -> torch.Tensor:
+        head = self.check_task_id(task_id)
+        activation = _ACTIVATIONS[self.activation]
+        for layer in self.hidden:
+            x = activation(layer(x))
+        return self.heads[head](x)
+
+
+def _per_layer(value, num_layers: int, what: str) -> list[float]:
+    if isinstance(value, (int, float)):
+        return [float(value)] * num_layers
+    values = [float(v) for v in value]
+    if len(values) != num_layers:
+        raise ValueError(f"{what} needs one value per layer ({num_layers}), got {len(values)}")
+    return values

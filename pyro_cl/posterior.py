@@ -1,0 +1,155 @@
+"""The posterior→prior handoff: a posterior is a dict ``{site name: distribution}``.
+
+This is the one mechanism every method in pyro_cl shares (VCL eq. 1: ``q_{t-1}`` is the prior of
+task ``t``):
+
+* :func:`extract_posterior` reads a fitted guide as detached distributions keyed by site name;
+* :func:`install_prior` makes such a dict the prior of a ``PyroModule``'s ``PyroSample`` sites;
+* :func:`read_priors` reads the current priors back;
+* :func:`posterior_to_state` / :func:`posterior_from_state` turn the dict into plain tensors and
+  back, so it can be saved with ``torch.save`` and loaded with ``weights_only=True``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+
+import pyro.distributions as pdist
+import torch
+from pyro.distributions import Distribution, Independent
+from pyro.nn import PyroModule, PyroSample
+
+__all__ = [
+    "Posterior",
+    "sample_sites",
+    "read_priors",
+    "install_prior",
+    "extract_posterior",
+    "detach_distribution",
+    "posterior_to_state",
+    "posterior_from_state",
+]
+
+Posterior = dict[str, Distribution]
+
+
+def sample_sites(model: torch.nn.Module) -> Iterator[tuple[str, PyroModule, str]]:
+    """Yield ``(site name, module, attribute)`` for every ``PyroSample`` in ``model``."""
+    for module in model.modules():
+        if isinstance(module, PyroModule):
+            prefix = module.__dict__["_pyro_name"]  # the name Pyro gives its sites at run time
+            for attribute in module._pyro_samples:
+                yield (f"{prefix}.{attribute}" if prefix else attribute), module, attribute
+
+
+def _site_index(model: torch.nn.Module) -> dict[str, tuple[PyroModule, str]]:
+    return {name: (module, attribute) for name, module, attribute in sample_sites(model)}
+
+
+def read_priors(model: torch.nn.Module, names: Iterable[str] | None = None) -> Posterior:
+    """The current prior of every ``PyroSample`` site of ``model`` (or of the named ones)."""
+    index = _site_index(model)
+    if names is None:
+        names = list(index)
+    return {name: read_priors_of(*index[name]) for name in names}
+
+
+def detach_distribution(distribution: Distribution) -> Distribution:
+    """A copy of ``distribution`` whose parameters are detached from the autograd graph."""
+    base, event_dim = _unwrap(distribution)
+    params = {key: getattr(base, key).detach().clone() for key in _parameter_names(base)}
+    detached = type(base)(**params)
+    return detached.to_event(event_dim) if event_dim else detached
+
+
+def install_prior(model: torch.nn.Module, posterior: Mapping[str, Distribution]) -> None:
+    """Make each distribution in ``posterior`` the prior of the same-named site of ``model``.
+
+    Library layers (those with a ``set_prior`` method) copy the parameters into their prior
+    buffers; any other ``PyroModule`` gets a new ``PyroSample`` holding the detached distribution.
+    Sites absent from ``posterior`` keep their current prior (for example heads never trained).
+
+    :raises KeyError: if ``posterior`` names a site that ``model`` does not have.
+    :raises ValueError: if a distribution's shape does not match the site's current prior.
+    """
+    index = _site_index(model)
+    unknown = sorted(set(posterior) - set(index))
+    if unknown:
+        raise KeyError(f"the model has no sample sites named {unknown}")
+    for name, distribution in posterior.items():
+        module, attribute = index[name]
+        current = read_priors_of(module, attribute)
+        shape = distribution.batch_shape + distribution.event_shape
+        expected = current.batch_shape + current.event_shape
+        if shape != expected:
+            raise ValueError(f"site {name!r} has shape {tuple(expected)}, got {tuple(shape)}")
+        if hasattr(module, "set_prior"):
+            module.set_prior(attribute, distribution)
+        else:
+            setattr(module, attribute, PyroSample(detach_distribution(distribution)))
+
+
+def read_priors_of(module: PyroModule, attribute: str) -> Distribution:
+    prior = module._pyro_samples[attribute]
+    return prior if isinstance(prior, Distribution) else prior(module)
+
+
+def extract_posterior(guide) -> Posterior:
+    """Read a fitted guide as ``{site name: detached distribution}``.
+
+    Works with :class:`pyro_cl.guides.MeanFieldGuide` (anything with a ``posterior()`` method)
+    and with Pyro's ``AutoNormal``.
+    """
+    if hasattr(guide, "posterior"):
+        return {name: detach_distribution(d) for name, d in guide.posterior().items()}
+    if hasattr(guide, "_get_loc_and_scale") and hasattr(guide, "prototype_trace"):
+        posterior = {}
+        for name, site in guide.prototype_trace.iter_stochastic_nodes():
+            loc, scale = guide._get_loc_and_scale(name)
+            event_dim = site["fn"].event_dim
+            posterior[name] = detach_distribution(pdist.Normal(loc, scale).to_event(event_dim))
+        return posterior
+    raise TypeError(f"cannot read a posterior from a {type(guide).__name__}")
+
+
+def _unwrap(distribution: Distribution) -> tuple[Distribution, int]:
+    event_dim = 0
+    while isinstance(distribution, Independent):
+        event_dim += distribution.reinterpreted_batch_ndims
+        distribution = distribution.base_dist
+    return distribution, event_dim
+
+
+def _parameter_names(base: Distribution) -> list[str]:
+    names = list(base.arg_constraints)
+    # Distributions with two parametrisations (probs/logits) are saved by one of them.
+    if "probs" in names and "logits" in names:
+        names.remove("probs" if "logits" in base.__dict__ else "logits")
+    return names
+
+
+def posterior_to_state(posterior: Mapping[str, Distribution]) -> dict:
+    """Plain tensors and strings describing ``posterior`` (safe for ``weights_only`` loading)."""
+    state = {}
+    for name, distribution in posterior.items():
+        base, event_dim = _unwrap(distribution)
+        state[name] = {
+            "distribution": type(base).__name__,
+            "event_dim": event_dim,
+            "params": {k: getattr(base, k).detach().cpu() for k in _parameter_names(base)},
+        }
+    return state
+
+
+def posterior_from_state(state: Mapping, device: torch.device | str | None = None) -> Posterior:
+    """Inverse of :func:`posterior_to_state`; only classes of ``pyro.distributions`` are built."""
+    posterior = {}
+    for name, entry in state.items():
+        cls = getattr(pdist, entry["distribution"], None)
+        if not (isinstance(cls, type) and issubclass(cls, Distribution)):
+            raise ValueError(f"unknown distribution {entry['distribution']!r} for site {name!r}")
+        params = {k: v.to(device) if device is not None else v for k, v in entry["params"].items()}
+        distribution = cls(**params)
+        event_dim = int(entry["event_dim"])
+        posterior[name] = distribution.to_event(event_dim) if event_dim else distribution
+    return posterior
