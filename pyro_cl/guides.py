@@ -142,7 +142,8 @@ class MeanFieldGuide(nn.Module):
         """``q`` of one site, differentiable in the guide's parameters."""
         key = _parameter_key(name)
         scale = torch.exp(0.5 * self.log_variance[key])
-        return Normal(self.loc[key], scale).to_event(self._event_dims[name])
+        # exp() is positive and the loc is a parameter, so argument validation would only cost time.
+        return Normal(self.loc[key], scale, validate_args=False).to_event(self._event_dims[name])
 
     def posterior(self, names: Iterable[str] | None = None) -> dict[str, Distribution]:
         """``{site: q(site)}`` for ``names`` (default: every site with parameters)."""

@@ -11,7 +11,7 @@ from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.site_values import sample_outputs
 from pyro_cl.kl import kl_to_prior
 from pyro_cl.model import SupervisedModel
-from pyro_cl.nn.local_reparameterization import local_reparameterization
+from pyro_cl.nn.local_reparam import local_reparameterization
 from pyro_cl.posterior import read_priors
 
 __all__ = ["negative_elbo", "negative_log_likelihood"]

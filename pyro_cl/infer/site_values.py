@@ -24,7 +24,7 @@ from pyro import poutine
 from pyro.distributions import Delta, Distribution
 
 from pyro_cl.model import SupervisedModel
-from pyro_cl.nn.local_reparameterization import local_reparameterization
+from pyro_cl.nn.local_reparam import local_reparameterization
 from pyro_cl.posterior import sample_sites
 
 __all__ = ["substitute_sites", "sample_outputs"]

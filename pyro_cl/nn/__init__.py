@@ -1,7 +1,7 @@
 """Bayesian neural network layers as Pyro modules."""
 
 from pyro_cl.nn.linear import BayesianLinear
-from pyro_cl.nn.local_reparameterization import (
+from pyro_cl.nn.local_reparam import (
     LocalReparameterizationMessenger,
     local_reparameterization,
 )

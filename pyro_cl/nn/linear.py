@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from pyro.distributions import Distribution, Independent, Normal
 from pyro.nn import PyroModule, PyroSample
 
-from pyro_cl.nn.local_reparameterization import gaussian_linear, normal_source
+from pyro_cl.nn.local_reparam import gaussian_linear, normal_source
 
 __all__ = ["BayesianLinear"]
 
@@ -37,7 +37,7 @@ class BayesianLinear(PyroModule):
     :param prior_loc: prior mean of every weight and bias.
     :param prior_scale: prior standard deviation of every weight and bias.
     :param local_reparameterization: sample pre-activations rather than weights whenever the
-        weights' Normal distribution is known (see :mod:`pyro_cl.nn.local_reparameterization`).
+        weights' Normal distribution is known (see :mod:`pyro_cl.nn.local_reparam`).
     """
 
     def __init__(
@@ -78,7 +78,8 @@ class BayesianLinear(PyroModule):
         """The current prior of site ``name`` ("weight" or "bias")."""
         loc = getattr(self, f"{name}_prior_loc")
         scale = getattr(self, f"{name}_prior_scale")
-        return Normal(loc, scale).to_event(loc.dim())
+        # set_prior checked the buffers, so argument validation would only cost time.
+        return Normal(loc, scale, validate_args=False).to_event(loc.dim())
 
     def set_prior(self, name: str, prior: Distribution) -> None:
         """Make ``prior`` (a Normal, possibly wrapped in ``Independent``) the prior of ``name``."""

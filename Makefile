@@ -1,0 +1,18 @@
+# The two commands of the README. Both install what they need first.
+PYTHON ?= python3
+
+.PHONY: demo test lint
+
+demo:
+	$(PYTHON) -m pip install -e .
+	pyro-cl run --output results/demo
+
+test:
+	$(PYTHON) -m pip install -e ".[test]"
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m pytest -q
+
+lint:
+	$(PYTHON) -m ruff check --fix .
+	$(PYTHON) -m ruff format .

@@ -1,0 +1,115 @@
+"""The ``pyro-cl`` command: run continual-learning benchmarks and write results and plots."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from pyro_cl.baselines import FineTuning
+from pyro_cl.experiment import ContinualResult, run_stream
+from pyro_cl.infer.vcl import VCL
+from pyro_cl.nn import BayesianMLP
+from pyro_cl.plotting import plot_accuracy
+from pyro_cl.presets import DEFAULT_PRESET, PRESETS
+
+__all__ = ["main", "build_parser"]
+
+METHODS = {"vcl": VCL, "finetune": FineTuning}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pyro-cl", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run a benchmark (default: embedded permuted digits)")
+    run.add_argument("--benchmark", choices=sorted(PRESETS), default=DEFAULT_PRESET)
+    run.add_argument("--data-root", default="data", help="folder holding MNIST/raw etc.")
+    run.add_argument("--download", action="store_true", help="download missing data sets")
+    run.add_argument("--methods", default="vcl,finetune", help=f"comma-separated: {','.join(METHODS)}")
+    run.add_argument("--hidden", type=int, nargs="+", help="hidden layer widths")
+    run.add_argument("--num-tasks", type=int, help="tasks of a permuted stream")
+    run.add_argument("--epochs", type=int)
+    run.add_argument("--batch-size", type=int, help="0 means the whole task")
+    run.add_argument("--lr", type=float, dest="learning_rate")
+    run.add_argument("--particles", type=int, dest="num_particles")
+    run.add_argument("--predictive-samples", type=int, dest="num_predictive_samples")
+    run.add_argument("--ml-init-epochs", type=int)
+    run.add_argument("--init-log-variance", type=float)
+    run.add_argument("--between-tasks", choices=["keep", "reset_variance", "reset"])
+    run.add_argument("--no-local-reparameterization", action="store_true")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    run.add_argument("--output", type=Path, help="folder for results.json and accuracy.png")
+    run.add_argument("--no-progress", action="store_true")
+    return parser
+
+
+def _training_settings(args: argparse.Namespace, defaults: dict) -> dict:
+    settings = dict(defaults)
+    for key in (
+        "epochs",
+        "learning_rate",
+        "num_particles",
+        "num_predictive_samples",
+        "ml_init_epochs",
+        "init_log_variance",
+        "between_tasks",
+    ):
+        value = getattr(args, key)
+        if value is not None:
+            settings[key] = value
+    if args.batch_size is not None:
+        settings["batch_size"] = args.batch_size or None
+    settings["progress"] = not args.no_progress
+    return settings
+
+
+def run(args: argparse.Namespace) -> list[ContinualResult]:
+    preset = PRESETS[args.benchmark]
+    stream = preset.stream(args.data_root, args.seed, args.num_tasks, args.download)
+    hidden = tuple(args.hidden or preset.hidden_sizes)
+    training = _training_settings(args, preset.training)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise SystemExit(f"unknown methods {unknown}; choose from {list(METHODS)}")
+    print(f"{stream.name}: {len(stream)} tasks, net {stream.in_features}-{'-'.join(map(str, hidden))}"
+          f"-{stream.num_classes}{' multi-head' if stream.multi_head else ''}, device {args.device}")
+    results = []
+    for method in methods:
+        net = BayesianMLP(
+            stream.in_features,
+            hidden,
+            stream.num_classes,
+            heads=len(stream) if stream.multi_head else 1,
+            local_reparameterization=not args.no_local_reparameterization,
+        )
+        learner = METHODS[method](net, device=args.device, seed=args.seed, **training)
+        settings = {"benchmark": args.benchmark, "hidden_sizes": list(hidden), "seed": args.seed,
+                    "device": args.device, **training}
+        result = run_stream(learner, stream, method, settings)
+        results.append(result)
+        print(f"\n{method}: accuracy after each task (rows) on each task (columns)")
+        print(result.format_matrix())
+        bwt = "" if result.bwt is None else f", BWT {100 * result.bwt:+.2f}"
+        print(f"{method}: ACC {100 * result.acc:.2f}%{bwt}  ({result.wall_time_s:.1f} s)")
+    if args.output is not None:
+        args.output.mkdir(parents=True, exist_ok=True)
+        (args.output / "results.json").write_text(json.dumps([r.to_json() for r in results], indent=2))
+        plot = plot_accuracy(results, args.output / "accuracy.png")
+        print(f"\nwrote {args.output / 'results.json'} and {plot}")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "run":
+        run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

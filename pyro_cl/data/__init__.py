@@ -1,0 +1,17 @@
+"""Task streams for continual learning."""
+
+from pyro_cl.data.digits import permuted_digits, split_digits
+from pyro_cl.data.mnist import load_mnist, permuted_mnist, split_mnist
+from pyro_cl.data.tasks import Task, TaskStream, permuted_tasks, split_tasks
+
+__all__ = [
+    "Task",
+    "TaskStream",
+    "load_mnist",
+    "permuted_digits",
+    "permuted_mnist",
+    "permuted_tasks",
+    "split_digits",
+    "split_mnist",
+    "split_tasks",
+]

@@ -1,0 +1,119 @@
+"""Tasks and task streams: the unit of data a continual learner observes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = ["Task", "TaskStream", "split_tasks", "permuted_tasks"]
+
+
+@dataclass
+class Task:
+    """One task: training and test data with labels ``0..num_classes-1``."""
+
+    id: int
+    name: str
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    num_classes: int
+
+    @property
+    def train(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x_train, self.y_train
+
+    @property
+    def test(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x_test, self.y_test
+
+
+@dataclass
+class TaskStream:
+    """An ordered sequence of tasks plus what a net needs to know to learn them.
+
+    :param multi_head: whether each task should get its own head (task identity known at test).
+    """
+
+    name: str
+    tasks: list[Task]
+    in_features: int
+    num_classes: int
+    multi_head: bool
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self.tasks)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def __getitem__(self, index: int) -> Task:
+        return self.tasks[index]
+
+
+def _as_tensors(x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.long)
+
+
+def split_tasks(
+    name: str,
+    train: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    class_groups: Sequence[Sequence[int]],
+) -> TaskStream:
+    """One task per group of classes, labels renumbered ``0..len(group)-1`` (multi-head).
+
+    ``class_groups=[(0, 1), (2, 3), ...]`` gives the split MNIST protocol of Zenke et al. (2017).
+    """
+    tasks = []
+    for task_id, group in enumerate(class_groups):
+        relabel = np.full(max(max(group) + 1, int(train[1].max()) + 1), -1, dtype=np.int64)
+        relabel[list(group)] = np.arange(len(group))
+        parts = []
+        for x, y in (train, test):
+            keep = np.isin(y, group)
+            parts.append(_as_tensors(x[keep], relabel[y[keep]]))
+        label = "/".join(str(c) for c in group)
+        tasks.append(Task(task_id, label, *parts[0], *parts[1], num_classes=len(group)))
+    num_classes = max(len(g) for g in class_groups)
+    return TaskStream(name, tasks, train[0].shape[1], num_classes, multi_head=True)
+
+
+def permuted_tasks(
+    name: str,
+    train: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    num_tasks: int,
+    seed: int = 0,
+    permute_first_task: bool = True,
+) -> TaskStream:
+    """Each task applies a fixed random permutation to the input features (single head).
+
+    The permutations come from ``numpy.random.default_rng(seed)``, so a seed fixes the stream.
+    ``permute_first_task=True`` permutes task 1 too, as the VCL reference code does; later work
+    (e.g. the VOGN thesis) keeps task 1 unpermuted.
+    """
+    if num_tasks < 1:
+        raise ValueError(f"num_tasks must be at least 1, got {num_tasks}")
+    rng = np.random.default_rng(seed)
+    num_features = train[0].shape[1]
+    num_classes = int(max(train[1].max(), test[1].max())) + 1
+    tasks = []
+    for task_id in range(num_tasks):
+        permutation = rng.permutation(num_features)
+        if task_id == 0 and not permute_first_task:
+            permutation = np.arange(num_features)
+        tasks.append(
+            Task(
+                task_id,
+                f"permutation {task_id + 1}",
+                *_as_tensors(train[0][:, permutation], train[1]),
+                *_as_tensors(test[0][:, permutation], test[1]),
+                num_classes=num_classes,
+            )
+        )
+    return TaskStream(name, tasks, num_features, num_classes, multi_head=False)

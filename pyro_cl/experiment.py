@@ -1,0 +1,103 @@
+"""Run a learner through a task stream and record the accuracy matrix (and save it)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pyro_cl.data.tasks import TaskStream
+from pyro_cl.infer.learner import ContinualLearner
+from pyro_cl.metrics import average_accuracy, average_accuracy_curve, backward_transfer
+
+__all__ = ["ContinualResult", "run_stream"]
+
+
+@dataclass
+class ContinualResult:
+    """What one run of a method over a stream measured.
+
+    ``accuracy[i, j]`` is the test accuracy on task ``j`` after training on task ``i`` (NaN for
+    ``j > i``), ``log_likelihood`` likewise holds the mean test log predictive density.
+    """
+
+    method: str
+    stream: str
+    task_names: list[str]
+    accuracy: np.ndarray
+    log_likelihood: np.ndarray
+    wall_time_s: float
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def acc(self) -> float:
+        return average_accuracy(self.accuracy)
+
+    @property
+    def bwt(self) -> float | None:
+        return backward_transfer(self.accuracy) if len(self.task_names) > 1 else None
+
+    def summary(self) -> dict:
+        return {
+            "method": self.method,
+            "stream": self.stream,
+            "ACC": self.acc,
+            "BWT": self.bwt,
+            "average_accuracy_after_each_task": average_accuracy_curve(self.accuracy).tolist(),
+            "wall_time_s": self.wall_time_s,
+        }
+
+    def to_json(self) -> dict:
+        def matrix(m: np.ndarray) -> list:
+            return [[None if np.isnan(v) else float(v) for v in row] for row in m]
+
+        return {
+            **self.summary(),
+            "task_names": self.task_names,
+            "accuracy_matrix": matrix(self.accuracy),
+            "log_likelihood_matrix": matrix(self.log_likelihood),
+            "settings": self.settings,
+        }
+
+    def save_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=2))
+
+    def format_matrix(self) -> str:
+        """The accuracy matrix as text, one row per training step."""
+        header = "after task | " + " ".join(f"{name:>7}" for name in self.task_names)
+        lines = [header, "-" * len(header)]
+        for i, row in enumerate(self.accuracy):
+            cells = " ".join("       " if np.isnan(v) else f"{100 * v:6.2f}%" for v in row)
+            lines.append(f"{self.task_names[i]:>10} | {cells}")
+        return "\n".join(lines)
+
+
+def run_stream(
+    learner: ContinualLearner,
+    stream: TaskStream,
+    method: str | None = None,
+    settings: dict | None = None,
+) -> ContinualResult:
+    """Observe each task of ``stream`` in turn, evaluating all tasks seen so far after each."""
+    k = len(stream)
+    accuracy = np.full((k, k), np.nan)
+    log_likelihood = np.full((k, k), np.nan)
+    start = time.perf_counter()
+    for i, task in enumerate(stream):
+        learner.observe(task.train, task_id=task.id)
+        for j in range(i + 1):
+            metrics = learner.evaluate(stream[j].test, task_id=stream[j].id)
+            accuracy[i, j] = metrics["accuracy"]
+            log_likelihood[i, j] = metrics["log_likelihood"]
+    return ContinualResult(
+        method=method or type(learner).__name__,
+        stream=stream.name,
+        task_names=[t.name for t in stream],
+        accuracy=accuracy,
+        log_likelihood=log_likelihood,
+        wall_time_s=time.perf_counter() - start,
+        settings=dict(settings or {}),
+    )

@@ -1,0 +1,47 @@
+"""Plots of continual-learning results (matplotlib, written to files)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from pyro_cl.experiment import ContinualResult
+from pyro_cl.metrics import average_accuracy_curve
+
+__all__ = ["plot_accuracy"]
+
+
+def plot_accuracy(results: Sequence[ContinualResult], path: str | Path) -> Path:
+    """Per-task test accuracy after each training step, one panel per task plus the average
+    (the layout of the VCL paper's figures 4 and 5). Returns the written path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = results[0].task_names
+    k = len(names)
+    fig, axes = plt.subplots(1, k + 1, figsize=(2.2 * (k + 1), 2.6), sharey=True)
+    steps = np.arange(1, k + 1)
+    for result in results:
+        for j in range(k):
+            axes[j].plot(steps[j:], result.accuracy[j:, j], marker="o", ms=3, label=result.method)
+        axes[k].plot(steps, average_accuracy_curve(result.accuracy), marker="o", ms=3, label=result.method)
+    for j, name in enumerate(names):
+        axes[j].set_title(f"task {name}", fontsize=9)
+    axes[k].set_title("average", fontsize=9)
+    for ax in axes:
+        ax.set_xticks(steps)
+        ax.set_xlabel("tasks trained", fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("test accuracy")
+    axes[k].legend(fontsize=7, loc="lower left")
+    fig.suptitle(results[0].stream, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,58 @@
+"""Named benchmark set-ups: a task stream plus the paper's net and training settings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pyro_cl.data import permuted_digits, permuted_mnist, split_digits, split_mnist
+from pyro_cl.data.tasks import TaskStream
+
+__all__ = ["Preset", "PRESETS", "DEFAULT_PRESET"]
+
+#: What ``pyro-cl run`` runs with no arguments: needs no download and no data folder.
+DEFAULT_PRESET = "permuted-digits"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A benchmark: how to build its stream and the defaults it is run with."""
+
+    description: str
+    stream: Callable[..., TaskStream]
+    needs_data_root: bool
+    hidden_sizes: tuple[int, ...]
+    training: dict = field(default_factory=dict)
+
+
+PRESETS: dict[str, Preset] = {
+    "split-digits": Preset(
+        "split MNIST protocol on scikit-learn's 8x8 digits, multi-head 2x64",
+        lambda root, seed, num_tasks, download: split_digits(seed=seed),
+        needs_data_root=False,
+        hidden_sizes=(64, 64),
+        training={"epochs": 60, "batch_size": 64, "num_particles": 10},
+    ),
+    "permuted-digits": Preset(
+        "embedded default: permuted MNIST protocol on scikit-learn's 8x8 digits, 5 tasks, "
+        "single-head 2x100",
+        lambda root, seed, num_tasks, download: permuted_digits(num_tasks or 5, seed=seed),
+        needs_data_root=False,
+        hidden_sizes=(100, 100),
+        training={"epochs": 40, "batch_size": 64, "num_particles": 10},
+    ),
+    "split-mnist": Preset(
+        "VCL paper: split MNIST, multi-head 2x256, whole-task batches, 120 epochs",
+        lambda root, seed, num_tasks, download: split_mnist(root, download),
+        needs_data_root=True,
+        hidden_sizes=(256, 256),
+        training={"epochs": 120, "batch_size": None, "num_particles": 10},
+    ),
+    "permuted-mnist": Preset(
+        "VCL paper: permuted MNIST, 10 tasks, single-head 2x100, batch 256, 100 epochs",
+        lambda root, seed, num_tasks, download: permuted_mnist(root, num_tasks or 10, seed, download=download),
+        needs_data_root=True,
+        hidden_sizes=(100, 100),
+        training={"epochs": 100, "batch_size": 256, "num_particles": 10},
+    ),
+}

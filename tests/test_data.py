@@ -1,0 +1,71 @@
+import gzip
+
+import numpy as np
+import pytest
+import torch
+
+from pyro_cl.data import load_mnist, permuted_mnist, permuted_tasks, split_mnist, split_tasks
+from pyro_cl.data.idx import read_idx
+
+
+def _write_idx(path, array, type_code=0x08):
+    header = bytes([0, 0, type_code, array.ndim]) + b"".join(
+        int(n).to_bytes(4, "big") for n in array.shape
+    )
+    with gzip.open(path, "wb") as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
+@pytest.fixture
+def fake_mnist(tmp_path):
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", 60), ("t10k", 20)):
+        _write_idx(raw / f"{prefix}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28)))
+        _write_idx(raw / f"{prefix}-labels-idx1-ubyte.gz", np.arange(n) % 10)
+    return tmp_path
+
+
+def test_idx_reader_and_mnist_layout(fake_mnist):
+    images = read_idx(fake_mnist / "MNIST" / "raw" / "train-images-idx3-ubyte.gz")
+    assert images.shape == (60, 28, 28) and images.dtype == np.uint8
+    (x, y), (xt, yt) = load_mnist(fake_mnist)
+    assert x.shape == (60, 784) and 0 <= x.min() and x.max() <= 1
+    assert np.array_equal(y, np.arange(60) % 10) and xt.shape == (20, 784)
+
+
+def test_missing_data_names_the_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match="download=True"):
+        load_mnist(tmp_path)
+
+
+def test_split_mnist_tasks_are_binary_and_relabelled(fake_mnist):
+    stream = split_mnist(fake_mnist)
+    assert [t.name for t in stream] == ["0/1", "2/3", "4/5", "6/7", "8/9"]
+    assert stream.multi_head and stream.num_classes == 2
+    for task in stream:
+        assert set(task.y_train.tolist()) == {0, 1}
+        assert len(task.x_train) == 12
+
+
+def test_permuted_stream_is_seeded_and_first_task_option(fake_mnist):
+    a = permuted_mnist(fake_mnist, num_tasks=3, seed=1)
+    b = permuted_mnist(fake_mnist, num_tasks=3, seed=1)
+    assert all(torch.equal(s.x_train, t.x_train) for s, t in zip(a, b))
+    assert not torch.equal(a[0].x_train, a[1].x_train)
+    (x, _), _ = load_mnist(fake_mnist)
+    assert not torch.equal(a[0].x_train, torch.as_tensor(x))
+    plain = permuted_mnist(fake_mnist, num_tasks=2, seed=1, permute_first_task=False)
+    assert torch.equal(plain[0].x_train, torch.as_tensor(x))
+    # a permutation only moves pixels
+    assert torch.equal(a[1].x_train.sort(1).values, torch.as_tensor(x).sort(1).values)
+
+
+def test_split_tasks_keep_the_given_class_order():
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    y = np.array([0, 1, 2, 3, 2, 3])
+    stream = split_tasks("toy", (x, y), (x, y), [(3, 2)])
+    assert stream[0].y_train.tolist() == [1, 0, 1, 0]  # 3 -> 0, 2 -> 1
+    with pytest.raises(ValueError, match="num_tasks"):
+        permuted_tasks("toy", (x, y), (x, y), 0)

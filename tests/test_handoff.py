@@ -1,0 +1,93 @@
+"""The posterior→prior handoff on a user's own PyroModule, with our guide and with AutoNormal."""
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from pyro.infer import SVI, TraceMeanField_ELBO
+from pyro.infer.autoguide import AutoNormal
+from pyro.nn import PyroModule, PyroSample
+from torch import nn
+
+from pyro_cl import VCL, MeanFieldGuide, extract_posterior, install_prior, read_priors
+from pyro_cl.posterior import posterior_from_state, posterior_to_state
+from tests.helpers import two_class_data
+
+
+class UserNet(PyroModule):
+    """A Pyro user's own Bayesian logistic regression, nothing from pyro_cl inside."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = PyroModule[nn.Linear](4, 2)
+        self.linear.weight = PyroSample(dist.Normal(0.0, 1.0).expand([2, 4]).to_event(2))
+        self.linear.bias = PyroSample(dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+def user_model(net):
+    def model(x, y=None):
+        logits = net(x)
+        with pyro.plate("data", x.shape[0]):
+            pyro.sample("obs", dist.Categorical(logits=logits), obs=y)
+
+    return model
+
+
+@pytest.mark.parametrize("guide_class", [MeanFieldGuide, AutoNormal])
+def test_svi_fit_then_handoff_installs_the_posterior_as_prior(guide_class):
+    net = UserNet()
+    model = user_model(net)
+    guide = guide_class(model)
+    x, y = two_class_data(100, 4)
+    svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.05}), TraceMeanField_ELBO())
+    for _ in range(100):
+        svi.step(x, y)
+    posterior = extract_posterior(guide)
+    assert set(posterior) == {"linear.weight", "linear.bias"}
+    assert all(not d.base_dist.loc.requires_grad for d in posterior.values())
+    install_prior(net, posterior)
+    priors = read_priors(net)
+    for name, q in posterior.items():
+        assert torch.equal(priors[name].base_dist.loc, q.base_dist.loc)
+        assert torch.equal(priors[name].base_dist.scale, q.base_dist.scale)
+    # the fitted weights separate the classes along feature 0
+    w = posterior["linear.weight"].base_dist.loc
+    assert (w[1, 0] - w[0, 0]) > 1.0
+
+
+def test_install_prior_rejects_unknown_sites_and_wrong_shapes():
+    net = UserNet()
+    with pytest.raises(KeyError, match="no sample sites"):
+        install_prior(net, {"nope": dist.Normal(0.0, 1.0)})
+    with pytest.raises(ValueError, match="shape"):
+        install_prior(net, {"linear.bias": dist.Normal(torch.zeros(3), 1.0).to_event(1)})
+
+
+def test_vcl_learner_on_a_user_pyro_module_uses_the_pyro_path():
+    learner = VCL(
+        UserNet(), epochs=30, batch_size=50, learning_rate=0.05, num_particles=2, progress=False, seed=0
+    )
+    assert not learner.fast
+    data = two_class_data(200, 4)
+    learner.observe(data, task_id=0)
+    assert learner.evaluate(data)["accuracy"] > 0.9
+    assert set(learner.current_prior()) == {"linear.weight", "linear.bias"}
+
+
+def test_posterior_state_round_trip_is_plain_tensors():
+    posterior = {
+        "w": dist.Normal(torch.randn(2, 3), torch.rand(2, 3) + 0.1).to_event(2),
+        "v": dist.Beta(torch.rand(4) + 1, torch.rand(4) + 1).to_event(1),
+        "s": dist.Normal(torch.tensor(0.5), torch.tensor(2.0)),
+    }
+    state = posterior_to_state(posterior)
+    restored = posterior_from_state(state)
+    for name, d in posterior.items():
+        assert type(restored[name]) is type(d)
+        torch.testing.assert_close(restored[name].mean, d.mean)
+        torch.testing.assert_close(restored[name].variance, d.variance)
+    with pytest.raises(ValueError, match="unknown distribution"):
+        posterior_from_state({"w": {"distribution": "os.system", "event_dim": 0, "params": {}}})
