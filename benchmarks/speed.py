@@ -62,8 +62,10 @@ def main() -> None:
     y = torch.randint(0, 10, (args.inputs,), device=device)
 
     net = torch.nn.Sequential(
-        torch.nn.Linear(784, 100), torch.nn.ReLU(),
-        torch.nn.Linear(100, 100), torch.nn.ReLU(),
+        torch.nn.Linear(784, 100),
+        torch.nn.ReLU(),
+        torch.nn.Linear(100, 100),
+        torch.nn.ReLU(),
         torch.nn.Linear(100, 10),
     ).to(device)
     adam = torch.optim.Adam(net.parameters(), lr=1e-3)
@@ -75,12 +77,18 @@ def main() -> None:
 
     deterministic, variational = [], []
     for _ in range(args.repeats + 1):  # the first round warms up
-        deterministic.append(timed(lambda: deterministic_epoch(net, adam, x, y, args.batch_size), device))
-        variational.append(timed(lambda: vcl_epoch(learner, vcl_adam, x, y, args.batch_size, fast), device))
+        deterministic.append(
+            timed(lambda: deterministic_epoch(net, adam, x, y, args.batch_size), device)
+        )
+        variational.append(
+            timed(lambda: vcl_epoch(learner, vcl_adam, x, y, args.batch_size, fast), device)
+        )
     det = statistics.median(deterministic[1:])
     var = statistics.median(variational[1:])
-    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
-          f"device {device}, torch {torch.__version__}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
+        f"device {device}, torch {torch.__version__}"
+    )
     print(f"deterministic epoch (Adam):        {1e3 * det:8.1f} ms")
     print(f"VCL epoch ({args.elbo} ELBO, 1 sample, LRT): {1e3 * var:8.1f} ms")
     print(f"ratio VCL / deterministic:         {var / det:8.2f}x")

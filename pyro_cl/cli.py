@@ -28,7 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--benchmark", choices=sorted(PRESETS), default=DEFAULT_PRESET)
     run.add_argument("--data-root", default="data", help="folder holding MNIST/raw etc.")
     run.add_argument("--download", action="store_true", help="download missing data sets")
-    run.add_argument("--methods", default="vcl,finetune", help=f"comma-separated: {','.join(METHODS)}")
+    run.add_argument(
+        "--methods", default="vcl,finetune", help=f"comma-separated: {','.join(METHODS)}"
+    )
     run.add_argument("--hidden", type=int, nargs="+", help="hidden layer widths")
     run.add_argument("--num-tasks", type=int, help="tasks of a permuted stream")
     run.add_argument("--epochs", type=int)
@@ -76,8 +78,10 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise SystemExit(f"unknown methods {unknown}; choose from {list(METHODS)}")
-    print(f"{stream.name}: {len(stream)} tasks, net {stream.in_features}-{'-'.join(map(str, hidden))}"
-          f"-{stream.num_classes}{' multi-head' if stream.multi_head else ''}, device {args.device}")
+    print(
+        f"{stream.name}: {len(stream)} tasks, net {stream.in_features}-{'-'.join(map(str, hidden))}"
+        f"-{stream.num_classes}{' multi-head' if stream.multi_head else ''}, device {args.device}"
+    )
     results = []
     for method in methods:
         net = BayesianMLP(
@@ -88,8 +92,13 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
             local_reparameterization=not args.no_local_reparameterization,
         )
         learner = METHODS[method](net, device=args.device, seed=args.seed, **training)
-        settings = {"benchmark": args.benchmark, "hidden_sizes": list(hidden), "seed": args.seed,
-                    "device": args.device, **training}
+        settings = {
+            "benchmark": args.benchmark,
+            "hidden_sizes": list(hidden),
+            "seed": args.seed,
+            "device": args.device,
+            **training,
+        }
         result = run_stream(learner, stream, method, settings)
         results.append(result)
         print(f"\n{method}: accuracy after each task (rows) on each task (columns)")
@@ -98,7 +107,9 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
         print(f"{method}: ACC {100 * result.acc:.2f}%{bwt}  ({result.wall_time_s:.1f} s)")
     if args.output is not None:
         args.output.mkdir(parents=True, exist_ok=True)
-        (args.output / "results.json").write_text(json.dumps([r.to_json() for r in results], indent=2))
+        (args.output / "results.json").write_text(
+            json.dumps([r.to_json() for r in results], indent=2)
+        )
         plot = plot_accuracy(results, args.output / "accuracy.png")
         print(f"\nwrote {args.output / 'results.json'} and {plot}")
     return results

@@ -13,7 +13,13 @@ from pyro.poutine.util import site_is_subsample
 from torch import nn
 from torch.distributions import constraints
 
-__all__ = ["MeanFieldGuide", "OBSERVATION_FLAG", "task_id_key", "REINIT_POLICIES", "DEFAULT_INIT_LOG_VARIANCE"]
+__all__ = [
+    "MeanFieldGuide",
+    "OBSERVATION_FLAG",
+    "task_id_key",
+    "REINIT_POLICIES",
+    "DEFAULT_INIT_LOG_VARIANCE",
+]
 
 #: log σ² = -6 (σ ≈ 0.05), as in the VCL authors' reference code. The paper's text says
 #: "variance 1e-6", but the published numbers come from the code, so that is our default.
@@ -134,7 +140,9 @@ class MeanFieldGuide(nn.Module):
 
     def _loc_noise(self, like: torch.Tensor) -> torch.Tensor:
         noise = torch.empty_like(like)
-        nn.init.trunc_normal_(noise, std=self.init_loc_std, a=-2 * self.init_loc_std, b=2 * self.init_loc_std)
+        nn.init.trunc_normal_(
+            noise, std=self.init_loc_std, a=-2 * self.init_loc_std, b=2 * self.init_loc_std
+        )
         return noise
 
     # ----------------------------------------------------------------- distributions
@@ -197,7 +205,9 @@ class MeanFieldGuide(nn.Module):
         self._event_dims = {k: int(v) for k, v in state["event_dims"].items()}
         self._sites_by_key = {key: list(names) for key, names in state["sites_by_key"]}
 
-    def load_state_dict(self, state_dict: Mapping[str, torch.Tensor], strict: bool = True, assign: bool = False):
+    def load_state_dict(
+        self, state_dict: Mapping[str, torch.Tensor], strict: bool = True, assign: bool = False
+    ):
         """Load parameters, first creating those a fresh guide has not created lazily yet."""
         for full_key, value in state_dict.items():
             group, _, key = full_key.partition(".")
@@ -207,4 +217,3 @@ class MeanFieldGuide(nn.Module):
 
     def extra_repr(self) -> str:
         return f"sites={len(self._event_dims)}, init_log_variance={self.init_log_variance}"
-

@@ -10,7 +10,9 @@ from torch.distributions import Distribution, kl_divergence
 __all__ = ["kl_to_prior"]
 
 
-def kl_to_prior(posterior: Mapping[str, Distribution], prior: Mapping[str, Distribution]) -> torch.Tensor:
+def kl_to_prior(
+    posterior: Mapping[str, Distribution], prior: Mapping[str, Distribution]
+) -> torch.Tensor:
     """``Σ_site KL(q_site || p_site)`` summed over every element of every site.
 
     For mean-field Gaussians each term is closed-form,

@@ -28,7 +28,9 @@ def plot_accuracy(results: Sequence[ContinualResult], path: str | Path) -> Path:
     for result in results:
         for j in range(k):
             axes[j].plot(steps[j:], result.accuracy[j:, j], marker="o", ms=3, label=result.method)
-        axes[k].plot(steps, average_accuracy_curve(result.accuracy), marker="o", ms=3, label=result.method)
+        axes[k].plot(
+            steps, average_accuracy_curve(result.accuracy), marker="o", ms=3, label=result.method
+        )
     for j, name in enumerate(names):
         axes[j].set_title(f"task {name}", fontsize=9)
     axes[k].set_title("average", fontsize=9)

@@ -50,7 +50,9 @@ PRESETS: dict[str, Preset] = {
     ),
     "permuted-mnist": Preset(
         "VCL paper: permuted MNIST, 10 tasks, single-head 2x100, batch 256, 100 epochs",
-        lambda root, seed, num_tasks, download: permuted_mnist(root, num_tasks or 10, seed, download=download),
+        lambda root, seed, num_tasks, download: permuted_mnist(
+            root, num_tasks or 10, seed, download=download
+        ),
         needs_data_root=True,
         hidden_sizes=(100, 100),
         training={"epochs": 100, "batch_size": 256, "num_particles": 10},

@@ -56,7 +56,9 @@ def test_mismatched_lengths_and_float_labels(learner):
 
 
 def test_regression_targets_with_nan():
-    learner = VCL(BayesianLinear(3, 1), likelihood=GaussianLikelihood(1.0), epochs=1, progress=False)
+    learner = VCL(
+        BayesianLinear(3, 1), likelihood=GaussianLikelihood(1.0), epochs=1, progress=False
+    )
     y = torch.randn(5)
     y[0] = float("nan")
     with pytest.raises(ValueError, match="NaN or inf"):
@@ -65,9 +67,13 @@ def test_regression_targets_with_nan():
 
 def test_diverging_training_raises_and_keeps_the_previous_posterior(learner, monkeypatch):
     learner.observe(two_class_data(64, 4), task_id=0)
-    prior_before = {k: (d.base_dist.loc.clone(), d.base_dist.scale.clone())
-                    for k, d in learner.current_prior().items()}
-    guide_before = {k: v.clone() for k, v in learner.guide.state_dict().items() if torch.is_tensor(v)}
+    prior_before = {
+        k: (d.base_dist.loc.clone(), d.base_dist.scale.clone())
+        for k, d in learner.current_prior().items()
+    }
+    guide_before = {
+        k: v.clone() for k, v in learner.guide.state_dict().items() if torch.is_tensor(v)
+    }
     likelihood = learner.model.likelihood
     calls = {"n": 0}
     original = likelihood.log_prob

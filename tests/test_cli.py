@@ -5,10 +5,24 @@ from pyro_cl.cli import main
 
 def test_cli_runs_a_short_benchmark_and_writes_results(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main([
-        "run", "--benchmark", "split-digits", "--hidden", "16", "--epochs", "2",
-        "--particles", "2", "--predictive-samples", "4", "--no-progress", "--output", str(out),
-    ])
+    code = main(
+        [
+            "run",
+            "--benchmark",
+            "split-digits",
+            "--hidden",
+            "16",
+            "--epochs",
+            "2",
+            "--particles",
+            "2",
+            "--predictive-samples",
+            "4",
+            "--no-progress",
+            "--output",
+            str(out),
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "vcl: ACC" in printed and "finetune: ACC" in printed

@@ -52,7 +52,7 @@ def test_split_mnist_tasks_are_binary_and_relabelled(fake_mnist):
 def test_permuted_stream_is_seeded_and_first_task_option(fake_mnist):
     a = permuted_mnist(fake_mnist, num_tasks=3, seed=1)
     b = permuted_mnist(fake_mnist, num_tasks=3, seed=1)
-    assert all(torch.equal(s.x_train, t.x_train) for s, t in zip(a, b))
+    assert all(torch.equal(s.x_train, t.x_train) for s, t in zip(a, b, strict=True))
     assert not torch.equal(a[0].x_train, a[1].x_train)
     (x, _), _ = load_mnist(fake_mnist)
     assert not torch.equal(a[0].x_train, torch.as_tensor(x))

@@ -16,7 +16,9 @@ def _loss_and_grads(fn, guide):
     guide.zero_grad(set_to_none=True)
     loss = fn()
     loss.backward()
-    return loss.detach(), {k: p.grad.clone() for k, p in guide.named_parameters() if p.grad is not None}
+    return loss.detach(), {
+        k: p.grad.clone() for k, p in guide.named_parameters() if p.grad is not None
+    }
 
 
 @pytest.mark.parametrize("use_lrt", [False, True])

@@ -68,7 +68,13 @@ def test_install_prior_rejects_unknown_sites_and_wrong_shapes():
 
 def test_vcl_learner_on_a_user_pyro_module_uses_the_pyro_path():
     learner = VCL(
-        UserNet(), epochs=30, batch_size=50, learning_rate=0.05, num_particles=2, progress=False, seed=0
+        UserNet(),
+        epochs=30,
+        batch_size=50,
+        learning_rate=0.05,
+        num_particles=2,
+        progress=False,
+        seed=0,
     )
     assert not learner.fast
     data = two_class_data(200, 4)

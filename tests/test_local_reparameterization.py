@@ -30,7 +30,9 @@ def test_local_reparameterization_matches_weight_sampling_in_mean_and_variance()
     exact_mean = x @ weight.base_dist.loc.T + bias.base_dist.loc
     exact_var = (x**2) @ (weight.base_dist.scale**2).T + bias.base_dist.scale**2
     for mean, var in moments:
-        torch.testing.assert_close(mean, exact_mean, atol=0.05 * exact_var.sqrt().max().item(), rtol=0)
+        torch.testing.assert_close(
+            mean, exact_mean, atol=0.05 * exact_var.sqrt().max().item(), rtol=0
+        )
         torch.testing.assert_close(var, exact_var, rtol=0.03, atol=0)
     torch.testing.assert_close(mean_lrt, mean_w, atol=0.1, rtol=0)
 

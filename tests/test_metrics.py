@@ -3,7 +3,12 @@ import math
 import numpy as np
 import pytest
 
-from pyro_cl.metrics import average_accuracy, average_accuracy_curve, backward_transfer, forward_transfer
+from pyro_cl.metrics import (
+    average_accuracy,
+    average_accuracy_curve,
+    backward_transfer,
+    forward_transfer,
+)
 
 A = np.array([[0.9, np.nan, np.nan], [0.8, 0.95, np.nan], [0.7, 0.9, 0.85]])
 

@@ -23,8 +23,12 @@ def test_untrained_heads_keep_the_initial_prior_and_trained_ones_move():
     for head in (0, 2):
         assert not torch.equal(learner.net.heads[head].weight_prior_scale, torch.ones(2, 8))
     assert learner.trained_sites == [
-        "hidden.0.weight", "hidden.0.bias", "heads.0.weight", "heads.0.bias",
-        "heads.2.weight", "heads.2.bias",
+        "hidden.0.weight",
+        "hidden.0.bias",
+        "heads.0.weight",
+        "heads.0.bias",
+        "heads.2.weight",
+        "heads.2.bias",
     ]
 
 

@@ -11,8 +11,15 @@ from tests.helpers import two_class_data
 
 def _learner(seed=0):
     net = BayesianMLP(4, [8], 2, heads=3)
-    return VCL(net, epochs=4, batch_size=32, num_particles=2, num_predictive_samples=7,
-               progress=False, seed=seed)
+    return VCL(
+        net,
+        epochs=4,
+        batch_size=32,
+        num_particles=2,
+        num_predictive_samples=7,
+        progress=False,
+        seed=seed,
+    )
 
 
 def test_save_load_predict_gives_identical_outputs(tmp_path):
@@ -47,7 +54,9 @@ def test_continuing_after_reload_gives_the_same_posterior_as_never_stopping(tmp_
         other = resumed.current_prior()[name]
         assert torch.equal(prior.base_dist.loc, other.base_dist.loc), name
         assert torch.equal(prior.base_dist.scale, other.base_dist.scale), name
-    for (key, a), (_, b) in zip(straight.guide.state_dict().items(), resumed.guide.state_dict().items()):
+    for (key, a), (_, b) in zip(
+        straight.guide.state_dict().items(), resumed.guide.state_dict().items(), strict=True
+    ):
         if torch.is_tensor(a):
             assert torch.equal(a, b), key
 

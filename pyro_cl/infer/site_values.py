@@ -93,4 +93,3 @@ def sample_outputs(
             guide_trace = poutine.trace(sites_guide).get_trace()
             outputs.append(poutine.replay(model.net_outputs, trace=guide_trace)(x, task_id))
     return torch.stack(outputs)
-

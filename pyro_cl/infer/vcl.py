@@ -57,7 +57,9 @@ class VCL(ContinualLearner):
                 self.fast,
             )
 
-        history = self._minimise(loss, self.guide.parameters(), num_data, cfg.epochs, f"VCL task {task_id}")
+        history = self._minimise(
+            loss, self.guide.parameters(), num_data, cfg.epochs, f"VCL task {task_id}"
+        )
         posterior = self.guide.posterior(names)
         for name, q in posterior.items():
             base = q.base_dist
