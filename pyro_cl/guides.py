@@ -153,6 +153,15 @@ class MeanFieldGuide(nn.Module):
         # exp() is positive and the loc is a parameter, so argument validation would only cost time.
         return Normal(self.loc[key], scale, validate_args=False).to_event(self._event_dims[name])
 
+    def gaussian_parameters(
+        self, names: Iterable[str]
+    ) -> dict[str, tuple[nn.Parameter, nn.Parameter]]:
+        """``{site: (μ, log σ²)}``: the raw parameters (for the fast path)."""
+        return {
+            name: (self.loc[_parameter_key(name)], self.log_variance[_parameter_key(name)])
+            for name in names
+        }
+
     def posterior(self, names: Iterable[str] | None = None) -> dict[str, Distribution]:
         """``{site: q(site)}`` for ``names`` (default: every site with parameters)."""
         return {name: self.distribution(name) for name in (names or self.site_names)}

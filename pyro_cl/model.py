@@ -32,6 +32,8 @@ class SupervisedModel:
         sites = list(sample_sites(net))
         if not sites:
             raise ValueError(f"{type(net).__name__} has no PyroSample sites: nothing to learn")
+        #: ``{site name: (module, attribute)}`` for every latent site of the net.
+        self.site_index = {name: (module, attribute) for name, module, attribute in sites}
         #: True when every latent site belongs to a pyro_cl layer, so the fast path applies.
         self.library_layers_only = all(isinstance(m, BayesianLinear) for _, m, _ in sites)
 

@@ -24,3 +24,17 @@ def test_kl_of_identical_distributions_is_zero_and_sums_sites():
     # closed form for one coordinate: log(σp/σq) + (σq² + (μq-μp)²)/(2σp²) - 1/2
     expected = 4 * (torch.log(torch.tensor(2.0)) + (1 + 1) / 8 - 0.5)
     torch.testing.assert_close(kl_to_prior({"a": a}, {"a": b}), expected)
+
+
+def test_fast_path_gaussian_kl_equals_the_distribution_kl():
+    torch.manual_seed(1)
+    loc_q, log_var_q = torch.randn(5, 3), torch.randn(5, 3)
+    loc_p, scale_p = torch.randn(5, 3), torch.rand(5, 3) + 0.3
+    from pyro_cl.kl import gaussian_kl
+
+    fast = gaussian_kl(loc_q, log_var_q.exp(), log_var_q, loc_p, scale_p)
+    reference = kl_to_prior(
+        {"w": Normal(loc_q, (0.5 * log_var_q).exp()).to_event(2)},
+        {"w": Normal(loc_p, scale_p).to_event(2)},
+    )
+    torch.testing.assert_close(fast, reference)

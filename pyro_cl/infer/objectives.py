@@ -9,10 +9,9 @@ from pyro.infer import TraceMeanField_ELBO
 
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.site_values import sample_outputs
-from pyro_cl.kl import kl_to_prior
+from pyro_cl.kl import gaussian_kl
 from pyro_cl.model import SupervisedModel
-from pyro_cl.nn.local_reparam import local_reparameterization
-from pyro_cl.posterior import read_priors
+from pyro_cl.nn.local_reparam import DiagonalGaussian, local_reparameterization
 
 __all__ = ["negative_elbo", "negative_log_likelihood"]
 
@@ -46,9 +45,14 @@ def negative_elbo(
             )
         return loss / dataset_size
     names = guide.sites_for(x, y, task_id=task_id, dataset_size=dataset_size)
-    posterior = guide.posterior(names)
-    kl = kl_to_prior(posterior, read_priors(model.net, names))
-    outputs = sample_outputs(model, posterior, x, task_id, num_particles, fast=True)
+    kl = 0.0
+    sites = {}
+    for name, (loc, log_variance) in guide.gaussian_parameters(names).items():
+        module, attribute = model.site_index[name]
+        variance = log_variance.exp()
+        kl = kl + gaussian_kl(loc, variance, log_variance, *module.prior_parameters(attribute))
+        sites[name] = DiagonalGaussian(loc, variance)
+    outputs = sample_outputs(model, sites, x, task_id, num_particles, fast=True)
     expected_log_likelihood = model.likelihood.log_prob(outputs, y).mean()
     return kl / dataset_size - expected_log_likelihood
 

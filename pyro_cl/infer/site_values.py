@@ -32,6 +32,15 @@ __all__ = ["substitute_sites", "sample_outputs"]
 SiteValues = Mapping[str, Distribution | torch.Tensor]
 
 
+def _sites_of(net: torch.nn.Module) -> list:
+    # Cached on the net: walking the module tree every training step would cost more than the math.
+    cached = net.__dict__.get("_pyro_cl_sites")
+    if cached is None:
+        cached = list(sample_sites(net))
+        net.__dict__["_pyro_cl_sites"] = cached
+    return cached
+
+
 @contextmanager
 def substitute_sites(
     net: torch.nn.Module, sites: SiteValues, num_particles: int | None = None
@@ -43,7 +52,7 @@ def substitute_sites(
     dimension (of size 1 or ``num_particles``).
     """
     layers = {}
-    for name, module, attribute in sample_sites(net):
+    for name, module, attribute in _sites_of(net):
         if not hasattr(module, "_substitute"):
             raise TypeError(f"site {name!r} is not in a pyro_cl layer; use the Pyro path")
         layers.setdefault(module, {})[attribute] = sites.get(name)

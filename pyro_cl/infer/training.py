@@ -7,11 +7,21 @@ from collections.abc import Callable, Iterable
 import torch
 from tqdm.auto import tqdm
 
-__all__ = ["DivergenceError", "minimise"]
+__all__ = ["DivergenceError", "make_adam", "minimise"]
 
 
 class DivergenceError(RuntimeError):
     """Training produced a NaN or infinite loss; the caller must not keep the result."""
+
+
+def make_adam(parameters: list[torch.nn.Parameter], learning_rate: float) -> torch.optim.Adam:
+    """Adam with the fused kernel where torch has one (CPU and CUDA floats): the same update
+    rule in one kernel instead of ~10 small ones per parameter, which matters for the many small
+    tensors of a mean-field guide."""
+    try:
+        return torch.optim.Adam(parameters, lr=learning_rate, fused=True)
+    except (RuntimeError, ValueError):
+        return torch.optim.Adam(parameters, lr=learning_rate)
 
 
 def minimise(
@@ -34,7 +44,7 @@ def minimise(
     :raises DivergenceError: as soon as an epoch's loss is NaN or infinite.
     """
     parameters = list(parameters)
-    optimizer = torch.optim.Adam(parameters, lr=learning_rate)
+    optimizer = make_adam(parameters, learning_rate)
     batch_size = num_data if batch_size is None else min(int(batch_size), num_data)
     history = []
     bar = tqdm(range(epochs), desc=description, disable=not progress, leave=False)

@@ -9,13 +9,24 @@ import torch.nn.functional as F
 from pyro.distributions import Distribution, Independent, Normal
 from pyro.nn import PyroModule, PyroSample
 
-from pyro_cl.nn.local_reparam import gaussian_linear, normal_source
+from pyro_cl.nn.local_reparam import DiagonalGaussian, gaussian_linear, normal_source
 
 __all__ = ["BayesianLinear"]
 
 
 def _prior_from_buffers(module: BayesianLinear, name: str) -> Distribution:
     return module.prior(name)
+
+
+def _as_diagonal_gaussian(value) -> DiagonalGaussian | None:
+    """Means and variances of ``value`` if it is a (possibly ``Independent``) Normal."""
+    if isinstance(value, DiagonalGaussian):
+        return value
+    while isinstance(value, Independent):
+        value = value.base_dist
+    if isinstance(value, Normal):
+        return DiagonalGaussian(value.loc, value.scale**2)
+    return None
 
 
 def _as_normal(value) -> Normal | None:
@@ -74,10 +85,13 @@ class BayesianLinear(PyroModule):
     def site_names(self) -> tuple[str, ...]:
         return ("weight", "bias") if self.has_bias else ("weight",)
 
+    def prior_parameters(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(loc, scale)`` buffers of the prior of site ``name``."""
+        return getattr(self, f"{name}_prior_loc"), getattr(self, f"{name}_prior_scale")
+
     def prior(self, name: str) -> Distribution:
         """The current prior of site ``name`` ("weight" or "bias")."""
-        loc = getattr(self, f"{name}_prior_loc")
-        scale = getattr(self, f"{name}_prior_scale")
+        loc, scale = self.prior_parameters(name)
         # set_prior checked the buffers, so argument validation would only cost time.
         return Normal(loc, scale, validate_args=False).to_event(loc.dim())
 
@@ -109,7 +123,7 @@ class BayesianLinear(PyroModule):
         return value
 
     def _draw(self, value) -> torch.Tensor:
-        if isinstance(value, Distribution):
+        if isinstance(value, (Distribution, DiagonalGaussian)):
             shape = () if self._num_particles is None else (self._num_particles,)
             return value.rsample(shape)
         return value
@@ -122,10 +136,10 @@ class BayesianLinear(PyroModule):
         weight = self._site("weight")
         bias = self._site("bias") if self.has_bias else None
         if self.local_reparameterization:
-            weight_normal = _as_normal(weight)
-            bias_normal = None if bias is None else _as_normal(bias)
-            if weight_normal is not None and (bias is None or bias_normal is not None):
-                return gaussian_linear(x, weight_normal, bias_normal, self._num_particles)
+            weight_gaussian = _as_diagonal_gaussian(weight)
+            bias_gaussian = None if bias is None else _as_diagonal_gaussian(bias)
+            if weight_gaussian is not None and (bias is None or bias_gaussian is not None):
+                return gaussian_linear(x, weight_gaussian, bias_gaussian, self._num_particles)
         weight = self._draw(weight)
         bias = None if bias is None else self._draw(bias)
         if weight.dim() == 2:

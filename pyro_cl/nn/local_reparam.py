@@ -19,6 +19,8 @@ layer can ask :func:`normal_source` for it and sample pre-activations instead.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 from pyro.distributions import Independent, Normal
@@ -29,6 +31,7 @@ __all__ = [
     "LocalReparameterizationMessenger",
     "local_reparameterization",
     "normal_source",
+    "DiagonalGaussian",
     "gaussian_linear",
     "standard_normal",
 ]
@@ -104,24 +107,39 @@ def standard_normal(shape: torch.Size, like: torch.Tensor) -> torch.Tensor:
     return torch.randn(shape, dtype=like.dtype, device=like.device)
 
 
+class DiagonalGaussian(NamedTuple):
+    """Means and variances of independent Gaussian weights: what the fast path hands a layer.
+
+    A lighter stand-in for ``Normal(loc, variance.sqrt())`` that skips building distribution
+    objects and a square root on every training step.
+    """
+
+    loc: torch.Tensor
+    variance: torch.Tensor
+
+    def rsample(self, sample_shape: tuple[int, ...] = ()) -> torch.Tensor:
+        # Draws exactly as Normal.rsample does, so both paths consume the same random numbers.
+        return Normal(self.loc, self.variance.sqrt(), validate_args=False).rsample(sample_shape)
+
+
 def gaussian_linear(
     x: torch.Tensor,
-    weight: Normal,
-    bias: Normal | None,
+    weight: DiagonalGaussian,
+    bias: DiagonalGaussian | None,
     num_particles: int | None = None,
 ) -> torch.Tensor:
     """Sample pre-activations ``a = x W^T + b`` for Gaussian ``W`` and ``b`` (see module docstring).
 
     :param x: inputs ``(..., in_features)``.
-    :param weight: Normal with ``loc``/``scale`` of shape ``(out_features, in_features)``.
-    :param bias: Normal of shape ``(out_features,)`` or ``None``.
+    :param weight: means and variances of shape ``(out_features, in_features)``.
+    :param bias: means and variances of shape ``(out_features,)``, or ``None``.
     :param num_particles: if given, ``x`` carries a leading particle dimension of size 1 or
         ``num_particles`` and the noise is drawn with ``num_particles`` rows along it.
     """
     mean = F.linear(x, weight.loc, None if bias is None else bias.loc)
-    variance = F.linear(x * x, weight.scale**2, None if bias is None else bias.scale**2)
+    variance = F.linear(x * x, weight.variance, None if bias is None else bias.variance)
     shape = mean.shape
     if num_particles is not None:
         shape = torch.Size((num_particles,)) + mean.shape[1:]
     noise = standard_normal(shape, mean)
-    return mean + variance.clamp_min(1e-16).sqrt() * noise
+    return torch.addcmul(mean, variance.clamp_min(1e-16).sqrt(), noise)
