@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from pyro_cl.baselines import FineTuning
-from pyro_cl.experiment import ContinualResult, run_stream
+from pyro_cl.experiment import ContinualResult, run_stream, scratch_accuracies
 from pyro_cl.infer.vcl import VCL
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.plotting import plot_accuracy
@@ -42,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--init-log-variance", type=float)
     run.add_argument("--between-tasks", choices=["keep", "reset_variance", "reset"])
     run.add_argument("--no-local-reparameterization", action="store_true")
+    run.add_argument(
+        "--forward-transfer",
+        action="store_true",
+        help="also train each task from scratch to report FWT (doubles the run time)",
+    )
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     run.add_argument("--output", type=Path, help="folder for results.json and accuracy.png")
@@ -84,14 +89,18 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
     )
     results = []
     for method in methods:
-        net = BayesianMLP(
-            stream.in_features,
-            hidden,
-            stream.num_classes,
-            heads=len(stream) if stream.multi_head else 1,
-            local_reparameterization=not args.no_local_reparameterization,
-        )
-        learner = METHODS[method](net, device=args.device, seed=args.seed, **training)
+
+        def make_learner(method=method):
+            net = BayesianMLP(
+                stream.in_features,
+                hidden,
+                stream.num_classes,
+                heads=len(stream) if stream.multi_head else 1,
+                local_reparameterization=not args.no_local_reparameterization,
+            )
+            return METHODS[method](net, device=args.device, seed=args.seed, **training)
+
+        learner = make_learner()
         settings = {
             "benchmark": args.benchmark,
             "hidden_sizes": list(hidden),
@@ -100,11 +109,14 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
             **training,
         }
         result = run_stream(learner, stream, method, settings)
+        if args.forward_transfer:
+            result.scratch_accuracy = scratch_accuracies(make_learner, stream)
         results.append(result)
         print(f"\n{method}: accuracy after each task (rows) on each task (columns)")
         print(result.format_matrix())
         bwt = "" if result.bwt is None else f", BWT {100 * result.bwt:+.2f}"
-        print(f"{method}: ACC {100 * result.acc:.2f}%{bwt}  ({result.wall_time_s:.1f} s)")
+        fwt = "" if result.fwt is None else f", FWT {100 * result.fwt:+.2f}"
+        print(f"{method}: ACC {100 * result.acc:.2f}%{bwt}{fwt}  ({result.wall_time_s:.1f} s)")
     if args.output is not None:
         args.output.mkdir(parents=True, exist_ok=True)
         (args.output / "results.json").write_text(

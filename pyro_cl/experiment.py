@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,9 +12,14 @@ import numpy as np
 
 from pyro_cl.data.tasks import TaskStream
 from pyro_cl.infer.learner import ContinualLearner
-from pyro_cl.metrics import average_accuracy, average_accuracy_curve, backward_transfer
+from pyro_cl.metrics import (
+    average_accuracy,
+    average_accuracy_curve,
+    backward_transfer,
+    forward_transfer,
+)
 
-__all__ = ["ContinualResult", "run_stream"]
+__all__ = ["ContinualResult", "run_stream", "scratch_accuracies"]
 
 
 @dataclass
@@ -31,6 +37,8 @@ class ContinualResult:
     log_likelihood: np.ndarray
     wall_time_s: float
     settings: dict = field(default_factory=dict)
+    #: ``s_i``: accuracy on task ``i`` of the same learner trained on task ``i`` alone (for FWT).
+    scratch_accuracy: list[float] | None = None
 
     @property
     def acc(self) -> float:
@@ -40,12 +48,20 @@ class ContinualResult:
     def bwt(self) -> float | None:
         return backward_transfer(self.accuracy) if len(self.task_names) > 1 else None
 
+    @property
+    def fwt(self) -> float | None:
+        if self.scratch_accuracy is None or len(self.task_names) < 2:
+            return None
+        return forward_transfer(self.accuracy, self.scratch_accuracy)
+
     def summary(self) -> dict:
         return {
             "method": self.method,
             "stream": self.stream,
             "ACC": self.acc,
             "BWT": self.bwt,
+            "FWT": self.fwt,
+            "scratch_accuracy": self.scratch_accuracy,
             "average_accuracy_after_each_task": average_accuracy_curve(self.accuracy).tolist(),
             "wall_time_s": self.wall_time_s,
         }
@@ -67,11 +83,14 @@ class ContinualResult:
 
     def format_matrix(self) -> str:
         """The accuracy matrix as text, one row per training step."""
-        header = "after task | " + " ".join(f"{name:>7}" for name in self.task_names)
+        width = max(7, *(len(name) for name in self.task_names))
+        header = f"{'after':>{width}} | " + " ".join(f"{n:>{width}}" for n in self.task_names)
         lines = [header, "-" * len(header)]
         for i, row in enumerate(self.accuracy):
-            cells = " ".join("       " if np.isnan(v) else f"{100 * v:6.2f}%" for v in row)
-            lines.append(f"{self.task_names[i]:>10} | {cells}")
+            cells = " ".join(
+                " " * width if np.isnan(v) else f"{100 * v:{width - 1}.2f}%" for v in row
+            )
+            lines.append(f"{self.task_names[i]:>{width}} | {cells}")
         return "\n".join(lines)
 
 
@@ -101,3 +120,16 @@ def run_stream(
         wall_time_s=time.perf_counter() - start,
         settings=dict(settings or {}),
     )
+
+
+def scratch_accuracies(
+    make_learner: Callable[[], ContinualLearner], stream: TaskStream
+) -> list[float]:
+    """``s_i`` of the FWT definition (thesis eq. 66): test accuracy on task ``i`` of a fresh
+    learner from ``make_learner()`` trained on task ``i`` alone."""
+    accuracies = []
+    for task in stream:
+        learner = make_learner()
+        learner.observe(task.train, task_id=task.id)
+        accuracies.append(learner.evaluate(task.test, task_id=task.id)["accuracy"])
+    return accuracies

@@ -19,6 +19,7 @@ def test_cli_runs_a_short_benchmark_and_writes_results(tmp_path, capsys):
             "--predictive-samples",
             "4",
             "--no-progress",
+            "--forward-transfer",
             "--output",
             str(out),
         ]
@@ -30,4 +31,5 @@ def test_cli_runs_a_short_benchmark_and_writes_results(tmp_path, capsys):
     assert [r["method"] for r in results] == ["vcl", "finetune"]
     matrix = results[0]["accuracy_matrix"]
     assert len(matrix) == 5 and matrix[0][1] is None and 0 <= matrix[4][0] <= 1
+    assert len(results[0]["scratch_accuracy"]) == 5 and results[0]["FWT"] is not None
     assert (out / "accuracy.png").stat().st_size > 1000
