@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 
 import pyro
 import pyro.distributions as dist
@@ -13,14 +14,15 @@ from pyro_cl.guides import OBSERVATION_FLAG
 __all__ = ["Likelihood", "CategoricalLikelihood", "GaussianLikelihood", "likelihood_from_state"]
 
 
-class Likelihood:
+class Likelihood(ABC):
     """Base class: how targets are scored given net outputs.
 
     ``outputs`` may carry leading sample dimensions; ``log_prob`` broadcasts over them.
     """
 
+    @abstractmethod
     def distribution(self, outputs: torch.Tensor) -> dist.Distribution:
-        raise NotImplementedError
+        """``p(y | outputs)`` for a batch of outputs."""
 
     def log_prob(self, outputs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Per-point log-likelihood ``log p(y_n | outputs_n)``."""
@@ -52,8 +54,9 @@ class Likelihood:
         """Summary metrics of the Monte Carlo predictive on ``(x, y)``."""
         return {"log_likelihood": self.predictive_log_likelihood(samples, y).mean().item()}
 
+    @abstractmethod
     def state(self) -> dict:
-        raise NotImplementedError
+        """Plain data that :func:`likelihood_from_state` turns back into this likelihood."""
 
 
 class CategoricalLikelihood(Likelihood):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, fields, replace
 
 import pyro
@@ -71,7 +72,7 @@ class TrainingConfig:
             raise ValueError(f"elbo must be 'auto', 'fast' or 'pyro', got {self.elbo!r}")
 
 
-class ContinualLearner:
+class ContinualLearner(ABC):
     """Base class: a Bayesian net, a guide and the current prior, fed one task at a time.
 
     Subclasses implement :meth:`_learn` (fit one task) and :meth:`prediction_sites` (what to
@@ -148,8 +149,9 @@ class ContinualLearner:
         self.tasks_seen.append(task_id)
         return history
 
+    @abstractmethod
     def _learn(self, x: torch.Tensor, y: torch.Tensor, task_id: int) -> list[float]:
-        raise NotImplementedError  # abstract
+        """Fit task ``task_id`` on ``(x, y)`` (already checked and on the device)."""
 
     def _active_sites(self, x: torch.Tensor, task_id: int) -> list[str]:
         """The latent sites the model samples for task ``task_id``."""
@@ -186,9 +188,9 @@ class ContinualLearner:
                 self.trained_sites.append(name)
 
     # ------------------------------------------------------------------ prediction
+    @abstractmethod
     def prediction_sites(self, x: torch.Tensor, task_id: int) -> dict:
         """Distributions or values of the latent sites used for prediction."""
-        raise NotImplementedError  # abstract
 
     @property
     def num_predictive_samples(self) -> int:
