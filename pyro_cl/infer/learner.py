@@ -203,7 +203,13 @@ class ContinualLearner(ABC):
         """Net outputs for ``num_samples`` posterior draws: shape ``(S, N, outputs)``."""
         x = torch.as_tensor(x)
         self.model.check_data(x, None, task_id)
-        x = x.to(self.device)
+        return self._predictive_samples(x.to(self.device), task_id, num_samples, chunk)
+
+    @torch.no_grad()
+    def _predictive_samples(
+        self, x: torch.Tensor, task_id: int, num_samples: int | None, chunk: int = 1024
+    ) -> torch.Tensor:
+        """:meth:`predictive_samples` for inputs already checked and on the device."""
         num_samples = num_samples or self.num_predictive_samples
         sites = self.prediction_sites(x[:1], task_id)
         parts = [
@@ -220,7 +226,7 @@ class ContinualLearner(ABC):
     def evaluate(self, data, task_id: int = 0, num_samples: int | None = None) -> dict[str, float]:
         """Accuracy (classification) and mean test log-likelihood on ``data = (x, y)``."""
         x, y = self._prepare(data, task_id)
-        samples = self.predictive_samples(x, task_id, num_samples)
+        samples = self._predictive_samples(x, task_id, num_samples)
         return self.model.likelihood.metrics(samples, y)
 
     # ------------------------------------------------------------------ state

@@ -6,10 +6,15 @@ from functools import partial
 
 import torch
 import torch.nn.functional as F
-from pyro.distributions import Distribution, Independent, Normal
+from pyro.distributions import Distribution, Normal
 from pyro.nn import PyroModule, PyroSample
 
-from pyro_cl.nn.local_reparam import DiagonalGaussian, gaussian_linear, normal_source
+from pyro_cl.nn.local_reparam import (
+    DiagonalGaussian,
+    base_normal,
+    gaussian_linear,
+    normal_source,
+)
 
 __all__ = ["BayesianLinear"]
 
@@ -22,17 +27,8 @@ def _as_diagonal_gaussian(value) -> DiagonalGaussian | None:
     """Means and variances of ``value`` if it is a (possibly ``Independent``) Normal."""
     if isinstance(value, DiagonalGaussian):
         return value
-    while isinstance(value, Independent):
-        value = value.base_dist
-    if isinstance(value, Normal):
-        return DiagonalGaussian(value.loc, value.scale**2)
-    return None
-
-
-def _as_normal(value) -> Normal | None:
-    while isinstance(value, Independent):
-        value = value.base_dist
-    return value if isinstance(value, Normal) else None
+    normal = base_normal(value)
+    return None if normal is None else DiagonalGaussian(normal.loc, normal.scale**2)
 
 
 class BayesianLinear(PyroModule):
@@ -97,7 +93,7 @@ class BayesianLinear(PyroModule):
 
     def set_prior(self, name: str, prior: Distribution) -> None:
         """Make ``prior`` (a Normal, possibly wrapped in ``Independent``) the prior of ``name``."""
-        normal = _as_normal(prior)
+        normal = base_normal(prior)
         loc_buffer = getattr(self, f"{name}_prior_loc")
         if normal is None:
             raise TypeError(

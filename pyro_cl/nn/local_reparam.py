@@ -37,7 +37,8 @@ __all__ = [
 ]
 
 
-def _base_normal(fn) -> Normal | None:
+def base_normal(fn) -> Normal | None:
+    """The ``Normal`` inside ``fn`` (unwrapping ``Independent``), or ``None`` if there is none."""
     while isinstance(fn, Independent):
         fn = fn.base_dist
     return fn if isinstance(fn, Normal) else None
@@ -73,7 +74,7 @@ class LocalReparameterizationMessenger(Messenger):
         key = id(msg["value"])
         if key in self._sources:
             return
-        normal = _base_normal(msg["fn"])
+        normal = base_normal(msg["fn"])
         if normal is not None and normal.loc.shape != msg["value"].shape:
             normal = None
         # Non-Normal draws are recorded too (as None) so that a replaying model's prior can never
