@@ -203,6 +203,12 @@ class MeanFieldGuide(nn.Module):
                 mean = prior.mean.to(self.loc[key])
                 self.loc[key].copy_(mean + self._loc_noise(mean))
 
+    def clone(self) -> MeanFieldGuide:
+        """An independent copy (same model, same values, its own parameters and store name)."""
+        copy = MeanFieldGuide(self.model, self.init_log_variance, self.init_loc_std, self.site_key)
+        copy.load_state_dict(self.state_dict())
+        return copy.to(next(iter(self.loc.values())).device) if len(self.loc) else copy
+
     # ----------------------------------------------------------------- saving and loading
     def get_extra_state(self) -> dict:
         return {

@@ -17,7 +17,13 @@ from pyro_cl.infer.training import minimise
 from pyro_cl.likelihoods import CategoricalLikelihood, Likelihood, likelihood_from_state
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.mlp import BayesianMLP
-from pyro_cl.posterior import install_prior, posterior_from_state, posterior_to_state, read_priors
+from pyro_cl.posterior import (
+    detach_distribution,
+    install_prior,
+    posterior_from_state,
+    posterior_to_state,
+    read_priors,
+)
 from pyro_cl.serialization import atomic_save, safe_load
 
 __all__ = ["TrainingConfig", "ContinualLearner"]
@@ -44,6 +50,11 @@ class TrainingConfig:
         previous posterior), "reset_variance" or "reset".
     :param elbo: "fast" (direct computation for pyro_cl layers), "pyro" (TraceMeanField_ELBO on
         the Pyro programs) or "auto" (fast whenever the net allows it).
+    :param refit_epochs: epochs of the coreset refit before prediction (VCL eq. 3); ``None``
+        means ``epochs``.
+    :param refit_batch_size: minibatch size of that refit: ``"same"`` uses ``batch_size`` (the
+        reference code's choice), ``None`` the whole coreset (the paper's text for coreset-only
+        training).
     :param progress: show progress bars.
     """
 
@@ -57,6 +68,8 @@ class TrainingConfig:
     init_loc_std: float = 0.1
     between_tasks: str = "keep"
     elbo: str = "auto"
+    refit_epochs: int | None = None
+    refit_batch_size: int | str | None = "same"
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -70,6 +83,14 @@ class TrainingConfig:
             raise ValueError(f"between_tasks must be one of {REINIT_POLICIES}")
         if self.elbo not in ("auto", "fast", "pyro"):
             raise ValueError(f"elbo must be 'auto', 'fast' or 'pyro', got {self.elbo!r}")
+        if self.refit_epochs is not None and self.refit_epochs < 0:
+            raise ValueError(f"refit_epochs must be non-negative, got {self.refit_epochs}")
+        if self.refit_batch_size != "same" and not (
+            self.refit_batch_size is None or self.refit_batch_size >= 1
+        ):
+            raise ValueError(
+                f"refit_batch_size must be 'same', None or positive, got {self.refit_batch_size!r}"
+            )
 
 
 class ContinualLearner(ABC):
@@ -135,16 +156,19 @@ class ContinualLearner(ABC):
     def observe(self, data, task_id: int = 0) -> list[float]:
         """Learn task ``task_id`` from ``data = (x, y)``; afterwards its posterior is the prior.
 
-        If training diverges the guide is rolled back and the previous posterior stays intact.
+        If training fails (for example it diverges) the guide and the priors are rolled back,
+        so the previous posterior stays intact.
 
         :returns: the loss of every epoch.
         """
         x, y = self._prepare(data, task_id)
         guide_state = copy.deepcopy(self.guide.state_dict())
+        priors = {name: detach_distribution(d) for name, d in read_priors(self.net).items()}
         try:
             history = self._learn(x, y, task_id)
         except BaseException:
             self.guide.load_state_dict(guide_state, strict=False)
+            install_prior(self.net, priors)
             raise
         self.tasks_seen.append(task_id)
         return history
@@ -168,14 +192,16 @@ class ContinualLearner(ABC):
 
         return self._minimise(loss, locs.values(), x.shape[0], epochs, description)
 
-    def _minimise(self, loss, parameters, num_data: int, epochs: int, description: str):
+    def _minimise(
+        self, loss, parameters, num_data: int, epochs: int, description: str, batch_size="same"
+    ):
         cfg = self.config
         return minimise(
             loss,
             parameters,
             num_data,
             epochs,
-            cfg.batch_size,
+            cfg.batch_size if batch_size == "same" else batch_size,
             cfg.learning_rate,
             self.device,
             description,
@@ -253,7 +279,20 @@ class ContinualLearner(ABC):
             "tasks_seen": list(self.tasks_seen),
             "seed": self.seed,
             "rng": rng,
+            "extra": self._extra_state(),
         }
+
+    def _extra_state(self) -> dict:
+        """Subclass state beyond the shared fields (tensors and plain containers only)."""
+        return {}
+
+    def _load_extra_state(self, state: dict) -> None:  # noqa: B027 (optional hook)
+        """Restore what :meth:`_extra_state` saved (nothing, unless a subclass saves more)."""
+
+    @classmethod
+    def _constructor_arguments(cls, extra: dict) -> dict:
+        """Keyword arguments of ``cls(...)`` that :meth:`load` must pass, from the extra state."""
+        return {}
 
     def save(self, path: str | os.PathLike) -> None:
         """Save the whole learner atomically (see :func:`pyro_cl.serialization.atomic_save`)."""
@@ -282,7 +321,14 @@ class ContinualLearner(ABC):
             net = BayesianMLP(**state["net_config"])
         known = {f.name for f in fields(TrainingConfig)}
         config = TrainingConfig(**{k: v for k, v in state["config"].items() if k in known})
-        learner = cls(net, likelihood_from_state(state["likelihood"]), config, device=device)
+        extra = state.get("extra", {})
+        learner = cls(
+            net,
+            likelihood_from_state(state["likelihood"]),
+            config,
+            device=device,
+            **cls._constructor_arguments(extra),
+        )
         learner.net.load_state_dict(state["net_state"])
         install_prior(learner.net, posterior_from_state(state["prior"], learner.device))
         learner.guide.load_state_dict(state["guide_state"])
@@ -290,6 +336,7 @@ class ContinualLearner(ABC):
         learner.trained_sites = list(state["trained_sites"])
         learner.tasks_seen = list(state["tasks_seen"])
         learner.seed = state["seed"]
+        learner._load_extra_state(extra)
         torch.set_rng_state(state["rng"]["torch"].cpu())
         if "cuda" in state["rng"] and learner.device.type == "cuda":
             torch.cuda.set_rng_state(state["rng"]["cuda"].cpu(), learner.device)

@@ -9,9 +9,10 @@ from pyro.infer import TraceMeanField_ELBO
 
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.site_values import sample_outputs
-from pyro_cl.kl import gaussian_kl
+from pyro_cl.kl import gaussian_kl, kl_to_prior
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.local_reparam import DiagonalGaussian, local_reparameterization
+from pyro_cl.posterior import read_priors
 
 __all__ = ["negative_elbo", "negative_log_likelihood"]
 
@@ -21,30 +22,72 @@ def negative_elbo(
     guide: MeanFieldGuide,
     x: torch.Tensor,
     y: torch.Tensor,
-    task_id: int,
+    task_id: int | torch.Tensor,
     dataset_size: int,
     num_particles: int = 1,
     fast: bool | None = None,
 ) -> torch.Tensor:
     """``-L_VCL / N_t``: ``KL(q_t || q_{t-1}) / N_t - (1/M) Σ_{n in batch} E_q[log p(y_n | θ, x_n)]``.
 
-    This is eq. 4 divided by the task size ``N_t`` (the reference code's scaling), estimated on a
-    minibatch ``(x, y)`` of size ``M`` with ``num_particles`` Monte Carlo samples and an analytic KL.
+    This is eq. 4 divided by the data set's size ``N_t`` (the reference code's scaling), estimated
+    on a minibatch ``(x, y)`` of size ``M`` with ``num_particles`` Monte Carlo samples and an
+    analytic KL against the model's current priors.
+
+    ``task_id`` is one task for the whole batch, or a tensor of one task id per point (data mixing
+    tasks, such as a coreset): then each task's points run through the net with that task's
+    ``task_id`` and the KL covers the union of the sites the tasks use, counted once.
 
     ``fast=True`` computes it directly from the guide's parameters (library layers only, particles
-    vectorised); ``fast=False`` uses Pyro's ``TraceMeanField_ELBO`` on the model and guide as Pyro
-    programs. Both give the same value and gradients for the same random draws (tested).
+    vectorised); ``fast=False`` runs the model and guide as Pyro programs (Pyro's
+    ``TraceMeanField_ELBO`` for a single task). Both give the same value and gradients for the same
+    random draws (tested).
     """
     if fast is None:
         fast = model.library_layers_only
-    if not fast:
+    groups = _task_groups(task_id, x.shape[0])
+    if len(groups) == 1 and not fast:
         elbo = TraceMeanField_ELBO(num_particles=num_particles)
         with local_reparameterization():
             loss = elbo.differentiable_loss(
-                model, guide, x, y, task_id=task_id, dataset_size=dataset_size
+                model, guide, x, y, task_id=groups[0][0], dataset_size=dataset_size
             )
         return loss / dataset_size
-    names = guide.sites_for(x, y, task_id=task_id, dataset_size=dataset_size)
+    names_by_task = {
+        task: guide.sites_for(x[rows], y[rows], task_id=task, dataset_size=dataset_size)
+        for task, rows in groups
+    }
+    names = list(dict.fromkeys(name for group in names_by_task.values() for name in group))
+    kl, sites = _kl_and_sites(model, guide, names, fast)
+    log_likelihood = 0.0
+    for task, rows in groups:
+        task_sites = {name: sites[name] for name in names_by_task[task]}
+        outputs = sample_outputs(model, task_sites, x[rows], task, num_particles, fast)
+        # mean over particles, sum over this task's points
+        log_likelihood = log_likelihood + model.likelihood.log_prob(outputs, y[rows]).mean(0).sum()
+    return kl / dataset_size - log_likelihood / x.shape[0]
+
+
+def _task_groups(
+    task_id: int | torch.Tensor, num_rows: int
+) -> list[tuple[int, slice | torch.Tensor]]:
+    """``[(task, rows)]``: a single task covers every row; per-point ids are grouped."""
+    if not isinstance(task_id, torch.Tensor):
+        return [(task_id, slice(None))]
+    if task_id.shape != (num_rows,):
+        raise ValueError(f"expected {num_rows} task ids, got shape {tuple(task_id.shape)}")
+    tasks = torch.unique(task_id).tolist()
+    if len(tasks) == 1:
+        return [(int(tasks[0]), slice(None))]
+    return [(int(task), (task_id == task).nonzero().squeeze(1)) for task in tasks]
+
+
+def _kl_and_sites(
+    model: SupervisedModel, guide: MeanFieldGuide, names: list[str], fast: bool
+) -> tuple[torch.Tensor, dict]:
+    """The analytic ``KL(q || prior)`` over ``names`` and the guide's distributions of them."""
+    if not fast:
+        posterior = guide.posterior(names)
+        return kl_to_prior(posterior, read_priors(model.net, names)), posterior
     kl = 0.0
     sites = {}
     for name, (loc, log_variance) in guide.gaussian_parameters(names).items():
@@ -52,9 +95,7 @@ def negative_elbo(
         variance = log_variance.exp()
         kl = kl + gaussian_kl(loc, variance, log_variance, *module.prior_parameters(attribute))
         sites[name] = DiagonalGaussian(loc, variance)
-    outputs = sample_outputs(model, sites, x, task_id, num_particles, fast=True)
-    expected_log_likelihood = model.likelihood.log_prob(outputs, y).mean()
-    return kl / dataset_size - expected_log_likelihood
+    return kl, sites
 
 
 def negative_log_likelihood(
