@@ -9,16 +9,19 @@ from pathlib import Path
 
 import torch
 
-from pyro_cl.baselines import FineTuning
-from pyro_cl.experiment import ContinualResult, run_stream, scratch_accuracies
-from pyro_cl.infer.vcl import VCL
+from pyro_cl.experiment import (
+    ContinualResult,
+    mean_result,
+    run_stream,
+    scratch_accuracies,
+    summarise,
+)
+from pyro_cl.methods import METHODS, make_method
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.plotting import plot_accuracy
 from pyro_cl.presets import DEFAULT_PRESET, PRESETS
 
 __all__ = ["main", "build_parser"]
-
-METHODS = {"vcl": VCL, "finetune": FineTuning}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--download", action="store_true", help="download missing data sets")
     run.add_argument(
         "--methods", default="vcl,finetune", help=f"comma-separated: {','.join(METHODS)}"
+    )
+    run.add_argument(
+        "--coreset-size", type=int, help="coreset points per task (default: the benchmark's)"
+    )
+    run.add_argument(
+        "--refit-epochs", type=int, help="epochs of the coreset refit (default: epochs)"
     )
     run.add_argument("--hidden", type=int, nargs="+", help="hidden layer widths")
     run.add_argument("--num-tasks", type=int, help="tasks of a permuted stream")
@@ -47,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also train each task from scratch to report FWT (doubles the run time)",
     )
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per seed")
     run.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     run.add_argument("--output", type=Path, help="folder for results.json and accuracy.png")
     run.add_argument("--no-progress", action="store_true")
@@ -64,6 +73,7 @@ def _training_settings(args: argparse.Namespace, defaults: dict) -> dict:
         "ml_init_epochs",
         "init_log_variance",
         "between_tasks",
+        "refit_epochs",
     ):
         value = getattr(args, key)
         if value is not None:
@@ -76,53 +86,64 @@ def _training_settings(args: argparse.Namespace, defaults: dict) -> dict:
 
 def run(args: argparse.Namespace) -> list[ContinualResult]:
     preset = PRESETS[args.benchmark]
-    stream = preset.stream(args.data_root, args.seed, args.num_tasks, args.download)
     hidden = tuple(args.hidden or preset.hidden_sizes)
     training = _training_settings(args, preset.training)
+    coreset_size = args.coreset_size or preset.coreset_size
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise SystemExit(f"unknown methods {unknown}; choose from {list(METHODS)}")
-    print(
-        f"{stream.name}: {len(stream)} tasks, net {stream.in_features}-{'-'.join(map(str, hidden))}"
-        f"-{stream.num_classes}{' multi-head' if stream.multi_head else ''}, device {args.device}"
-    )
     results = []
-    for method in methods:
+    for seed in args.seeds:
+        stream = preset.stream(args.data_root, seed, args.num_tasks, args.download)
+        print(
+            f"{stream.name}: {len(stream)} tasks, net {stream.in_features}-"
+            f"{'-'.join(map(str, hidden))}-{stream.num_classes}"
+            f"{' multi-head' if stream.multi_head else ''}, device {args.device}, seed {seed}"
+        )
+        for method in methods:
 
-        def make_learner(method=method):
-            net = BayesianMLP(
-                stream.in_features,
-                hidden,
-                stream.num_classes,
-                heads=len(stream) if stream.multi_head else 1,
-                local_reparameterization=not args.no_local_reparameterization,
-            )
-            return METHODS[method](net, device=args.device, seed=args.seed, **training)
+            def make_learner(method=method, stream=stream, seed=seed):
+                net = BayesianMLP(
+                    stream.in_features,
+                    hidden,
+                    stream.num_classes,
+                    heads=len(stream) if stream.multi_head else 1,
+                    local_reparameterization=not args.no_local_reparameterization,
+                )
+                return make_method(method, net, coreset_size, args.device, seed, **training)
 
-        learner = make_learner()
-        settings = {
-            "benchmark": args.benchmark,
-            "hidden_sizes": list(hidden),
-            "seed": args.seed,
-            "device": args.device,
-            **training,
-        }
-        result = run_stream(learner, stream, method, settings)
-        if args.forward_transfer:
-            result.scratch_accuracy = scratch_accuracies(make_learner, stream)
-        results.append(result)
-        print(f"\n{method}: accuracy after each task (rows) on each task (columns)")
-        print(result.format_matrix())
-        bwt = "" if result.bwt is None else f", BWT {100 * result.bwt:+.2f}"
-        fwt = "" if result.fwt is None else f", FWT {100 * result.fwt:+.2f}"
-        print(f"{method}: ACC {100 * result.acc:.2f}%{bwt}{fwt}  ({result.wall_time_s:.1f} s)")
+            settings = {
+                "benchmark": args.benchmark,
+                "hidden_sizes": list(hidden),
+                "seed": seed,
+                "device": args.device,
+                "coreset_size": coreset_size if METHODS[method][1] is not None else None,
+                **training,
+            }
+            result = run_stream(make_learner(), stream, method, settings)
+            if args.forward_transfer:
+                result.scratch_accuracy = scratch_accuracies(make_learner, stream)
+            results.append(result)
+            print(f"\n{method} (seed {seed}): accuracy after each task (rows) on each task")
+            print(result.format_matrix())
+            bwt = "" if result.bwt is None else f", BWT {100 * result.bwt:+.2f}"
+            fwt = "" if result.fwt is None else f", FWT {100 * result.fwt:+.2f}"
+            print(f"{method}: ACC {100 * result.acc:.2f}%{bwt}{fwt}  ({result.wall_time_s:.1f} s)")
+    summary = summarise(results)
+    if len(args.seeds) > 1:
+        print("\nmean ± std over seeds " + ", ".join(map(str, args.seeds)))
+    for method, row in summary.items():
+        print(
+            f"{method}: ACC {100 * row['ACC_mean']:.2f} ± {100 * row['ACC_std']:.2f}% "
+            f"over {row['runs']} run(s), {row['wall_time_s_mean']:.0f} s each"
+        )
     if args.output is not None:
         args.output.mkdir(parents=True, exist_ok=True)
-        (args.output / "results.json").write_text(
-            json.dumps([r.to_json() for r in results], indent=2)
-        )
-        plot = plot_accuracy(results, args.output / "accuracy.png")
+        report = {"summary": summary, "runs": [r.to_json() for r in results]}
+        (args.output / "results.json").write_text(json.dumps(report, indent=2))
+        means = [mean_result([r for r in results if r.method == m]) for m in methods]
+        plot = plot_accuracy(means, args.output / "accuracy.png")
         print(f"\nwrote {args.output / 'results.json'} and {plot}")
     return results
 

@@ -19,7 +19,7 @@ from pyro_cl.metrics import (
     forward_transfer,
 )
 
-__all__ = ["ContinualResult", "run_stream", "scratch_accuracies"]
+__all__ = ["ContinualResult", "mean_result", "run_stream", "scratch_accuracies", "summarise"]
 
 
 @dataclass
@@ -133,3 +133,42 @@ def scratch_accuracies(
         learner.observe(task.train, task_id=task.id)
         accuracies.append(learner.evaluate(task.test, task_id=task.id)["accuracy"])
     return accuracies
+
+
+def mean_result(results: list[ContinualResult]) -> ContinualResult:
+    """The element-wise mean of several runs of one method on one stream (e.g. over seeds)."""
+    if not results:
+        raise ValueError("no results to average")
+    first = results[0]
+    if any(r.method != first.method or r.task_names != first.task_names for r in results):
+        raise ValueError("can only average runs of the same method on the same tasks")
+    label = first.method if len(results) == 1 else f"{first.method} (mean of {len(results)})"
+    return ContinualResult(
+        method=label,
+        stream=first.stream,
+        task_names=first.task_names,
+        accuracy=np.mean([r.accuracy for r in results], axis=0),
+        log_likelihood=np.mean([r.log_likelihood for r in results], axis=0),
+        wall_time_s=float(np.mean([r.wall_time_s for r in results])),
+        settings=first.settings,
+    )
+
+
+def summarise(results: list[ContinualResult]) -> dict[str, dict]:
+    """Per method: mean and standard deviation (ddof 0) over runs of ACC and BWT, and the runs'
+    count and mean wall time."""
+    summary = {}
+    for method in dict.fromkeys(r.method for r in results):
+        runs = [r for r in results if r.method == method]
+        acc = np.array([r.acc for r in runs])
+        bwt = np.array([np.nan if r.bwt is None else r.bwt for r in runs])
+        summary[method] = {
+            "runs": len(runs),
+            "ACC_mean": float(acc.mean()),
+            "ACC_std": float(acc.std()),
+            "BWT_mean": float(bwt.mean()),
+            "BWT_std": float(bwt.std()),
+            "ACC_per_run": acc.tolist(),
+            "wall_time_s_mean": float(np.mean([r.wall_time_s for r in runs])),
+        }
+    return summary

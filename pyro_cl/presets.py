@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pyro_cl.data import permuted_digits, permuted_mnist, split_digits, split_mnist
+from pyro_cl.data import (
+    permuted_digits,
+    permuted_mnist,
+    split_digits,
+    split_mnist,
+    split_notmnist,
+)
 from pyro_cl.data.tasks import TaskStream
 
 __all__ = ["Preset", "PRESETS", "DEFAULT_PRESET"]
@@ -23,6 +29,8 @@ class Preset:
     needs_data_root: bool
     hidden_sizes: tuple[int, ...]
     training: dict = field(default_factory=dict)
+    #: Coreset points per task for the coreset methods (the paper's choice for this benchmark).
+    coreset_size: int = 40
 
 
 PRESETS: dict[str, Preset] = {
@@ -32,6 +40,7 @@ PRESETS: dict[str, Preset] = {
         needs_data_root=False,
         hidden_sizes=(64, 64),
         training={"epochs": 60, "batch_size": 64, "num_particles": 10},
+        coreset_size=40,
     ),
     "permuted-digits": Preset(
         "embedded default: permuted MNIST protocol on scikit-learn's 8x8 digits, 5 tasks, "
@@ -40,6 +49,7 @@ PRESETS: dict[str, Preset] = {
         needs_data_root=False,
         hidden_sizes=(100, 100),
         training={"epochs": 40, "batch_size": 64, "num_particles": 10},
+        coreset_size=100,
     ),
     "split-mnist": Preset(
         "VCL paper: split MNIST, multi-head 2x256, whole-task batches, 120 epochs",
@@ -47,6 +57,16 @@ PRESETS: dict[str, Preset] = {
         needs_data_root=True,
         hidden_sizes=(256, 256),
         training={"epochs": 120, "batch_size": None, "num_particles": 10},
+        coreset_size=40,
+    ),
+    "split-notmnist": Preset(
+        "VCL paper: split notMNIST (A/F, B/G, C/H, D/I, E/J) on the 10,000-letter subset, "
+        "multi-head 4x150, whole-task batches, 120 epochs",
+        lambda root, seed, num_tasks, download: split_notmnist(root),
+        needs_data_root=True,
+        hidden_sizes=(150, 150, 150, 150),
+        training={"epochs": 120, "batch_size": None, "num_particles": 10},
+        coreset_size=40,
     ),
     "permuted-mnist": Preset(
         "VCL paper: permuted MNIST, 10 tasks, single-head 2x100, batch 256, 100 epochs",
@@ -56,5 +76,6 @@ PRESETS: dict[str, Preset] = {
         needs_data_root=True,
         hidden_sizes=(100, 100),
         training={"epochs": 100, "batch_size": 256, "num_particles": 10},
+        coreset_size=200,
     ),
 }

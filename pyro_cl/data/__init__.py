@@ -2,16 +2,19 @@
 
 from pyro_cl.data.digits import permuted_digits, split_digits
 from pyro_cl.data.mnist import load_mnist, permuted_mnist, split_mnist
+from pyro_cl.data.notmnist import load_notmnist, split_notmnist
 from pyro_cl.data.tasks import Task, TaskStream, permuted_tasks, split_tasks
 
 __all__ = [
     "Task",
     "TaskStream",
     "load_mnist",
+    "load_notmnist",
     "permuted_digits",
     "permuted_mnist",
     "permuted_tasks",
     "split_digits",
     "split_mnist",
+    "split_notmnist",
     "split_tasks",
 ]

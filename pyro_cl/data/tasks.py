@@ -64,10 +64,12 @@ def split_tasks(
     train: tuple[np.ndarray, np.ndarray],
     test: tuple[np.ndarray, np.ndarray],
     class_groups: Sequence[Sequence[int]],
+    class_names: Sequence[str] | None = None,
 ) -> TaskStream:
     """One task per group of classes, labels renumbered ``0..len(group)-1`` (multi-head).
 
     ``class_groups=[(0, 1), (2, 3), ...]`` gives the split MNIST protocol of Zenke et al. (2017).
+    ``class_names`` (indexed by class) names the tasks, e.g. "A/F"; by default the class numbers.
     """
     tasks = []
     for task_id, group in enumerate(class_groups):
@@ -77,7 +79,7 @@ def split_tasks(
         for x, y in (train, test):
             keep = np.isin(y, group)
             parts.append(_as_tensors(x[keep], relabel[y[keep]]))
-        label = "/".join(str(c) for c in group)
+        label = "/".join(str(c) if class_names is None else class_names[c] for c in group)
         tasks.append(Task(task_id, label, *parts[0], *parts[1], num_classes=len(group)))
     num_classes = max(len(g) for g in class_groups)
     return TaskStream(name, tasks, train[0].shape[1], num_classes, multi_head=True)
