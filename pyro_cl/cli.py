@@ -125,6 +125,8 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
             if args.forward_transfer:
                 result.scratch_accuracy = scratch_accuracies(make_learner, stream)
             results.append(result)
+            if args.output is not None:  # after every run, so an interrupted sweep keeps its runs
+                _write_report(results, methods, args.output)
             print(f"\n{method} (seed {seed}): accuracy after each task (rows) on each task")
             print(result.format_matrix())
             bwt = "" if result.bwt is None else f", BWT {100 * result.bwt:+.2f}"
@@ -139,13 +141,19 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
             f"over {row['runs']} run(s), {row['wall_time_s_mean']:.0f} s each"
         )
     if args.output is not None:
-        args.output.mkdir(parents=True, exist_ok=True)
-        report = {"summary": summary, "runs": [r.to_json() for r in results]}
-        (args.output / "results.json").write_text(json.dumps(report, indent=2))
-        means = [mean_result([r for r in results if r.method == m]) for m in methods]
-        plot = plot_accuracy(means, args.output / "accuracy.png")
+        plot = _write_report(results, methods, args.output)
         print(f"\nwrote {args.output / 'results.json'} and {plot}")
     return results
+
+
+def _write_report(results: list[ContinualResult], methods: list[str], output: Path) -> Path:
+    """``results.json`` (summary and every run) and ``accuracy.png`` (mean over seeds)."""
+    output.mkdir(parents=True, exist_ok=True)
+    report = {"summary": summarise(results), "runs": [r.to_json() for r in results]}
+    (output / "results.json").write_text(json.dumps(report, indent=2))
+    done = [m for m in methods if any(r.method == m for r in results)]
+    means = [mean_result([r for r in results if r.method == m]) for m in done]
+    return plot_accuracy(means, output / "accuracy.png")
 
 
 def main(argv: list[str] | None = None) -> int:
