@@ -62,7 +62,9 @@ def test_multi_head_refit_is_per_task_on_that_tasks_points_at_its_own_scale(reco
         expected = set(learner.coreset.for_task(task)[0][:, 0].tolist())
         assert all(labels == expected and size == 6 for _, labels, _, size in calls)
     assert sorted(learner.prediction_posteriors) == [0, 1]
-    heads = {t: {n for n in learner.prediction_posteriors[t] if n.startswith("heads")} for t in (0, 1)}
+    heads = {
+        t: {n for n in learner.prediction_posteriors[t] if n.startswith("heads")} for t in (0, 1)
+    }
     assert heads == {0: {"heads.0.weight", "heads.0.bias"}, 1: {"heads.1.weight", "heads.1.bias"}}
 
 
@@ -126,10 +128,14 @@ def test_coreset_vcl_on_linear_regression_matches_the_exact_two_step_recursion()
         refit_mean, refit_variance = exact_diagonal_update(mean, variance, coreset_x, coreset_y)
         propagated = learner.current_prior()["weight"].base_dist
         torch.testing.assert_close(propagated.loc.squeeze(0), mean, atol=0.03, rtol=0)
-        torch.testing.assert_close(propagated.scale.squeeze(0) ** -2, variance**-1, rtol=0.1, atol=0)
+        torch.testing.assert_close(
+            propagated.scale.squeeze(0) ** -2, variance**-1, rtol=0.1, atol=0
+        )
         refit = learner.prediction_posteriors[vcl_module.ALL_TASKS]["weight"].base_dist
         torch.testing.assert_close(refit.loc.squeeze(0), refit_mean, atol=0.03, rtol=0)
-        torch.testing.assert_close(refit.scale.squeeze(0) ** -2, refit_variance**-1, rtol=0.1, atol=0)
+        torch.testing.assert_close(
+            refit.scale.squeeze(0) ** -2, refit_variance**-1, rtol=0.1, atol=0
+        )
 
 
 def test_coreset_only_never_changes_the_prior_and_predicts_from_the_coreset():

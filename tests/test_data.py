@@ -4,7 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from pyro_cl.data import load_mnist, permuted_mnist, permuted_tasks, split_mnist, split_tasks
+from pyro_cl.data import (
+    load_mnist,
+    load_notmnist,
+    permuted_mnist,
+    permuted_tasks,
+    split_mnist,
+    split_notmnist,
+    split_tasks,
+)
 from pyro_cl.data.idx import read_idx
 
 
@@ -69,3 +77,22 @@ def test_split_tasks_keep_the_given_class_order():
     assert stream[0].y_train.tolist() == [1, 0, 1, 0]  # 3 -> 0, 2 -> 1
     with pytest.raises(ValueError, match="num_tasks"):
         permuted_tasks("toy", (x, y), (x, y), 0)
+
+
+def test_notmnist_subset_is_split_per_letter_into_a_held_out_fifth(tmp_path):
+    folder = tmp_path / "notMNIST_small_subset10k"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(10), 20)
+    _write_idx(folder / "t10k-images-idx3-ubyte.gz", rng.integers(0, 256, (200, 28, 28)))
+    _write_idx(folder / "t10k-labels-idx1-ubyte.gz", labels)
+    (x, y), (xt, yt) = load_notmnist(tmp_path)
+    assert x.shape == (160, 784) and xt.shape == (40, 784) and 0 <= x.min() and x.max() <= 1
+    assert np.bincount(yt).tolist() == [4] * 10  # a fifth of every letter
+    assert not set(map(bytes, x)) & set(map(bytes, xt))  # no image in both
+    stream = split_notmnist(tmp_path)
+    assert [t.name for t in stream] == ["A/F", "B/G", "C/H", "D/I", "E/J"]
+    assert stream.multi_head and all(t.x_train.shape[0] == 32 for t in stream)
+    np.testing.assert_array_equal(load_notmnist(tmp_path)[1][0], xt)  # the split is seeded
+    with pytest.raises(FileNotFoundError, match="notMNIST"):
+        load_notmnist(tmp_path / "nowhere")
