@@ -1,7 +1,7 @@
 """pyro_cl: Bayesian continual learning on Pyro — yesterday's posterior is today's prior."""
 
-from pyro_cl import metrics, nn
-from pyro_cl.baselines import FineTuning
+from pyro_cl import coresets, metrics, nn
+from pyro_cl.baselines import CoresetOnly, FineTuning
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.learner import ContinualLearner, TrainingConfig
 from pyro_cl.infer.training import DivergenceError
@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CategoricalLikelihood",
     "ContinualLearner",
+    "CoresetOnly",
     "DivergenceError",
     "FineTuning",
     "GaussianLikelihood",
@@ -22,6 +23,7 @@ __all__ = [
     "SupervisedModel",
     "TrainingConfig",
     "VCL",
+    "coresets",
     "extract_posterior",
     "install_prior",
     "metrics",
