@@ -177,9 +177,13 @@ class ContinualLearner(ABC):
     def _learn(self, x: torch.Tensor, y: torch.Tensor, task_id: int) -> list[float]:
         """Fit task ``task_id`` on ``(x, y)`` (already checked and on the device)."""
 
-    def _active_sites(self, x: torch.Tensor, task_id: int) -> list[str]:
-        """The latent sites the model samples for task ``task_id``."""
-        return self.guide.sites_for(x, None, task_id=task_id, dataset_size=x.shape[0])
+    def _active_sites(
+        self, x: torch.Tensor, task_id: int, guide: MeanFieldGuide | None = None
+    ) -> list[str]:
+        """The latent sites the model samples for task ``task_id`` (creating them in ``guide``,
+        by default the learner's own). Only the shape of ``x`` matters."""
+        guide = guide or self.guide
+        return guide.sites_for(x, None, task_id=task_id, dataset_size=x.shape[0])
 
     def _fit_point_estimate(
         self, x: torch.Tensor, y: torch.Tensor, task_id: int, epochs: int, description: str

@@ -84,6 +84,10 @@ class VCL(ContinualLearner):
         super().__init__(net, likelihood, config, device, seed, **overrides)
         if coreset is not None and not isinstance(coreset, CoresetSelector):
             raise TypeError(f"coreset must be a CoresetSelector, got {type(coreset).__name__}")
+        if coreset is None and not self.propagates:
+            raise ValueError(
+                f"{type(self).__name__} needs a coreset selector, e.g. RandomCoreset(200)"
+            )
         self.coreset_selector = coreset
         if refit_per_task is None:
             refit_per_task = bool(getattr(net, "multi_head", False))
@@ -110,7 +114,9 @@ class VCL(ContinualLearner):
     def _propagate(self, data: Coreset, task_id: int) -> list[float]:
         """Fit ``q̃_t`` on ``data`` against the current prior and install it as the new prior."""
         cfg = self.config
-        names = list(dict.fromkeys(n for t in data.tasks() for n in self._sites_of(data, t)))
+        names = list(
+            dict.fromkeys(n for t in data.tasks() for n in self._active_sites(data.x[:1], t))
+        )
         if not self.tasks_seen:
             ml_epochs = cfg.epochs if cfg.ml_init_epochs is None else cfg.ml_init_epochs
             x, y = data.for_task(task_id)
@@ -133,7 +139,7 @@ class VCL(ContinualLearner):
         single_task = len(tasks) == 1 or getattr(self.net, "multi_head", True) is False
         num_data = len(data)
         for task in tasks:  # create the guide's parameters of every site before listing them
-            self._sites_of(data, task, guide)
+            self._active_sites(data.x[:1], task, guide)
 
         def loss(index: torch.Tensor) -> torch.Tensor:
             task_id = tasks[0] if single_task else data.task_ids[index]
@@ -170,19 +176,14 @@ class VCL(ContinualLearner):
             description = "coreset refit" + ("" if key == ALL_TASKS else f" task {key}")
             self._fit_elbo(guide, points, epochs, cfg.refit_batch_size, description)
             names = list(
-                dict.fromkeys(n for t in points.tasks() for n in self._sites_of(points, t, guide))
+                dict.fromkeys(
+                    n for t in points.tasks() for n in self._active_sites(points.x[:1], t, guide)
+                )
             )
             refits[key] = {
                 name: detach_distribution(q) for name, q in _checked(guide.posterior(names)).items()
             }
         return refits
-
-    def _sites_of(
-        self, data: Coreset, task_id: int, guide: MeanFieldGuide | None = None
-    ) -> list[str]:
-        """The latent sites the model samples for ``task_id`` (creating them in ``guide``)."""
-        guide = guide or self.guide
-        return guide.sites_for(data.x[:1], None, task_id=task_id, dataset_size=len(data))
 
     # ------------------------------------------------------------------ prediction
     def prediction_sites(self, x: torch.Tensor, task_id: int) -> dict:
