@@ -114,9 +114,7 @@ class VCL(ContinualLearner):
     def _propagate(self, data: Coreset, task_id: int) -> list[float]:
         """Fit ``q̃_t`` on ``data`` against the current prior and install it as the new prior."""
         cfg = self.config
-        names = list(
-            dict.fromkeys(n for t in data.tasks() for n in self._active_sites(data.x[:1], t))
-        )
+        names = self._sites_of(data)
         if not self.tasks_seen:
             ml_epochs = cfg.epochs if cfg.ml_init_epochs is None else cfg.ml_init_epochs
             x, y = data.for_task(task_id)
@@ -138,8 +136,7 @@ class VCL(ContinualLearner):
         tasks = data.tasks()
         single_task = len(tasks) == 1 or getattr(self.net, "multi_head", True) is False
         num_data = len(data)
-        for task in tasks:  # create the guide's parameters of every site before listing them
-            self._active_sites(data.x[:1], task, guide)
+        self._sites_of(data, guide)  # creates the guide's parameters before they are listed
 
         def loss(index: torch.Tensor) -> torch.Tensor:
             task_id = tasks[0] if single_task else data.task_ids[index]
@@ -175,15 +172,15 @@ class VCL(ContinualLearner):
             guide = self.guide.clone()
             description = "coreset refit" + ("" if key == ALL_TASKS else f" task {key}")
             self._fit_elbo(guide, points, epochs, cfg.refit_batch_size, description)
-            names = list(
-                dict.fromkeys(
-                    n for t in points.tasks() for n in self._active_sites(points.x[:1], t, guide)
-                )
-            )
-            refits[key] = {
-                name: detach_distribution(q) for name, q in _checked(guide.posterior(names)).items()
-            }
+            posterior = _checked(guide.posterior(self._sites_of(points, guide)))
+            refits[key] = {name: detach_distribution(q) for name, q in posterior.items()}
         return refits
+
+    def _sites_of(self, data: Coreset, guide: MeanFieldGuide | None = None) -> list[str]:
+        """The sites used by any task present in ``data``, in order, each once."""
+        return list(
+            dict.fromkeys(n for t in data.tasks() for n in self._active_sites(data.x[:1], t, guide))
+        )
 
     # ------------------------------------------------------------------ prediction
     def prediction_sites(self, x: torch.Tensor, task_id: int) -> dict:
