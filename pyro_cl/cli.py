@@ -140,9 +140,8 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
             f"{method}: ACC {100 * row['ACC_mean']:.2f} ± {100 * row['ACC_std']:.2f}% "
             f"over {row['runs']} run(s), {row['wall_time_s_mean']:.0f} s each"
         )
-    if args.output is not None:
-        plot = _write_report(results, methods, args.output)
-        print(f"\nwrote {args.output / 'results.json'} and {plot}")
+    if args.output is not None:  # written after the last run already
+        print(f"\nwrote {args.output / 'results.json'} and {args.output / 'accuracy.png'}")
     return results
 
 

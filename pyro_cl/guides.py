@@ -206,8 +206,8 @@ class MeanFieldGuide(nn.Module):
     def clone(self) -> MeanFieldGuide:
         """An independent copy (same model, same values, its own parameters and store name)."""
         copy = MeanFieldGuide(self.model, self.init_log_variance, self.init_loc_std, self.site_key)
-        copy.load_state_dict(self.state_dict())
-        return copy.to(next(iter(self.loc.values())).device) if len(self.loc) else copy
+        copy.load_state_dict(self.state_dict())  # creates each parameter like the source's
+        return copy
 
     # ----------------------------------------------------------------- saving and loading
     def get_extra_state(self) -> dict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -55,11 +54,6 @@ class Coreset:
         """The points of task ``task_id``."""
         mask = self.task_ids == task_id
         return self.x[mask], self.y[mask]
-
-    def groups(self) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
-        """``(task_id, x, y)`` for each task present."""
-        for task_id in self.tasks():
-            yield (task_id, *self.for_task(task_id))
 
     def select(self, index: torch.Tensor) -> Coreset:
         """The rows ``index`` (a boolean mask or integer indices)."""
