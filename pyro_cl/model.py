@@ -7,7 +7,7 @@ import inspect
 import torch
 
 from pyro_cl.likelihoods import Likelihood
-from pyro_cl.nn.linear import BayesianLinear
+from pyro_cl.nn.layer import BayesianLayer
 from pyro_cl.posterior import sample_sites
 
 __all__ = ["SupervisedModel"]
@@ -35,7 +35,7 @@ class SupervisedModel:
         #: ``{site name: (module, attribute)}`` for every latent site of the net.
         self.site_index = {name: (module, attribute) for name, module, attribute in sites}
         #: True when every latent site belongs to a pyro_cl layer, so the fast path applies.
-        self.library_layers_only = all(isinstance(m, BayesianLinear) for _, m, _ in sites)
+        self.library_layers_only = all(isinstance(m, BayesianLayer) for _, m, _ in sites)
 
     @property
     def in_features(self) -> int | None:

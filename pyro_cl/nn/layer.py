@@ -1,0 +1,127 @@
+"""The shared base of pyro_cl's Bayesian layers: Gaussian priors in buffers, ``PyroSample``
+sites, direct substitution of site values (the fast path) and recording of inputs/outputs (for
+per-example gradients)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import torch
+from pyro.distributions import Distribution, Normal
+from pyro.nn import PyroModule, PyroSample
+
+from pyro_cl.nn.local_reparam import DiagonalGaussian, base_normal, normal_source
+
+__all__ = ["BayesianLayer"]
+
+
+def _prior_from_buffers(module: BayesianLayer, name: str) -> Distribution:
+    return module.prior(name)
+
+
+def as_diagonal_gaussian(value) -> DiagonalGaussian | None:
+    """Means and variances of ``value`` if it is a (possibly ``Independent``) Normal."""
+    if isinstance(value, DiagonalGaussian):
+        return value
+    normal = base_normal(value)
+    return None if normal is None else DiagonalGaussian(normal.loc, normal.scale**2)
+
+
+class BayesianLayer(PyroModule):
+    """A layer whose parameters are ``PyroSample`` sites with mean-field Gaussian priors.
+
+    The priors ``θ_i ~ N(prior_loc_i, prior_scale_i²)`` live in buffers (so ``.to(device)`` moves
+    them and ``state_dict`` saves them) and are read by the ``PyroSample`` sites.
+    :meth:`set_prior` replaces them, which is how a posterior becomes the next prior.
+
+    Subclasses call :meth:`_register_sites` with the sites' shapes and implement ``forward`` with
+    :meth:`_site` (the value or distribution of a site) and :meth:`_record` (the pre-activation
+    the layer returns, so per-example gradients can be formed from it).
+    """
+
+    def _register_sites(
+        self, shapes: dict[str, tuple[int, ...]], prior_loc: float, prior_scale: float
+    ) -> None:
+        if prior_scale <= 0:
+            raise ValueError(f"prior_scale must be positive, got {prior_scale}")
+        for name, shape in shapes.items():
+            self.register_buffer(f"{name}_prior_loc", torch.full(shape, float(prior_loc)))
+            self.register_buffer(f"{name}_prior_scale", torch.full(shape, float(prior_scale)))
+            setattr(self, name, PyroSample(partial(_prior_from_buffers, name=name)))
+        self._site_names = tuple(shapes)
+        # Set by pyro_cl.infer.site_values.substitute_sites: site values given directly, skipping
+        # pyro.sample (the fast path), and the number of particles along a leading dimension.
+        self._substitute: dict | None = None
+        self._num_particles: int | None = None
+        # Set by pyro_cl.infer.per_example.record_layers: a list collecting (layer, input, output).
+        self._recorder: list | None = None
+
+    @property
+    def site_names(self) -> tuple[str, ...]:
+        return self._site_names
+
+    def prior_parameters(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(loc, scale)`` buffers of the prior of site ``name``."""
+        return getattr(self, f"{name}_prior_loc"), getattr(self, f"{name}_prior_scale")
+
+    def prior(self, name: str) -> Distribution:
+        """The current prior of site ``name``."""
+        loc, scale = self.prior_parameters(name)
+        # set_prior checked the buffers, so argument validation would only cost time.
+        return Normal(loc, scale, validate_args=False).to_event(loc.dim())
+
+    def set_prior(self, name: str, prior: Distribution) -> None:
+        """Make ``prior`` (a Normal, possibly wrapped in ``Independent``) the prior of ``name``."""
+        normal = base_normal(prior)
+        loc_buffer = getattr(self, f"{name}_prior_loc")
+        if normal is None:
+            raise TypeError(
+                f"{type(self).__name__} site {name!r} takes a Normal prior, "
+                f"got {type(prior).__name__}"
+            )
+        loc = normal.loc.detach().to(loc_buffer).expand_as(loc_buffer)
+        scale = normal.scale.detach().to(loc_buffer).expand_as(loc_buffer)
+        if not torch.isfinite(loc).all() or not (scale > 0).all():
+            raise ValueError(f"prior for {name!r} has non-finite means or non-positive scales")
+        loc_buffer.copy_(loc)
+        getattr(self, f"{name}_prior_scale").copy_(scale)
+
+    def _site(self, name: str):
+        """The value to use for site ``name``: a Normal (for local reparameterisation) or a
+        tensor."""
+        if self._substitute is not None:
+            value = self._substitute.get(name)
+            return self.prior(name) if value is None else value
+        value = getattr(self, name)  # a pyro.sample statement
+        if self.local_reparameterization:
+            normal = normal_source(value)
+            if normal is not None:
+                return normal
+        return value
+
+    def _gaussians(self, *values) -> list[DiagonalGaussian] | None:
+        """The values as diagonal Gaussians if local reparameterisation applies to all of them."""
+        if not self.local_reparameterization:
+            return None
+        gaussians = [None if v is None else as_diagonal_gaussian(v) for v in values]
+        if any(g is None and v is not None for g, v in zip(gaussians, values, strict=True)):
+            return None
+        return gaussians
+
+    def _draw(self, value) -> torch.Tensor:
+        if isinstance(value, (Distribution, DiagonalGaussian)):
+            shape = () if self._num_particles is None else (self._num_particles,)
+            return value.rsample(shape)
+        return value
+
+    def _record(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        if self._recorder is not None:
+            self._recorder.append((self, x, out))
+        return out
+
+    def squared_gradient_sums(
+        self, x: torch.Tensor, output_gradient: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """``Σ_{s,n} (∂ℓ_{s,n}/∂θ)²`` per site from the recorded input ``x`` and the gradient of
+        ``Σ ℓ`` with respect to the layer's output (per-example gradients, squared and summed)."""
+        raise NotImplementedError
