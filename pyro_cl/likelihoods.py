@@ -40,6 +40,14 @@ class Likelihood(ABC):
                 "obs", self.distribution(outputs), obs=y, infer={OBSERVATION_FLAG: True}
             )
 
+    def hessian_factor(self, outputs: torch.Tensor) -> torch.Tensor:
+        """``L`` of shape ``(..., outputs, C)`` with ``L Lᵀ = -∂² log p(y | f) / ∂f²`` at ``f =
+        outputs`` (for the generalised Gauss-Newton matrix ``Jᵀ L Lᵀ J``; it must not depend on
+        ``y``, as for exponential families in their natural parameters)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no Gauss-Newton factor; use curvature='fisher'"
+        )
+
     def check_targets(self, y: torch.Tensor, num_outputs: int | None) -> None:
         """Raise ``ValueError`` if ``y`` cannot be scored by this likelihood."""
         if not torch.isfinite(y.float()).all():
@@ -81,6 +89,13 @@ class CategoricalLikelihood(Likelihood):
                 f"{y.min().item()}..{y.max().item()}"
             )
 
+    def hessian_factor(self, outputs: torch.Tensor) -> torch.Tensor:
+        """The Hessian of ``-log softmax(f)_y`` in ``f`` is ``diag(p) - p pᵀ`` whatever ``y``;
+        ``L = diag(√p) - p √pᵀ`` is a square root of it (``L Lᵀ = diag(p) - 2ppᵀ + p (Σp) pᵀ``)."""
+        probs = torch.softmax(outputs, dim=-1)
+        root = probs.sqrt()
+        return torch.diag_embed(root) - probs.unsqueeze(-1) * root.unsqueeze(-2)
+
     def predictive_probabilities(self, samples: torch.Tensor) -> torch.Tensor:
         """Class probabilities averaged over the ``S`` samples: ``(1/S) Σ_s softmax(f_s(x))``."""
         return torch.softmax(samples, dim=-1).mean(0)
@@ -105,6 +120,10 @@ class GaussianLikelihood(Likelihood):
 
     def distribution(self, outputs: torch.Tensor) -> dist.Distribution:
         return dist.Normal(outputs.squeeze(-1), self.noise_scale)
+
+    def hessian_factor(self, outputs: torch.Tensor) -> torch.Tensor:
+        """``-∂² log N(y; f, σ²)/∂f² = 1/σ²``, so ``L = 1/σ`` (one column)."""
+        return outputs.new_full((*outputs.shape, 1), 1.0 / self.noise_scale)
 
     def check_targets(self, y: torch.Tensor, num_outputs: int | None) -> None:
         super().check_targets(y, num_outputs)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 
 import torch
 from tqdm.auto import tqdm
 
-__all__ = ["DivergenceError", "make_adam", "minimise"]
+__all__ = ["DivergenceError", "make_adam", "minimise", "run_epochs"]
 
 
 class DivergenceError(RuntimeError):
@@ -24,6 +25,44 @@ def make_adam(parameters: list[torch.nn.Parameter], learning_rate: float) -> tor
         return torch.optim.Adam(parameters, lr=learning_rate)
 
 
+def run_epochs(
+    step: Callable[[torch.Tensor], torch.Tensor],
+    num_data: int,
+    epochs: int,
+    batch_size: int | None,
+    device: torch.device | str = "cpu",
+    description: str = "training",
+    progress: bool = True,
+) -> list[float]:
+    """Call ``step(batch_indices)`` over shuffled minibatches for ``epochs`` passes.
+
+    Each epoch draws a random permutation of ``range(num_data)`` and calls ``step`` on
+    consecutive slices of ``batch_size`` indices (``None``: the whole data set at once). ``step``
+    updates whatever it trains and returns the batch's (detached) loss.
+
+    :returns: the mean loss of every epoch.
+    :raises DivergenceError: as soon as an epoch's loss is NaN or infinite.
+    """
+    batch_size = num_data if batch_size is None else min(int(batch_size), num_data)
+    history = []
+    bar = tqdm(range(epochs), desc=description, disable=not progress, leave=False)
+    for epoch in bar:
+        permutation = torch.randperm(num_data, device=device)
+        total = torch.zeros((), device=device)
+        steps = 0
+        for start in range(0, num_data, batch_size):
+            total = total + step(permutation[start : start + batch_size])
+            steps += 1
+        mean_loss = (total / steps).item()
+        if not math.isfinite(mean_loss):
+            raise DivergenceError(
+                f"{description}: the loss became {mean_loss} in epoch {epoch + 1}/{epochs}"
+            )
+        history.append(mean_loss)
+        bar.set_postfix(loss=f"{mean_loss:.4f}")
+    return history
+
+
 def minimise(
     loss_fn: Callable[[torch.Tensor], torch.Tensor],
     parameters: Iterable[torch.nn.Parameter],
@@ -35,35 +74,18 @@ def minimise(
     description: str = "training",
     progress: bool = True,
 ) -> list[float]:
-    """Minimise ``loss_fn(batch_indices)`` with Adam over shuffled minibatches.
-
-    Each epoch draws a random permutation of ``range(num_data)`` and calls ``loss_fn`` on
-    consecutive slices of ``batch_size`` indices (``None``: the whole data set at once).
+    """Minimise ``loss_fn(batch_indices)`` with Adam over shuffled minibatches (:func:`run_epochs`).
 
     :returns: the mean loss of every epoch.
     :raises DivergenceError: as soon as an epoch's loss is NaN or infinite.
     """
-    parameters = list(parameters)
-    optimizer = make_adam(parameters, learning_rate)
-    batch_size = num_data if batch_size is None else min(int(batch_size), num_data)
-    history = []
-    bar = tqdm(range(epochs), desc=description, disable=not progress, leave=False)
-    for epoch in bar:
-        permutation = torch.randperm(num_data, device=device)
-        total = torch.zeros((), device=device)
-        steps = 0
-        for start in range(0, num_data, batch_size):
-            loss = loss_fn(permutation[start : start + batch_size])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            total = total + loss.detach()
-            steps += 1
-        mean_loss = (total / steps).item()
-        if not torch.isfinite(torch.tensor(mean_loss)):
-            raise DivergenceError(
-                f"{description}: the loss became {mean_loss} in epoch {epoch + 1}/{epochs}"
-            )
-        history.append(mean_loss)
-        bar.set_postfix(loss=f"{mean_loss:.4f}")
-    return history
+    optimizer = make_adam(list(parameters), learning_rate)
+
+    def adam_step(index: torch.Tensor) -> torch.Tensor:
+        loss = loss_fn(index)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return run_epochs(adam_step, num_data, epochs, batch_size, device, description, progress)

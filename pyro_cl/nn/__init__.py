@@ -1,5 +1,7 @@
 """Bayesian neural network layers as Pyro modules."""
 
+from pyro_cl.nn.cnn import BayesianCNN
+from pyro_cl.nn.conv import BayesianConv2d
 from pyro_cl.nn.linear import BayesianLinear
 from pyro_cl.nn.local_reparam import (
     LocalReparameterizationMessenger,
@@ -8,6 +10,8 @@ from pyro_cl.nn.local_reparam import (
 from pyro_cl.nn.mlp import BayesianMLP
 
 __all__ = [
+    "BayesianCNN",
+    "BayesianConv2d",
     "BayesianLinear",
     "BayesianMLP",
     "LocalReparameterizationMessenger",

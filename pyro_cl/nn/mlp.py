@@ -8,6 +8,7 @@ import torch
 from pyro.nn import PyroModule
 from torch import nn
 
+from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
 
 __all__ = ["BayesianMLP"]
@@ -15,7 +16,7 @@ __all__ = ["BayesianMLP"]
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
 
 
-class BayesianMLP(PyroModule):
+class BayesianMLP(MultiHead, PyroModule):
     """A fully connected Bayesian net ``in -> hidden... -> out`` as a Pyro model component.
 
     With ``heads=1`` it is a *single-head* net and ``task_id`` is ignored. With ``heads=H > 1``
@@ -101,20 +102,6 @@ class BayesianMLP(PyroModule):
     def config(self) -> dict:
         """Constructor arguments, enough to rebuild the net (used when a learner is loaded)."""
         return dict(self._config)
-
-    @property
-    def multi_head(self) -> bool:
-        return self.num_heads > 1
-
-    def check_task_id(self, task_id: int) -> int:
-        """Return the head index for ``task_id``, or raise if the net has no such head."""
-        if not self.multi_head:
-            return 0
-        if not isinstance(task_id, int) or not 0 <= task_id < self.num_heads:
-            raise ValueError(
-                f"unknown task id {task_id!r}: this multi-head net has heads 0..{self.num_heads - 1}"
-            )
-        return task_id
 
     def forward(self, x: torch.Tensor, task_id: int = 0) -> torch.Tensor:
         head = self.check_task_id(task_id)

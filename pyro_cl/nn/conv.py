@@ -1,0 +1,148 @@
+"""Bayesian 2D convolution: a ``PyroModule`` whose kernel and bias are ``PyroSample`` sites."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from pyro_cl.nn.layer import BayesianLayer
+from pyro_cl.nn.local_reparam import DiagonalGaussian, standard_normal
+
+__all__ = ["BayesianConv2d"]
+
+
+class BayesianConv2d(BayesianLayer):
+    """``y = conv2d(x, W) + b`` with mean-field Gaussian priors on the kernel ``W`` and bias ``b``.
+
+    Inputs are ``(N, C, H, W)``, or ``(P, N, C, H, W)`` on the fast path with particles. Drawn
+    kernels with a leading particle dimension run as one grouped convolution. With local
+    reparameterisation the output is Gaussian per pixel, ``N(conv(x, μ_W) + μ_b,
+    conv(x², σ²_W) + σ²_b)`` (Kingma et al., 2015, applied to the unfolded patches).
+
+    :param in_channels: channels of the input.
+    :param out_channels: channels of the output.
+    :param kernel_size: side of the square kernel.
+    :param stride: stride of the convolution.
+    :param padding: zero padding on each side.
+    :param bias: whether the layer has a bias site.
+    :param prior_loc: prior mean of every weight and bias.
+    :param prior_scale: prior standard deviation of every weight and bias.
+    :param local_reparameterization: sample outputs rather than kernels when the kernel's Normal
+        distribution is known.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        stride: int = 1,
+        padding: int = 0,
+        bias: bool = True,
+        prior_loc: float = 0.0,
+        prior_scale: float = 1.0,
+        local_reparameterization: bool = True,
+    ) -> None:
+        super().__init__()
+        if min(in_channels, out_channels, kernel_size, stride) <= 0 or padding < 0:
+            raise ValueError("channels, kernel size and stride must be positive, padding >= 0")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.padding = padding
+        self.has_bias = bias
+        self.local_reparameterization = local_reparameterization
+        shapes = {"weight": (out_channels, in_channels, kernel_size, kernel_size)}
+        if bias:
+            shapes["bias"] = (out_channels,)
+        self._register_sites(shapes, prior_loc, prior_scale)
+
+    @property
+    def fan_in(self) -> int:
+        return self.in_channels * self.kernel_size**2
+
+    def _convolve(
+        self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Convolve ``x`` (any leading dimensions) with one kernel, or with one kernel per
+        particle (``weight`` of shape ``(S, C_out, C_in, k, k)``, ``x`` ``(1 or S, N, C, H, W)``)."""
+        if weight.dim() == 4:
+            lead = x.shape[:-3]
+            out = F.conv2d(x.reshape(-1, *x.shape[-3:]), weight, bias, self.stride, self.padding)
+            return out.reshape(*lead, *out.shape[1:])
+        particles = weight.shape[0]
+        x = x.expand(particles, *x.shape[1:])
+        num, channels, height, width = x.shape[1:]
+        grouped = x.transpose(0, 1).reshape(num, particles * channels, height, width)
+        out = F.conv2d(
+            grouped,
+            weight.reshape(-1, *weight.shape[2:]),
+            None if bias is None else bias.reshape(-1),
+            self.stride,
+            self.padding,
+            groups=particles,
+        )
+        return out.reshape(num, particles, self.out_channels, *out.shape[-2:]).transpose(0, 1)
+
+    def _gaussian_conv(self, x: torch.Tensor, weight: DiagonalGaussian, bias) -> torch.Tensor:
+        mean = self._convolve(x, weight.loc, None if bias is None else bias.loc)
+        variance = self._convolve(x * x, weight.variance, None if bias is None else bias.variance)
+        shape = mean.shape
+        if self._num_particles is not None:
+            shape = torch.Size((self._num_particles,)) + mean.shape[1:]
+        return torch.addcmul(mean, variance.clamp_min(1e-16).sqrt(), standard_normal(shape, mean))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() < 4 or x.shape[-3] != self.in_channels:
+            raise ValueError(
+                f"input has shape {tuple(x.shape)} but the layer expects (N, {self.in_channels}, "
+                "H, W)"
+            )
+        weight = self._site("weight")
+        bias = self._site("bias") if self.has_bias else None
+        gaussians = self._gaussians(weight, bias)
+        if gaussians is not None:
+            return self._record(x, self._gaussian_conv(x, *gaussians))
+        weight = self._draw(weight)
+        bias = None if bias is None else self._draw(bias)
+        return self._record(x, self._convolve(x, weight, bias))
+
+    def unfold(self, x: torch.Tensor) -> torch.Tensor:
+        """Patches of ``x`` ``(..., C, H, W)`` as ``(..., C·k², L)`` (L output positions)."""
+        lead = x.shape[:-3]
+        patches = F.unfold(
+            x.reshape(-1, *x.shape[-3:]), self.kernel_size, padding=self.padding, stride=self.stride
+        )
+        return patches.reshape(*lead, *patches.shape[1:])
+
+    def squared_gradient_sums(
+        self, x: torch.Tensor, output_gradient: torch.Tensor, chunk: int = 1
+    ) -> dict[str, torch.Tensor]:
+        """``∂ℓ_n/∂W = G_n U_nᵀ`` with ``U_n`` the unfolded patches of example ``n`` and ``G_n``
+        ``(C_out, L)`` its output gradient; formed for ``chunk`` particles at a time (a sum over
+        positions sits inside the square, so they cannot be avoided as for linear layers).
+
+        ``x`` is ``(P, N, C, H, W)`` (``P`` 1 or ``S``), ``output_gradient`` ``(S, N, C_out, H', W')``.
+        """
+        particles, num = output_gradient.shape[:2]
+        patches = self.unfold(x)  # (P, N, C k², L)
+        grads = output_gradient.reshape(particles, num, self.out_channels, -1)
+        weight = torch.zeros(self.out_channels, patches.shape[2], device=x.device, dtype=x.dtype)
+        for start in range(0, particles, chunk):
+            g = grads[start : start + chunk]
+            u = patches if patches.shape[0] == 1 else patches[start : start + chunk]
+            per_example = torch.einsum("snol,snkl->snok", g, u.expand(g.shape[0], *u.shape[1:]))
+            weight += per_example.square().sum((0, 1))
+        sums = {
+            "weight": weight.reshape(self.out_channels, self.in_channels, *([self.kernel_size] * 2))
+        }
+        if self.has_bias:
+            sums["bias"] = grads.sum(-1).square().sum((0, 1))
+        return sums
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding}, bias={self.has_bias}"
+        )
