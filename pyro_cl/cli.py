@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from pyro_cl.experiment import (
     scratch_accuracies,
     summarise,
 )
+from pyro_cl.guides import REINIT_POLICIES
 from pyro_cl.methods import METHODS, make_method
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.plotting import plot_accuracy
@@ -49,8 +51,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--predictive-samples", type=int, dest="num_predictive_samples")
     run.add_argument("--ml-init-epochs", type=int)
     run.add_argument("--init-log-variance", type=float)
-    run.add_argument("--between-tasks", choices=["keep", "reset_variance", "reset"])
+    run.add_argument("--between-tasks", choices=list(REINIT_POLICIES))
+    run.add_argument(
+        "--init-precision",
+        type=float,
+        help="initial guide precision 1/σ² (sets --init-log-variance; VOGN thesis: 1e6)",
+    )
+    run.add_argument(
+        "--later-init-precision",
+        type=float,
+        help="precision that re-initialisation resets to after the first task",
+    )
     run.add_argument("--no-local-reparameterization", action="store_true")
+    update = run.add_argument_group("natural-gradient updates (methods vogn*, ivon)")
+    update.add_argument("--update-lr", type=float, dest="update_learning_rate", help="α")
+    update.add_argument("--update-beta", type=float, help="VOGN's β")
+    update.add_argument("--update-samples", type=int, help="Monte Carlo samples per step")
+    update.add_argument("--update-momentum", type=float, help="VOGN's momentum")
+    update.add_argument("--update-data-scale", type=float, help="ρ (data augmentation)")
     run.add_argument(
         "--forward-transfer",
         action="store_true",
@@ -80,8 +98,32 @@ def _training_settings(args: argparse.Namespace, defaults: dict) -> dict:
             settings[key] = value
     if args.batch_size is not None:
         settings["batch_size"] = args.batch_size or None
+    if args.init_precision is not None:
+        settings["init_log_variance"] = -math.log(args.init_precision)
+    if args.later_init_precision is not None:
+        settings["later_init_log_variance"] = -math.log(args.later_init_precision)
     settings["progress"] = not args.no_progress
     return settings
+
+
+def _update_options(args: argparse.Namespace, method: str) -> dict | None:
+    """Natural-gradient hyperparameters given on the command line, for methods that take them."""
+    if METHODS[method].update is None:
+        return None
+    names = {
+        "update_learning_rate": "learning_rate",
+        "update_beta": "beta",
+        "update_samples": "num_samples",
+        "update_momentum": "momentum",
+        "update_data_scale": "data_scale",
+    }
+    options = {
+        key: getattr(args, arg) for arg, key in names.items() if getattr(args, arg) is not None
+    }
+    if method == "ivon":
+        options.pop("beta", None)
+        options.pop("momentum", None)
+    return options
 
 
 def run(args: argparse.Namespace) -> list[ContinualResult]:
@@ -111,17 +153,29 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
                     heads=len(stream) if stream.multi_head else 1,
                     local_reparameterization=not args.no_local_reparameterization,
                 )
-                return make_method(method, net, coreset_size, args.device, seed, **training)
+                return make_method(
+                    method,
+                    net,
+                    coreset_size,
+                    args.device,
+                    seed,
+                    update_options=_update_options(args, method),
+                    **training,
+                )
 
             settings = {
                 "benchmark": args.benchmark,
                 "hidden_sizes": list(hidden),
                 "seed": seed,
                 "device": args.device,
-                "coreset_size": coreset_size if METHODS[method][1] is not None else None,
+                "coreset_size": coreset_size if METHODS[method].selector is not None else None,
                 **training,
             }
-            result = run_stream(make_learner(), stream, method, settings)
+            learner = make_learner()
+            if getattr(learner, "update", None) is not None:
+                settings["update"] = learner.update.spec()
+                settings.update({k: getattr(learner.config, k) for k in METHODS[method].defaults})
+            result = run_stream(learner, stream, method, settings)
             if args.forward_transfer:
                 result.scratch_accuracy = scratch_accuracies(make_learner, stream)
             results.append(result)

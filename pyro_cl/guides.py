@@ -29,7 +29,7 @@ DEFAULT_INIT_LOG_VARIANCE = -6.0
 OBSERVATION_FLAG = "observation"
 
 #: What :meth:`MeanFieldGuide.reinitialise` may do between tasks.
-REINIT_POLICIES = ("keep", "reset_variance", "reset")
+REINIT_POLICIES = ("keep", "reset_variance", "reset", "fresh")
 
 
 def task_id_key(args: tuple, kwargs: dict):
@@ -170,6 +170,19 @@ class MeanFieldGuide(nn.Module):
         """``{site: μ_site}``: the means as point values (for maximum-likelihood fits)."""
         return {name: self.loc[_parameter_key(name)] for name in (names or self.site_names)}
 
+    def precisions(self, names: Iterable[str] | None = None) -> dict[str, torch.Tensor]:
+        """``{site: 1/σ²}``, detached (the state of natural-gradient updates)."""
+        return {
+            name: self.log_variance[_parameter_key(name)].detach().neg().exp()
+            for name in (names or self.site_names)
+        }
+
+    @torch.no_grad()
+    def set_precisions(self, values: Mapping[str, torch.Tensor]) -> None:
+        """Set ``σ² = 1/precision`` for the given sites."""
+        for name, value in values.items():
+            self.log_variance[_parameter_key(name)].copy_(value.log().neg())
+
     def forward(self, *args, **kwargs) -> dict[str, torch.Tensor]:
         names = self.sites_for(*args, **kwargs)
         pyro.module(self._store_name, self)
@@ -183,25 +196,48 @@ class MeanFieldGuide(nn.Module):
             self.loc[_parameter_key(name)].copy_(value)
 
     @torch.no_grad()
-    def reinitialise(self, policy: str, priors: Mapping[str, Distribution]) -> None:
+    def reinitialise(
+        self,
+        policy: str,
+        priors: Mapping[str, Distribution],
+        log_variance: float | None = None,
+    ) -> None:
         """Re-initialise the sites in ``priors`` before a new task.
 
-        ``"keep"`` starts the next task at the current posterior (the reference code's choice);
-        ``"reset_variance"`` keeps the means and resets log σ² to ``init_log_variance``;
-        ``"reset"`` also redraws the means around the mean of the site's prior in ``priors``.
+        ``"keep"`` starts the next task at the current posterior (the VCL reference code's choice);
+        ``"reset_variance"`` keeps the means and resets log σ²; ``"reset"`` also redraws the means
+        around the mean of the site's prior in ``priors``; ``"fresh"`` resets log σ² and draws the
+        means as PyTorch initialises a new layer, ``U(-1/√fan_in, 1/√fan_in)`` (the VOGN thesis's
+        choice for permuted and split MNIST, section 4.3).
+
+        :param log_variance: the log σ² to reset to (default ``init_log_variance``).
         """
         if policy not in REINIT_POLICIES:
             raise ValueError(f"unknown re-initialisation {policy!r}; choose from {REINIT_POLICIES}")
         if policy == "keep":
             return
+        log_variance = self.init_log_variance if log_variance is None else float(log_variance)
         for name, prior in priors.items():
             key = _parameter_key(name)
             if key not in self.loc:
                 continue
-            self.log_variance[key].fill_(self.init_log_variance)
+            self.log_variance[key].fill_(log_variance)
             if policy == "reset":
                 mean = prior.mean.to(self.loc[key])
                 self.loc[key].copy_(mean + self._loc_noise(mean))
+            elif policy == "fresh":
+                bound = self._fan_in(name) ** -0.5
+                self.loc[key].uniform_(-bound, bound)
+
+    def _fan_in(self, name: str) -> int:
+        """Inputs per output unit of a site: its trailing dimensions for a weight; for a bias, those
+        of the same module's ``weight`` site (PyTorch's convention)."""
+        shape = self.loc[_parameter_key(name)].shape
+        if len(shape) < 2:
+            sibling = name.rpartition(".")[0] + ".weight" if "." in name else "weight"
+            key = _parameter_key(sibling)
+            shape = self.loc[key].shape if key in self.loc else (1, 1)
+        return max(1, int(torch.Size(shape[1:]).numel()))
 
     def clone(self) -> MeanFieldGuide:
         """An independent copy (same model, same values, its own parameters and store name)."""

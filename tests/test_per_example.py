@@ -136,3 +136,19 @@ def test_hessian_factors_square_to_the_likelihood_hessian():
     torch.testing.assert_close(factor @ factor.T, hessian)
     gaussian = GaussianLikelihood(0.5).hessian_factor(torch.zeros(1, dtype=torch.float64))
     torch.testing.assert_close(gaussian @ gaussian.T, torch.full((1, 1), 4.0, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("curvature", [None, "fisher", "ggn"])
+def test_both_routes_agree_on_a_library_net(curvature):
+    torch.manual_seed(4)
+    net = BayesianMLP(4, [5], 3, heads=2).double()
+    model = SupervisedModel(net, CategoricalLikelihood())
+    x, y = torch.randn(6, 4, dtype=torch.float64), torch.randint(0, 3, (6,))
+    theta = _theta(model)
+    fast = layer_statistics(model, theta, x, y, 1, curvature)
+    slow = functional_statistics(model, theta, x, y, 1, curvature)
+    torch.testing.assert_close(fast.loss, slow.loss)
+    for name in theta:
+        torch.testing.assert_close(fast.gradients[name], slow.gradients[name])
+        if curvature is not None:
+            torch.testing.assert_close(fast.squared[name], slow.squared[name])

@@ -47,7 +47,10 @@ class TrainingConfig:
     :param init_log_variance: log σ² of new guide sites (-6, the reference code's value).
     :param init_loc_std: scale of the random initial means of sites not set by ML.
     :param between_tasks: guide re-initialisation before each later task: "keep" (start from the
-        previous posterior), "reset_variance" or "reset".
+        previous posterior), "reset_variance", "reset" or "fresh" (a newly initialised net, before
+        the first task too when ``ml_init_epochs`` is 0; see :meth:`MeanFieldGuide.reinitialise`).
+    :param later_init_log_variance: log σ² that re-initialisation resets to after the first task
+        (``None``: ``init_log_variance``; the VOGN thesis uses precision 4e3 then 4e4 on CIFAR).
     :param elbo: "fast" (direct computation for pyro_cl layers), "pyro" (TraceMeanField_ELBO on
         the Pyro programs) or "auto" (fast whenever the net allows it).
     :param refit_epochs: epochs of the coreset refit before prediction (VCL eq. 3); ``None``
@@ -67,6 +70,7 @@ class TrainingConfig:
     init_log_variance: float = DEFAULT_INIT_LOG_VARIANCE
     init_loc_std: float = 0.1
     between_tasks: str = "keep"
+    later_init_log_variance: float | None = None
     elbo: str = "auto"
     refit_epochs: int | None = None
     refit_batch_size: int | str | None = "same"

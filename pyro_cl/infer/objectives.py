@@ -44,7 +44,7 @@ def negative_elbo(
     """
     if fast is None:
         fast = model.library_layers_only
-    groups = _task_groups(task_id, x.shape[0])
+    groups = task_groups(task_id, x.shape[0])
     if len(groups) == 1 and not fast:
         elbo = TraceMeanField_ELBO(num_particles=num_particles)
         with local_reparameterization():
@@ -67,7 +67,7 @@ def negative_elbo(
     return kl / dataset_size - log_likelihood / x.shape[0]
 
 
-def _task_groups(
+def task_groups(
     task_id: int | torch.Tensor, num_rows: int
 ) -> list[tuple[int, slice | torch.Tensor]]:
     """``[(task, rows)]``: a single task covers every row; per-point ids are grouped."""

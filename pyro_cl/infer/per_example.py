@@ -152,7 +152,7 @@ def functional_statistics(
     def example_projection(values, xi, column) -> torch.Tensor:
         return (outputs_at(values, xi[None])[0] * column).sum()
 
-    loss = torch.zeros((), device=x.device)
+    loss = theta[names[0]].new_zeros(())
     gradients = {name: torch.zeros_like(theta[name]) for name in names}
     squared = {name: torch.zeros_like(theta[name][0]) for name in names}
     for s in range(particles):

@@ -9,6 +9,7 @@ from pyro.distributions import Distribution
 from pyro_cl.coresets import Coreset, CoresetSelector, selector_from_spec
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.learner import ContinualLearner
+from pyro_cl.infer.natural_gradient import NaturalGradientUpdate, update_from_spec
 from pyro_cl.infer.objectives import negative_elbo
 from pyro_cl.infer.training import DivergenceError
 from pyro_cl.likelihoods import Likelihood
@@ -54,6 +55,12 @@ class VCL(ContinualLearner):
     A task of exactly ``K`` points goes entirely into the coreset; its propagation step is then
     empty and ``q̃_t = q̃_{t-1}``.
 
+    **Natural-gradient updates** — with ``update=VOGN(...)`` (or :class:`~pyro_cl.infer.ivon.IVON`)
+    every fit above (propagation and coreset refits) runs that update on the guide instead of
+    Adam on the ELBO; the handoff, coresets, prediction and save/load are the same.
+
+    :param update: a :class:`~pyro_cl.infer.natural_gradient.NaturalGradientUpdate`, or ``None``
+        for SVI (Adam on the ELBO with ``learning_rate`` and ``num_particles``).
     :param coreset: a :class:`~pyro_cl.coresets.CoresetSelector`, or ``None`` for plain VCL.
     :param refit_per_task: refit a separate prediction posterior per task; ``None`` chooses it
         for nets whose ``multi_head`` attribute is true.
@@ -79,9 +86,15 @@ class VCL(ContinualLearner):
         seed: int | None = None,
         coreset: CoresetSelector | None = None,
         refit_per_task: bool | None = None,
+        update: NaturalGradientUpdate | None = None,
         **overrides,
     ) -> None:
         super().__init__(net, likelihood, config, device, seed, **overrides)
+        if update is not None and not isinstance(update, NaturalGradientUpdate):
+            raise TypeError(
+                f"update must be a NaturalGradientUpdate (VOGN, IVON) or None, got {update!r}"
+            )
+        self.update = update
         if coreset is not None and not isinstance(coreset, CoresetSelector):
             raise TypeError(f"coreset must be a CoresetSelector, got {type(coreset).__name__}")
         if coreset is None and not self.propagates:
@@ -115,28 +128,48 @@ class VCL(ContinualLearner):
         """Fit ``q̃_t`` on ``data`` against the current prior and install it as the new prior."""
         cfg = self.config
         names = self._sites_of(data)
-        if not self.tasks_seen:
-            ml_epochs = cfg.epochs if cfg.ml_init_epochs is None else cfg.ml_init_epochs
+        ml_epochs = cfg.epochs if cfg.ml_init_epochs is None else cfg.ml_init_epochs
+        if not self.tasks_seen and ml_epochs > 0:
             x, y = data.for_task(task_id)
-            if ml_epochs > 0 and x.shape[0]:
+            if x.shape[0]:
                 self._fit_point_estimate(x, y, task_id, ml_epochs, "ML initialisation")
-        else:
-            self.guide.reinitialise(cfg.between_tasks, read_priors(self.net, names))
-        history = self._fit_elbo(self.guide, data, cfg.epochs, "same", f"VCL task {task_id}")
+        elif self.tasks_seen or cfg.between_tasks == "fresh":
+            later = self.tasks_seen and cfg.later_init_log_variance is not None
+            self.guide.reinitialise(
+                cfg.between_tasks,
+                read_priors(self.net, names),
+                cfg.later_init_log_variance if later else None,
+            )
+        method = "VCL" if self.update is None else type(self.update).__name__
+        history = self._fit(self.guide, data, cfg.epochs, "same", f"{method} task {task_id}")
         install_prior(self.net, _checked(self.guide.posterior(names)))
         self._record_trained(names)
         return history
 
-    def _fit_elbo(
+    def _fit(
         self, guide: MeanFieldGuide, data: Coreset, epochs: int, batch_size, description: str
     ) -> list[float]:
-        """Minimise the negative ELBO (:func:`negative_elbo`) of ``guide`` on ``data`` against
-        the net's current priors, the likelihood scaled to ``len(data)``."""
+        """Fit ``guide`` on ``data`` against the net's current priors, the likelihood scaled to
+        ``len(data)``: Adam on the negative ELBO (:func:`negative_elbo`), or the natural-gradient
+        ``update``."""
         cfg = self.config
         tasks = data.tasks()
         single_task = len(tasks) == 1 or getattr(self.net, "multi_head", True) is False
         num_data = len(data)
-        self._sites_of(data, guide)  # creates the guide's parameters before they are listed
+        names = self._sites_of(data, guide)  # creates the guide's parameters before use
+        if self.update is not None:
+            return self.update.fit(
+                self.model,
+                guide,
+                data.x,
+                data.y,
+                tasks[0] if single_task else data.task_ids,
+                names,
+                epochs,
+                cfg.batch_size if batch_size == "same" else batch_size,
+                description,
+                cfg.progress,
+            )
 
         def loss(index: torch.Tensor) -> torch.Tensor:
             task_id = tasks[0] if single_task else data.task_ids[index]
@@ -171,7 +204,7 @@ class VCL(ContinualLearner):
         for key, points in parts:
             guide = self.guide.clone()
             description = "coreset refit" + ("" if key == ALL_TASKS else f" task {key}")
-            self._fit_elbo(guide, points, epochs, cfg.refit_batch_size, description)
+            self._fit(guide, points, epochs, cfg.refit_batch_size, description)
             posterior = _checked(guide.posterior(self._sites_of(points, guide)))
             refits[key] = {name: detach_distribution(q) for name, q in posterior.items()}
         return refits
@@ -196,6 +229,7 @@ class VCL(ContinualLearner):
             if self.coreset_selector is None
             else self.coreset_selector.spec(),
             "refit_per_task": self.refit_per_task,
+            "update": None if self.update is None else self.update.spec(),
             "coreset": None if self.coreset is None else self.coreset.state(),
             "prediction_posteriors": [
                 [key, posterior_to_state(posterior)]
@@ -209,6 +243,7 @@ class VCL(ContinualLearner):
         return {
             "coreset": None if spec is None else selector_from_spec(spec),
             "refit_per_task": extra.get("refit_per_task"),
+            "update": None if extra.get("update") is None else update_from_spec(extra["update"]),
         }
 
     def _load_extra_state(self, state: dict) -> None:

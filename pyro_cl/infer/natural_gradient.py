@@ -1,0 +1,219 @@
+"""Natural-gradient fitting of a mean-field Gaussian guide: the part VOGN and IVON share.
+
+A natural-gradient update keeps, for every latent site, the guide's mean ``μ`` and a precision
+``s`` (``1/σ²``), and for each minibatch
+
+1. draws ``S`` weights ``θ_s = μ + ε_s / √s`` from the guide (``ε_s ~ N(0, I)``, drawn site by
+   site in order, each as one ``torch.randn((S, *shape))``);
+2. computes the minibatch's gradient statistics at every ``θ_s``
+   (:mod:`pyro_cl.infer.per_example`);
+3. moves ``(μ, s)`` by the method's rule (:meth:`NaturalGradientUpdate._update`), with the
+   Gaussian prior ``N(μ_p, 1/λ_p)`` the net's sites hold — after task ``k-1`` that is the posterior
+   of task ``k-1`` (VOGN thesis eq. 53), installed by the same handoff as VCL's.
+
+The guide's means are updated in place and its log-variances set to ``-log s`` when the fit
+ends, so everything downstream (the handoff, prediction, coresets, save/load) sees an ordinary
+:class:`~pyro_cl.guides.MeanFieldGuide`.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import torch
+
+from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.infer.objectives import task_groups
+from pyro_cl.infer.per_example import GradientStatistics, gradient_statistics
+from pyro_cl.infer.training import run_epochs
+from pyro_cl.kl import gaussian_kl
+from pyro_cl.model import SupervisedModel
+from pyro_cl.nn.local_reparam import base_normal
+from pyro_cl.posterior import read_priors
+
+__all__ = ["NaturalGradientUpdate", "SiteState", "UPDATES", "update_from_spec"]
+
+#: ``name -> class`` of every natural-gradient update (filled in by the subclasses).
+UPDATES: dict[str, type[NaturalGradientUpdate]] = {}
+
+
+class SiteState:
+    """Everything an update tracks for one site; ``loc`` is the guide's parameter itself."""
+
+    def __init__(self, loc: torch.Tensor, precision: torch.Tensor, prior) -> None:
+        normal = base_normal(prior)
+        if normal is None:
+            raise TypeError(
+                f"natural-gradient updates need Gaussian priors, got {type(prior).__name__}"
+            )
+        self.loc = loc
+        self.precision = precision
+        self.prior_loc = normal.loc.detach().to(loc).expand_as(loc)
+        self.prior_precision = normal.scale.detach().to(loc).expand_as(loc).pow(-2)
+        #: Method-specific buffers (momentum, Hessian estimate, ...).
+        self.buffers: dict[str, torch.Tensor] = {}
+
+
+class NaturalGradientUpdate(ABC):
+    """Base class of VOGN-style updates of a :class:`MeanFieldGuide`.
+
+    :param learning_rate: step size ``α`` of the mean.
+    :param num_samples: Monte Carlo samples ``S`` per step (the VOGN thesis trains with 10).
+    :param data_scale: ``ρ``, the factor on the data set's size ``N`` for data augmentation (VOGN
+        thesis section 3.4); the likelihood counts ``ρN`` points.
+    """
+
+    #: Name used by :data:`UPDATES`, specs and the command line.
+    name: ClassVar[str]
+    #: Which curvature statistic the update needs (see :data:`pyro_cl.infer.per_example.CURVATURES`).
+    curvature: str | None = None
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            UPDATES[cls.name] = cls
+
+    def __init__(self, learning_rate: float, num_samples: int, data_scale: float = 1.0) -> None:
+        if not learning_rate > 0:
+            raise ValueError(f"learning_rate must be positive, got {learning_rate}")
+        if num_samples < 1:
+            raise ValueError(f"num_samples must be at least 1, got {num_samples}")
+        if not data_scale > 0:
+            raise ValueError(f"data_scale must be positive, got {data_scale}")
+        self.learning_rate = float(learning_rate)
+        self.num_samples = int(num_samples)
+        self.data_scale = float(data_scale)
+
+    # ------------------------------------------------------------------ description
+    def hyperparameters(self) -> dict:
+        """Constructor arguments (plain values), enough to rebuild this update."""
+        return {
+            "learning_rate": self.learning_rate,
+            "num_samples": self.num_samples,
+            "data_scale": self.data_scale,
+        }
+
+    def spec(self) -> dict:
+        return {"name": self.name, **self.hyperparameters()}
+
+    def __repr__(self) -> str:
+        arguments = ", ".join(f"{k}={v!r}" for k, v in self.hyperparameters().items())
+        return f"{type(self).__name__}({arguments})"
+
+    # ------------------------------------------------------------------ fitting
+    def fit(
+        self,
+        model: SupervisedModel,
+        guide: MeanFieldGuide,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        task_id: int | torch.Tensor,
+        names: list[str],
+        epochs: int,
+        batch_size: int | None,
+        description: str = "natural gradient",
+        progress: bool = True,
+    ) -> list[float]:
+        """Fit the guide's sites ``names`` to ``(x, y)`` against the net's current priors.
+
+        ``task_id`` is one task, or one id per point (data mixing tasks, e.g. a coreset); the
+        guide must already have parameters for every site the tasks use (``names``).
+
+        :returns: per epoch, the mean of ``-ELBO/N`` estimated on each minibatch (the Monte Carlo
+            negative log-likelihood per point plus ``KL(q || prior)/N``) — the same quantity the
+            SVI route reports.
+        """
+        num_data = x.shape[0]
+        effective_size = self.data_scale * num_data
+        priors = read_priors(model.net, names)
+        locs = guide.locs(names)
+        precisions = guide.precisions(names)
+        states = {name: SiteState(locs[name], precisions[name], priors[name]) for name in names}
+        self._initialise(states, effective_size)
+        sites_by_task = {}
+
+        def sites_of(task: int) -> list[str]:
+            if task not in sites_by_task:
+                sites_by_task[task] = guide.sites_for(x[:1], None, task_id=task)
+            return sites_by_task[task]
+
+        def step(index: torch.Tensor) -> torch.Tensor:
+            ids = task_id if isinstance(task_id, int) else task_id[index]
+            batch = index.shape[0]
+            with torch.no_grad():
+                theta, noise = self._sample(states)
+            total = torch.zeros((), device=x.device)
+            gradients = {name: torch.zeros_like(theta[name]) for name in names}
+            squared = {name: torch.zeros_like(states[name].loc) for name in names}
+            for task, rows in task_groups(ids, batch):
+                rows = index[rows]
+                task_theta = {name: theta[name] for name in sites_of(task)}
+                stats = gradient_statistics(
+                    model, task_theta, x[rows], y[rows], task, self.curvature
+                )
+                total = total + stats.loss
+                for name, value in stats.gradients.items():
+                    gradients[name] += value
+                if stats.squared is not None:
+                    for name, value in stats.squared.items():
+                        squared[name] += value
+            statistics = GradientStatistics(total, gradients, squared)
+            with torch.no_grad():
+                self._update(states, statistics, noise, batch, effective_size)
+                kl = sum(_kl(state) for state in states.values())
+            return total / (batch * self.num_samples) + kl / effective_size
+
+        history = run_epochs(step, num_data, epochs, batch_size, x.device, description, progress)
+        guide.set_precisions({name: state.precision for name, state in states.items()})
+        return history
+
+    def _sample(
+        self, states: dict[str, SiteState]
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """``θ_s = μ + ε_s/√s`` for ``S`` samples, and the noise ``ε``, site by site in order."""
+        theta, noise = {}, {}
+        for name, state in states.items():
+            eps = torch.randn((self.num_samples, *state.loc.shape), device=state.loc.device)
+            eps = eps.to(state.loc.dtype)
+            noise[name] = eps
+            theta[name] = state.loc.detach() + eps * state.precision.rsqrt()
+        return theta, noise
+
+    def _initialise(self, states: dict[str, SiteState], effective_size: float) -> None:  # noqa: B027
+        """Set up method-specific buffers before the first step (nothing by default)."""
+
+    @abstractmethod
+    def _update(
+        self,
+        states: dict[str, SiteState],
+        statistics: GradientStatistics,
+        noise: dict[str, torch.Tensor],
+        batch_size: int,
+        effective_size: float,
+    ) -> None:
+        """Move every site's ``loc`` (in place) and ``precision`` one step."""
+
+
+def _kl(state: SiteState) -> torch.Tensor:
+    variance = state.precision.reciprocal()
+    return gaussian_kl(
+        state.loc, variance, variance.log(), state.prior_loc, state.prior_precision.rsqrt()
+    )
+
+
+def update_from_spec(spec: dict) -> NaturalGradientUpdate:
+    """Rebuild an update from :meth:`NaturalGradientUpdate.spec`."""
+    spec = dict(spec)
+    name = spec.pop("name")
+    if name not in UPDATES:
+        raise ValueError(f"unknown update {name!r}; choose from {sorted(UPDATES)}")
+    return UPDATES[name](**spec)
+
+
+def check_rate(name: str, value: float) -> float:
+    """``value`` if it lies in (0, 1], else a ``ValueError`` naming it."""
+    if not 0 < value <= 1 or math.isnan(value):
+        raise ValueError(f"{name} must lie in (0, 1], got {value}")
+    return float(value)
