@@ -99,9 +99,10 @@ class VOGN(NaturalGradientUpdate):
             state.precision.mul_(1 - self.beta).add_(
                 fisher + state.prior_precision, alpha=self.beta
             )
-            direction = gradient.addcmul_(
+            if self.momentum:
+                average = state.buffers["momentum"]
+                gradient = average.mul_(self.momentum).add_(gradient, alpha=1 - self.momentum)
+            direction = gradient.addcmul(
                 state.prior_precision, state.loc.detach() - state.prior_loc
             )
-            if self.momentum:
-                direction = state.buffers["momentum"].mul_(self.momentum).add_(direction)
             state.loc.data.addcdiv_(direction, state.precision, value=-self.learning_rate)
