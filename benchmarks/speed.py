@@ -1,8 +1,11 @@
-"""Time one training epoch of VCL against the same deterministic net trained with Adam.
+"""Time one training epoch of VCL, VOGN and IVON against the same deterministic net trained with
+Adam.
 
-Net 784-100-100-10, batch 256, one Monte Carlo sample, local reparameterisation, 10,000 random
-MNIST-shaped inputs. Both run in the same process, alternating, and the median of several epochs
-is reported, so the ratio is robust to the machine's load.
+Net 784-100-100-10, batch 256, one Monte Carlo sample, 10,000 random MNIST-shaped inputs. VCL
+uses local reparameterisation and Adam on the ELBO; VOGN (empirical Fisher and Gauss-Newton) and
+IVON run their natural-gradient step (:mod:`pyro_cl.infer.vogn`, :mod:`pyro_cl.infer.ivon`). All
+run in the same process, alternating, and the median of several epochs is reported, so the
+ratios are robust to the machine's load; an epoch's time divided by its 40 steps is a step's.
 
     python benchmarks/speed.py [--inputs 10000] [--repeats 5] [--device cpu] [--elbo fast|pyro]
 """
@@ -17,8 +20,10 @@ import time
 import torch
 
 from pyro_cl import VCL
+from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.objectives import negative_elbo
 from pyro_cl.infer.training import make_adam
+from pyro_cl.infer.vogn import VOGN
 from pyro_cl.nn import BayesianMLP
 
 
@@ -77,8 +82,21 @@ def main() -> None:
     vcl_adam = make_adam(list(learner.guide.parameters()), 1e-3)  # what VCL.observe uses
     fast = args.elbo == "fast"
 
+    names = learner.guide.sites_for(x[:1], None, task_id=0)
+    updates = {
+        "VOGN (Fisher)": VOGN(num_samples=1),
+        "VOGN (GGN)": VOGN(num_samples=1, curvature="ggn"),
+        "IVON": IVON(num_samples=1),
+    }
+
+    def natural_gradient_epoch(update):
+        update.fit(learner.model, learner.guide, x, y, 0, names, 1, args.batch_size, progress=False)
+
+    natural = {name: [] for name in updates}
     deterministic, deterministic_fused, variational = [], [], []
     for _ in range(args.repeats + 1):  # the first round warms up
+        for name, update in updates.items():
+            natural[name].append(timed(lambda u=update: natural_gradient_epoch(u), device))
         deterministic.append(
             timed(lambda: deterministic_epoch(net, adam, x, y, args.batch_size), device)
         )
@@ -100,6 +118,14 @@ def main() -> None:
     print(f"VCL epoch ({args.elbo} ELBO, 1 sample, LRT, fused Adam): {1e3 * var:8.1f} ms")
     print(f"ratio VCL / deterministic (default Adam): {var / det:6.2f}x")
     print(f"ratio VCL / deterministic (fused Adam):   {var / det_fused:6.2f}x")
+    steps = -(-args.inputs // args.batch_size)
+    print(f"Adam step (torch defaults): {1e3 * det / steps:6.2f} ms")
+    for name, times in natural.items():
+        epoch = statistics.median(times[1:])
+        print(
+            f"{name} step (1 sample): {1e3 * epoch / steps:6.2f} ms, "
+            f"{epoch / det:5.2f}x Adam (defaults), {epoch / det_fused:5.2f}x fused Adam"
+        )
 
 
 if __name__ == "__main__":
