@@ -10,6 +10,7 @@ from pyro.nn import PyroModule, PyroSample
 from torch import nn
 
 from pyro_cl import VCL, MeanFieldGuide, extract_posterior, install_prior, read_priors
+from pyro_cl.nn import BayesianMLP
 from pyro_cl.posterior import posterior_from_state, posterior_to_state
 from tests.helpers import two_class_data
 
@@ -97,3 +98,13 @@ def test_posterior_state_round_trip_is_plain_tensors():
         torch.testing.assert_close(restored[name].variance, d.variance)
     with pytest.raises(ValueError, match="unknown distribution"):
         posterior_from_state({"w": {"distribution": "os.system", "event_dim": 0, "params": {}}})
+
+
+def test_predictive_samples_use_the_same_weights_across_chunks():
+    """Without local reparameterisation, sample s is one function of x, however x is chunked."""
+    learner = VCL(BayesianMLP(2, [4], 2, local_reparameterization=False), seed=0)
+    x = torch.randn(10, 2)
+    whole = learner.predictive_samples(torch.cat([x, x]), num_samples=3, chunk=20)
+    chunked = learner.predictive_samples(torch.cat([x, x]), num_samples=3, chunk=10)
+    torch.testing.assert_close(chunked[:, :10], chunked[:, 10:])
+    torch.testing.assert_close(whole[:, :10], whole[:, 10:])

@@ -4,6 +4,7 @@ from pyro_cl.data.digits import permuted_digits, split_digits
 from pyro_cl.data.mnist import load_mnist, permuted_mnist, split_mnist
 from pyro_cl.data.notmnist import load_notmnist, split_notmnist
 from pyro_cl.data.tasks import Task, TaskStream, permuted_tasks, split_tasks
+from pyro_cl.data.toy import toy_2d_stream
 
 __all__ = [
     "Task",
@@ -17,4 +18,5 @@ __all__ = [
     "split_mnist",
     "split_notmnist",
     "split_tasks",
+    "toy_2d_stream",
 ]

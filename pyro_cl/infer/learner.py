@@ -246,10 +246,15 @@ class ContinualLearner(ABC):
         """:meth:`predictive_samples` for inputs already checked and on the device."""
         num_samples = num_samples or self.num_predictive_samples
         sites = self.prediction_sites(x[:1], task_id)
-        parts = [
-            sample_outputs(self.model, sites, x[i : i + chunk], task_id, num_samples, self.fast)
-            for i in range(0, x.shape[0], chunk)
-        ]
+        # Every chunk starts from the same random state, so sample s uses the same weights for
+        # all inputs (a coherent function draw) when weights, not pre-activations, are sampled.
+        rng = _rng_state(self.device)
+        parts = []
+        for i in range(0, x.shape[0], chunk):
+            _set_rng_state(self.device, rng)
+            parts.append(
+                sample_outputs(self.model, sites, x[i : i + chunk], task_id, num_samples, self.fast)
+            )
         return torch.cat(parts, dim=1)
 
     def predict(self, x: torch.Tensor, task_id: int = 0, num_samples: int | None = None):
@@ -349,3 +354,16 @@ class ContinualLearner(ABC):
         if "cuda" in state["rng"] and learner.device.type == "cuda":
             torch.cuda.set_rng_state(state["rng"]["cuda"].cpu(), learner.device)
         return learner
+
+
+def _rng_state(device: torch.device) -> torch.Tensor:
+    if device.type == "cuda":
+        return torch.cuda.get_rng_state(device)
+    return torch.get_rng_state()
+
+
+def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state, device)
+    else:
+        torch.set_rng_state(state)
