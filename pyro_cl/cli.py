@@ -19,7 +19,7 @@ from pyro_cl.experiment import (
 )
 from pyro_cl.guides import REINIT_POLICIES
 from pyro_cl.methods import METHODS, make_method
-from pyro_cl.nn import BayesianMLP
+from pyro_cl.nn import BayesianCNN, BayesianMLP
 from pyro_cl.plotting import plot_accuracy
 from pyro_cl.presets import DEFAULT_PRESET, PRESETS
 
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--hidden", type=int, nargs="+", help="hidden layer widths")
     run.add_argument("--num-tasks", type=int, help="tasks of a permuted stream")
     run.add_argument("--epochs", type=int)
+    run.add_argument("--first-epochs", type=int, help="epochs of the first task")
     run.add_argument("--batch-size", type=int, help="0 means the whole task")
     run.add_argument("--lr", type=float, dest="learning_rate")
     run.add_argument("--particles", type=int, dest="num_particles")
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ml-init-epochs", type=int)
     run.add_argument("--init-log-variance", type=float)
     run.add_argument("--between-tasks", choices=list(REINIT_POLICIES))
+    run.add_argument("--init-means", choices=["prior", "fresh"])
     run.add_argument(
         "--init-precision",
         type=float,
@@ -85,12 +87,14 @@ def _training_settings(args: argparse.Namespace, defaults: dict) -> dict:
     settings = dict(defaults)
     for key in (
         "epochs",
+        "first_epochs",
         "learning_rate",
         "num_particles",
         "num_predictive_samples",
         "ml_init_epochs",
         "init_log_variance",
         "between_tasks",
+        "init_means",
         "refit_epochs",
     ):
         value = getattr(args, key)
@@ -126,6 +130,27 @@ def _update_options(args: argparse.Namespace, method: str) -> dict | None:
     return options
 
 
+def _build_net(preset, stream, hidden: tuple[int, ...], local_reparameterization: bool):
+    heads = len(stream) if stream.multi_head else 1
+    if preset.architecture == "cnn":
+        return BayesianCNN(
+            stream.input_shape,
+            hidden_sizes=hidden,
+            out_features=stream.num_classes,
+            heads=heads,
+            local_reparameterization=local_reparameterization,
+            **preset.net_options,
+        )
+    return BayesianMLP(
+        stream.in_features,
+        hidden,
+        stream.num_classes,
+        heads=heads,
+        local_reparameterization=local_reparameterization,
+        **preset.net_options,
+    )
+
+
 def run(args: argparse.Namespace) -> list[ContinualResult]:
     preset = PRESETS[args.benchmark]
     hidden = tuple(args.hidden or preset.hidden_sizes)
@@ -146,13 +171,7 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
         for method in methods:
 
             def make_learner(method=method, stream=stream, seed=seed):
-                net = BayesianMLP(
-                    stream.in_features,
-                    hidden,
-                    stream.num_classes,
-                    heads=len(stream) if stream.multi_head else 1,
-                    local_reparameterization=not args.no_local_reparameterization,
-                )
+                net = _build_net(preset, stream, hidden, not args.no_local_reparameterization)
                 return make_method(
                     method,
                     net,

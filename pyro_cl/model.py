@@ -60,6 +60,12 @@ class SupervisedModel:
             raise ValueError(
                 f"inputs have shape {tuple(x.shape)} but the net expects (N, {self.in_features})"
             )
+        input_shape = getattr(self.net, "input_shape", None)
+        if input_shape is not None and tuple(x.shape[1:]) != tuple(input_shape):
+            raise ValueError(
+                f"inputs have shape {tuple(x.shape)} but the net expects (N, "
+                f"{', '.join(map(str, input_shape))})"
+            )
         if not torch.isfinite(x).all():
             raise ValueError(f"inputs of task {task_id} contain NaN or inf")
         if y is not None:

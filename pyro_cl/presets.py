@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pyro_cl.data import (
     permuted_digits,
     permuted_mnist,
+    split_cifar,
+    split_cifar10,
     split_digits,
     split_mnist,
     split_notmnist,
@@ -31,6 +33,10 @@ class Preset:
     training: dict = field(default_factory=dict)
     #: Coreset points per task for the coreset methods (the paper's choice for this benchmark).
     coreset_size: int = 40
+    #: "mlp" (:class:`~pyro_cl.nn.BayesianMLP`) or "cnn" (:class:`~pyro_cl.nn.BayesianCNN`).
+    architecture: str = "mlp"
+    #: Further arguments of the net (e.g. its prior scale).
+    net_options: dict = field(default_factory=dict)
 
 
 PRESETS: dict[str, Preset] = {
@@ -77,5 +83,28 @@ PRESETS: dict[str, Preset] = {
         hidden_sizes=(100, 100),
         training={"epochs": 100, "batch_size": 256, "num_particles": 10},
         coreset_size=200,
+    ),
+    "split-cifar": Preset(
+        "VOGN thesis: split CIFAR-10/100 (CIFAR-10, then 5 x 10 CIFAR-100 classes), conv net of "
+        "Zenke et al. (2017), multi-head, batch 256, 60 epochs on task 1 and 600 on the others, "
+        "prior precision 120",
+        lambda root, seed, num_tasks, download: split_cifar(root, download),
+        needs_data_root=True,
+        hidden_sizes=(512,),
+        training={"epochs": 600, "first_epochs": 60, "batch_size": 256, "num_particles": 10},
+        coreset_size=200,
+        architecture="cnn",
+        net_options={"prior_scale": 120**-0.5},
+    ),
+    "split-cifar10": Preset(
+        "split CIFAR-10 (5 x 2 classes), the split CIFAR net, multi-head, batch 256, 60 epochs: "
+        "runs where CIFAR-100 is missing",
+        lambda root, seed, num_tasks, download: split_cifar10(root, download),
+        needs_data_root=True,
+        hidden_sizes=(512,),
+        training={"epochs": 60, "batch_size": 256, "num_particles": 10},
+        coreset_size=200,
+        architecture="cnn",
+        net_options={"prior_scale": 120**-0.5},
     ),
 }

@@ -53,3 +53,26 @@ def test_cli_runs_coreset_methods_over_seeds_and_summarises(tmp_path, capsys):
     accs = [r["ACC"] for r in report["runs"] if r["method"] == "vcl-kcenter"]
     assert summary["runs"] == 2 and abs(summary["ACC_mean"] - sum(accs) / 2) < 1e-12
     assert "mean ± std over seeds 0, 1" in capsys.readouterr().out
+
+
+def test_cli_runs_natural_gradient_methods_with_their_settings(tmp_path):
+    out = tmp_path / "vogn"
+    argv = ["run", "--benchmark", "split-digits", "--hidden", "8", "--epochs", "2"]
+    argv += ["--first-epochs", "3", "--predictive-samples", "2", "--no-progress"]
+    argv += ["--methods", "vogn,ivon", "--update-samples", "2", "--update-lr", "0.05"]
+    argv += ["--update-beta", "0.2", "--init-precision", "1e3"]
+    assert main([*argv, "--output", str(out)]) == 0
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    vogn, ivon = runs
+    assert vogn["settings"]["update"] == {
+        "name": "vogn",
+        "learning_rate": 0.05,
+        "num_samples": 2,
+        "data_scale": 1.0,
+        "beta": 0.2,
+        "momentum": 0.0,
+        "curvature": "fisher",
+    }
+    assert vogn["settings"]["between_tasks"] == "fresh" and vogn["settings"]["first_epochs"] == 3
+    assert ivon["settings"]["update"]["name"] == "ivon"
+    assert ivon["settings"]["update"]["learning_rate"] == 0.05

@@ -273,3 +273,28 @@ def test_bad_hyperparameters_are_refused():
         IVON(learning_rate=-1)
     with pytest.raises(TypeError, match="update"):
         VCL(BayesianMLP(2, [2], 2), update="vogn")
+
+
+def test_fresh_initialisation_and_first_task_epochs():
+    torch.manual_seed(0)
+    learner = VCL(
+        BayesianMLP(50, [20], 2),
+        update=VOGN(1e-3, num_samples=1),
+        epochs=1,
+        first_epochs=3,
+        batch_size=None,
+        ml_init_epochs=0,
+        between_tasks="fresh",
+        init_log_variance=-math.log(1e6),
+        seed=0,
+        progress=False,
+    )
+    x, y = torch.randn(10, 50), torch.randint(0, 2, (10,))
+    assert len(learner.observe((x, y))) == 3
+    assert len(learner.observe((x, y))) == 1
+    # tiny steps from a fresh start: means stay within PyTorch's U(-1/√fan_in, 1/√fan_in)
+    locs = learner.guide.locs(["hidden.0.weight", "hidden.0.bias", "heads.0.weight"])
+    assert locs["hidden.0.weight"].abs().max() <= 50**-0.5 + 1e-3
+    assert locs["hidden.0.bias"].abs().max() <= 50**-0.5 + 1e-3
+    assert locs["heads.0.weight"].abs().max() <= 20**-0.5 + 1e-3
+    assert locs["hidden.0.weight"].abs().max() > 0.5 * 50**-0.5

@@ -21,7 +21,11 @@ class FineTuning(ContinualLearner):
 
     def _learn(self, x: torch.Tensor, y: torch.Tensor, task_id: int) -> list[float]:
         history = self._fit_point_estimate(
-            x, y, task_id, self.config.epochs, f"fine-tuning task {task_id}"
+            x,
+            y,
+            task_id,
+            self.config.task_epochs(first_task=not self.tasks_seen),
+            f"fine-tuning task {task_id}",
         )
         self._record_trained(self._active_sites(x, task_id))
         return history

@@ -1,5 +1,6 @@
 """Task streams for continual learning."""
 
+from pyro_cl.data.cifar import load_cifar10, load_cifar100, split_cifar, split_cifar10
 from pyro_cl.data.digits import permuted_digits, split_digits
 from pyro_cl.data.mnist import load_mnist, permuted_mnist, split_mnist
 from pyro_cl.data.notmnist import load_notmnist, split_notmnist
@@ -9,11 +10,15 @@ from pyro_cl.data.toy import toy_2d_stream
 __all__ = [
     "Task",
     "TaskStream",
+    "load_cifar10",
+    "load_cifar100",
     "load_mnist",
     "load_notmnist",
     "permuted_digits",
     "permuted_mnist",
     "permuted_tasks",
+    "split_cifar",
+    "split_cifar10",
     "split_digits",
     "split_mnist",
     "split_notmnist",

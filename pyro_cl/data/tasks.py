@@ -37,6 +37,7 @@ class TaskStream:
     """An ordered sequence of tasks plus what a net needs to know to learn them.
 
     :param multi_head: whether each task should get its own head (task identity known at test).
+    :param input_shape: the shape of one input when it is not a flat vector (images).
     """
 
     name: str
@@ -44,6 +45,7 @@ class TaskStream:
     in_features: int
     num_classes: int
     multi_head: bool
+    input_shape: tuple[int, ...] | None = None
 
     def __iter__(self) -> Iterator[Task]:
         return iter(self.tasks)

@@ -30,7 +30,7 @@ def toy_2d_stream(
         angle = 2 * math.pi * t / num_tasks
         direction = torch.tensor([math.cos(angle), math.sin(angle)])
 
-        def draw(n: int):
+        def draw(n: int, direction: torch.Tensor = direction):
             x0 = 1.0 * direction + spread * torch.randn(n, 2, generator=generator)
             x1 = 3.0 * direction + spread * torch.randn(n, 2, generator=generator)
             x = torch.cat([x0, x1])

@@ -129,19 +129,18 @@ class VCL(ContinualLearner):
         cfg = self.config
         names = self._sites_of(data)
         ml_epochs = cfg.epochs if cfg.ml_init_epochs is None else cfg.ml_init_epochs
-        if not self.tasks_seen and ml_epochs > 0:
+        priors = read_priors(self.net, names)
+        if self.tasks_seen:
+            self.guide.reinitialise(cfg.between_tasks, priors, cfg.later_init_log_variance)
+        elif ml_epochs > 0:
             x, y = data.for_task(task_id)
             if x.shape[0]:
                 self._fit_point_estimate(x, y, task_id, ml_epochs, "ML initialisation")
-        elif self.tasks_seen or cfg.between_tasks == "fresh":
-            later = self.tasks_seen and cfg.later_init_log_variance is not None
-            self.guide.reinitialise(
-                cfg.between_tasks,
-                read_priors(self.net, names),
-                cfg.later_init_log_variance if later else None,
-            )
+        elif "fresh" in (cfg.init_means, cfg.between_tasks):
+            self.guide.reinitialise("fresh", priors)
         method = "VCL" if self.update is None else type(self.update).__name__
-        history = self._fit(self.guide, data, cfg.epochs, "same", f"{method} task {task_id}")
+        epochs = cfg.task_epochs(first_task=not self.tasks_seen)
+        history = self._fit(self.guide, data, epochs, "same", f"{method} task {task_id}")
         install_prior(self.net, _checked(self.guide.posterior(names)))
         self._record_trained(names)
         return history

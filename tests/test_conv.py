@@ -1,0 +1,117 @@
+"""Bayesian convolutions and the conv net: particles, local reparameterisation, the net's
+checks, saving and loading."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pyro_cl import VCL
+from pyro_cl.data import split_cifar, split_cifar10
+from pyro_cl.infer.site_values import substitute_sites
+from pyro_cl.nn import BayesianCNN, BayesianConv2d
+from pyro_cl.nn.local_reparam import DiagonalGaussian
+
+
+def test_per_particle_kernels_equal_a_loop_of_conv2d():
+    torch.manual_seed(0)
+    layer = BayesianConv2d(3, 4, 3, padding=1)
+    x = torch.randn(1, 5, 3, 6, 6)
+    weight, bias = torch.randn(2, 4, 3, 3, 3), torch.randn(2, 4)
+    with substitute_sites(layer, {"weight": weight, "bias": bias}, num_particles=2):
+        out = layer(x)
+    for s in range(2):
+        torch.testing.assert_close(out[s], F.conv2d(x[0], weight[s], bias[s], padding=1))
+
+
+def test_local_reparameterisation_matches_the_moments_of_sampled_kernels():
+    torch.manual_seed(0)
+    layer = BayesianConv2d(2, 3, 3).double()
+    x = torch.randn(1, 2, 5, 5, dtype=torch.float64)
+    loc = torch.randn(3, 2, 3, 3, dtype=torch.float64)
+    variance = torch.rand(3, 2, 3, 3, dtype=torch.float64) * 0.1
+    sites = {"weight": DiagonalGaussian(loc, variance)}
+    layer.bias_prior_scale.fill_(1e-6)
+    expected_mean = F.conv2d(x, loc)
+    expected_var = F.conv2d(x * x, variance)
+    draws = 20000
+    kernels = loc + variance.sqrt() * torch.randn(draws, *loc.shape, dtype=torch.float64)
+    for weight in (sites["weight"], kernels):  # local reparameterisation, then sampled kernels
+        with substitute_sites(layer, {"weight": weight}, num_particles=draws):
+            samples = layer(x.unsqueeze(0))  # (S, 1, 3, 3, 3)
+        # 5 standard errors of a mean and of a variance estimate
+        torch.testing.assert_close(
+            samples.mean(0), expected_mean, atol=5 * (expected_var.max() / draws) ** 0.5, rtol=0
+        )
+        torch.testing.assert_close(
+            samples.var(0), expected_var, rtol=5 * (2 / draws) ** 0.5, atol=1e-4
+        )
+
+
+def test_cnn_checks_input_shape_and_task_ids_and_reloads(tmp_path):
+    torch.manual_seed(0)
+    net = BayesianCNN((1, 12, 12), conv_blocks=[(2, 3)], hidden_sizes=[8], out_features=2, heads=2)
+    learner = VCL(
+        net,
+        epochs=1,
+        batch_size=8,
+        num_particles=1,
+        num_predictive_samples=2,
+        progress=False,
+        seed=0,
+    )
+    x, y = torch.rand(16, 1, 12, 12), torch.randint(0, 2, (16,))
+    with pytest.raises(ValueError, match="expects"):
+        learner.observe((torch.rand(16, 1, 10, 12), y))
+    with pytest.raises(ValueError, match="unknown task id"):
+        learner.observe((x, y), task_id=2)
+    learner.observe((x, y), task_id=1)
+    learner.save(tmp_path / "cnn.pt")
+    loaded = VCL.load(tmp_path / "cnn.pt")
+    assert isinstance(loaded.net, BayesianCNN) and loaded.net.config == net.config
+    for name, q in learner.current_prior().items():
+        assert torch.equal(loaded.current_prior()[name].base_dist.loc, q.base_dist.loc)
+
+
+def _write_cifar_binary(folder, name, labels, label_bytes):
+    rng = np.random.default_rng(0)
+    records = []
+    for label in labels:
+        header = [label // 5, label] if label_bytes == 2 else [label]
+        records.append(
+            np.concatenate([np.array(header, np.uint8), rng.integers(0, 256, 3072, dtype=np.uint8)])
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    np.stack(records).tofile(folder / name)
+
+
+def test_split_cifar_reads_the_binary_layouts(tmp_path):
+    labels10 = list(range(10)) * 2
+    for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+        _write_cifar_binary(tmp_path / "cifar-10-batches-bin", name, labels10, 1)
+    labels100 = list(range(50)) * 2
+    for name in ["train.bin", "test.bin"]:
+        _write_cifar_binary(tmp_path / "cifar-100-binary", name, labels100, 2)
+    stream = split_cifar(tmp_path)
+    assert len(stream) == 6 and stream.input_shape == (3, 32, 32) and stream.multi_head
+    assert stream[0].x_train.shape == (100, 3, 32, 32) and stream[0].num_classes == 10
+    assert stream[3].name == "CIFAR-100 20-29"
+    assert sorted(stream[3].y_train.unique().tolist()) == list(range(10))
+    assert 0 <= stream[1].x_train.min() and stream[1].x_train.max() <= 1
+    pairs = split_cifar10(tmp_path)
+    assert len(pairs) == 5 and pairs[4].x_test.shape == (2 * 2 * 5 // 5, 3, 32, 32)
+
+
+def test_split_cifar10_reads_the_npz_layout_and_missing_data_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="cifar-10-batches-bin"):
+        split_cifar10(tmp_path)
+    folder = tmp_path / "CIFAR10"
+    folder.mkdir()
+    x = np.random.default_rng(0).integers(0, 256, (20, 32, 32, 3), dtype=np.uint8)
+    y = np.arange(20) % 10
+    np.savez(folder / "cifar10.npz", x_train=x, y_train=y, x_test=x, y_test=y)
+    stream = split_cifar10(tmp_path)
+    assert stream[0].x_train.shape == (4, 3, 32, 32)
+    torch.testing.assert_close(
+        stream[0].x_train[0, :, 1, 2], torch.tensor(x[0, 1, 2] / 255.0, dtype=torch.float32)
+    )
