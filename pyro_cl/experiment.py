@@ -99,8 +99,13 @@ def run_stream(
     stream: TaskStream,
     method: str | None = None,
     settings: dict | None = None,
+    verbose: bool = True,
 ) -> ContinualResult:
-    """Observe each task of ``stream`` in turn, evaluating all tasks seen so far after each."""
+    """Observe each task of ``stream`` in turn, evaluating all tasks seen so far after each.
+
+    :param verbose: print one line per task (mean accuracy so far, elapsed time), so that long
+        runs show progress even without progress bars.
+    """
     k = len(stream)
     accuracy = np.full((k, k), np.nan)
     log_likelihood = np.full((k, k), np.nan)
@@ -111,6 +116,13 @@ def run_stream(
             metrics = learner.evaluate(stream[j].test, task_id=stream[j].id)
             accuracy[i, j] = metrics["accuracy"]
             log_likelihood[i, j] = metrics["log_likelihood"]
+        if verbose:
+            print(
+                f"  {method or type(learner).__name__}: after {task.name} ({i + 1}/{k}), mean "
+                f"accuracy {100 * np.mean(accuracy[i, : i + 1]):.2f}% "
+                f"[{time.perf_counter() - start:.0f} s]",
+                flush=True,
+            )
     return ContinualResult(
         method=method or type(learner).__name__,
         stream=stream.name,
