@@ -44,9 +44,7 @@ class Likelihood(ABC):
         """``L`` of shape ``(..., outputs, C)`` with ``L Lᵀ = -∂² log p(y | f) / ∂f²`` at ``f =
         outputs`` (for the generalised Gauss-Newton matrix ``Jᵀ L Lᵀ J``; it must not depend on
         ``y``, as for exponential families in their natural parameters)."""
-        raise NotImplementedError(
-            f"{type(self).__name__} has no Gauss-Newton factor; use curvature='fisher'"
-        )
+        raise TypeError(f"{type(self).__name__} has no Gauss-Newton factor; use curvature='fisher'")
 
     def check_targets(self, y: torch.Tensor, num_outputs: int | None) -> None:
         """Raise ``ValueError`` if ``y`` cannot be scored by this likelihood."""

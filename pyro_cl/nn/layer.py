@@ -123,5 +123,11 @@ class BayesianLayer(PyroModule):
         self, x: torch.Tensor, output_gradient: torch.Tensor
     ) -> dict[str, torch.Tensor]:
         """``Σ_{s,n} (∂ℓ_{s,n}/∂θ)²`` per site from the recorded input ``x`` and the gradient of
-        ``Σ ℓ`` with respect to the layer's output (per-example gradients, squared and summed)."""
-        raise NotImplementedError
+        ``Σ ℓ`` with respect to the layer's output (per-example gradients, squared and summed).
+
+        Layers that support natural-gradient updates override this; others refuse by name."""
+        raise TypeError(
+            f"{type(self).__name__} cannot form per-example gradients; natural-gradient updates "
+            "need BayesianLinear or BayesianConv2d layers (or a net outside pyro_cl's layers, "
+            "which uses torch.func)"
+        )
