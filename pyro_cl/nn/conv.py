@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from pyro_cl.nn.layer import BayesianLayer
-from pyro_cl.nn.local_reparam import DiagonalGaussian, standard_normal
+from pyro_cl.nn.local_reparam import DiagonalGaussian, sample_gaussian_outputs
 
 __all__ = ["BayesianConv2d"]
 
@@ -51,16 +51,8 @@ class BayesianConv2d(BayesianLayer):
         self.kernel_size = kernel_size
         self.stride = stride
         self.padding = padding
-        self.has_bias = bias
-        self.local_reparameterization = local_reparameterization
-        shapes = {"weight": (out_channels, in_channels, kernel_size, kernel_size)}
-        if bias:
-            shapes["bias"] = (out_channels,)
-        self._register_sites(shapes, prior_loc, prior_scale)
-
-    @property
-    def fan_in(self) -> int:
-        return self.in_channels * self.kernel_size**2
+        weight_shape = (out_channels, in_channels, kernel_size, kernel_size)
+        self._register_sites(weight_shape, bias, prior_loc, prior_scale, local_reparameterization)
 
     def _convolve(
         self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
@@ -88,10 +80,7 @@ class BayesianConv2d(BayesianLayer):
     def _gaussian_conv(self, x: torch.Tensor, weight: DiagonalGaussian, bias) -> torch.Tensor:
         mean = self._convolve(x, weight.loc, None if bias is None else bias.loc)
         variance = self._convolve(x * x, weight.variance, None if bias is None else bias.variance)
-        shape = mean.shape
-        if self._num_particles is not None:
-            shape = torch.Size((self._num_particles,)) + mean.shape[1:]
-        return torch.addcmul(mean, variance.clamp_min(1e-16).sqrt(), standard_normal(shape, mean))
+        return sample_gaussian_outputs(mean, variance, self._num_particles)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() < 4 or x.shape[-3] != self.in_channels:

@@ -34,16 +34,28 @@ class BayesianLayer(PyroModule):
     them and ``state_dict`` saves them) and are read by the ``PyroSample`` sites.
     :meth:`set_prior` replaces them, which is how a posterior becomes the next prior.
 
-    Subclasses call :meth:`_register_sites` with the sites' shapes and implement ``forward`` with
+    Subclasses call :meth:`_register_sites` with the weight's shape and implement ``forward`` with
     :meth:`_site` (the value or distribution of a site) and :meth:`_record` (the pre-activation
     the layer returns, so per-example gradients can be formed from it).
     """
 
     def _register_sites(
-        self, shapes: dict[str, tuple[int, ...]], prior_loc: float, prior_scale: float
+        self,
+        weight_shape: tuple[int, ...],
+        bias: bool,
+        prior_loc: float,
+        prior_scale: float,
+        local_reparameterization: bool,
     ) -> None:
+        """Create the ``weight`` site (and a ``bias`` site of ``weight_shape[0]`` outputs) with
+        ``N(prior_loc, prior_scale²)`` priors."""
         if prior_scale <= 0:
             raise ValueError(f"prior_scale must be positive, got {prior_scale}")
+        self.has_bias = bias
+        self.local_reparameterization = local_reparameterization
+        shapes = {"weight": weight_shape}
+        if bias:
+            shapes["bias"] = weight_shape[:1]
         for name, shape in shapes.items():
             self.register_buffer(f"{name}_prior_loc", torch.full(shape, float(prior_loc)))
             self.register_buffer(f"{name}_prior_scale", torch.full(shape, float(prior_scale)))

@@ -40,16 +40,8 @@ class BayesianLinear(BayesianLayer):
             raise ValueError(f"layer sizes must be positive, got {in_features}x{out_features}")
         self.in_features = in_features
         self.out_features = out_features
-        self.has_bias = bias
-        self.local_reparameterization = local_reparameterization
-        shapes = {"weight": (out_features, in_features)}
-        if bias:
-            shapes["bias"] = (out_features,)
-        self._register_sites(shapes, prior_loc, prior_scale)
-
-    @property
-    def fan_in(self) -> int:
-        return self.in_features
+        weight_shape = (out_features, in_features)
+        self._register_sites(weight_shape, bias, prior_loc, prior_scale, local_reparameterization)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.in_features:

@@ -33,6 +33,7 @@ __all__ = [
     "normal_source",
     "DiagonalGaussian",
     "gaussian_linear",
+    "sample_gaussian_outputs",
     "standard_normal",
 ]
 
@@ -139,6 +140,14 @@ def gaussian_linear(
     """
     mean = F.linear(x, weight.loc, None if bias is None else bias.loc)
     variance = F.linear(x * x, weight.variance, None if bias is None else bias.variance)
+    return sample_gaussian_outputs(mean, variance, num_particles)
+
+
+def sample_gaussian_outputs(
+    mean: torch.Tensor, variance: torch.Tensor, num_particles: int | None = None
+) -> torch.Tensor:
+    """``mean + √variance · ε`` with standard normal ``ε``; with ``num_particles`` the leading
+    (particle) dimension of the result has ``num_particles`` rows, however many ``mean`` has."""
     shape = mean.shape
     if num_particles is not None:
         shape = torch.Size((num_particles,)) + mean.shape[1:]
