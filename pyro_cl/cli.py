@@ -111,9 +111,11 @@ def _training_settings(args: argparse.Namespace, defaults: dict) -> dict:
 
 
 def _update_options(args: argparse.Namespace, method: str) -> dict | None:
-    """Natural-gradient hyperparameters given on the command line, for methods that take them."""
+    """Natural-gradient hyperparameters given on the command line that the method's update
+    takes (IVON, for example, has no ``beta``); ``None`` for methods without an update."""
     if METHODS[method].update is None:
         return None
+    accepted = METHODS[method].update_parameters()
     names = {
         "update_learning_rate": "learning_rate",
         "update_beta": "beta",
@@ -121,13 +123,11 @@ def _update_options(args: argparse.Namespace, method: str) -> dict | None:
         "update_momentum": "momentum",
         "update_data_scale": "data_scale",
     }
-    options = {
-        key: getattr(args, arg) for arg, key in names.items() if getattr(args, arg) is not None
+    return {
+        key: getattr(args, arg)
+        for arg, key in names.items()
+        if key in accepted and getattr(args, arg) is not None
     }
-    if method == "ivon":
-        options.pop("beta", None)
-        options.pop("momentum", None)
-    return options
 
 
 def _build_net(preset, stream, hidden: tuple[int, ...], local_reparameterization: bool):

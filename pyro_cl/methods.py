@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -30,13 +30,21 @@ VOGN_MNIST_SETTINGS = {
 @dataclass(frozen=True)
 class Method:
     """How to build a learner: its class, an optional coreset selector and natural-gradient
-    update, and training settings that differ from :class:`~pyro_cl.TrainingConfig`'s defaults
-    (the caller's settings win)."""
+    update class with the arguments that define the method (e.g. ``curvature="ggn"``), and
+    training settings that differ from :class:`~pyro_cl.TrainingConfig`'s defaults (the caller's
+    settings and update options win)."""
 
     learner: type[ContinualLearner]
     selector: type | None = None
-    update: Callable[..., NaturalGradientUpdate] | None = None
+    update: type[NaturalGradientUpdate] | None = None
     defaults: dict = field(default_factory=dict)
+    update_defaults: dict = field(default_factory=dict)
+
+    def update_parameters(self) -> set[str]:
+        """Names of the keyword arguments the method's update takes (none without one)."""
+        if self.update is None:
+            return set()
+        return set(inspect.signature(self.update).parameters)
 
 
 METHODS: dict[str, Method] = {
@@ -47,7 +55,7 @@ METHODS: dict[str, Method] = {
     "kcenter-only": Method(CoresetOnly, KCenterCoreset),
     "finetune": Method(FineTuning),
     "vogn": Method(VCL, None, VOGN, VOGN_MNIST_SETTINGS),
-    "vogn-ggn": Method(VCL, None, lambda **o: VOGN(curvature="ggn", **o), VOGN_MNIST_SETTINGS),
+    "vogn-ggn": Method(VCL, None, VOGN, VOGN_MNIST_SETTINGS, {"curvature": "ggn"}),
     "vogn-random": Method(VCL, RandomCoreset, VOGN, VOGN_MNIST_SETTINGS),
     "vogn-kcenter": Method(VCL, KCenterCoreset, VOGN, VOGN_MNIST_SETTINGS),
     "ivon": Method(VCL, None, IVON, {"ml_init_epochs": 0}),
@@ -77,7 +85,7 @@ def make_method(
     if method.selector is not None:
         extra["coreset"] = method.selector(coreset_size)
     if method.update is not None:
-        extra["update"] = method.update(**(update_options or {}))
+        extra["update"] = method.update(**{**method.update_defaults, **(update_options or {})})
     elif update_options:
         raise ValueError(f"method {name!r} has no natural-gradient update to take {update_options}")
     settings = {**method.defaults, **training}
