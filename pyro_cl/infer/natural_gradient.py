@@ -18,7 +18,6 @@ ends, so everything downstream (the handoff, prediction, coresets, save/load) se
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
@@ -146,7 +145,9 @@ class NaturalGradientUpdate(ABC):
                 theta, noise = self._sample(states)
             total = torch.zeros((), device=x.device)
             gradients = {name: torch.zeros_like(theta[name]) for name in names}
-            squared = {name: torch.zeros_like(states[name].loc) for name in names}
+            squared = None
+            if self.curvature is not None:
+                squared = {name: torch.zeros_like(states[name].loc) for name in names}
             for task, rows in task_groups(ids, batch):
                 rows = index[rows]
                 task_theta = {name: theta[name] for name in sites_of(task)}
@@ -156,7 +157,7 @@ class NaturalGradientUpdate(ABC):
                 total = total + stats.loss
                 for name, value in stats.gradients.items():
                     gradients[name] += value
-                if stats.squared is not None:
+                if squared is not None:
                     for name, value in stats.squared.items():
                         squared[name] += value
             statistics = GradientStatistics(total, gradients, squared)
@@ -214,6 +215,6 @@ def update_from_spec(spec: dict) -> NaturalGradientUpdate:
 
 def check_rate(name: str, value: float) -> float:
     """``value`` if it lies in (0, 1], else a ``ValueError`` naming it."""
-    if not 0 < value <= 1 or math.isnan(value):
+    if not 0 < value <= 1:  # also refuses NaN
         raise ValueError(f"{name} must lie in (0, 1], got {value}")
     return float(value)
