@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from pyro_cl.cli import main as pyro_cl_main
+from pyro_cl.cli import run_benchmark
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,24 +29,16 @@ def main(argv: list[str] | None = None) -> int:
     sweep = {}
     for size in args.sizes:
         folder = args.output / f"size-{size}"
-        command = [
-            "run",
-            "--benchmark",
+        run_benchmark(
             "permuted-mnist",
-            "--methods",
             args.methods,
+            args.data_root,
+            args.seeds,
+            folder,
             "--coreset-size",
             str(size),
-            "--data-root",
-            args.data_root,
-            "--seeds",
-            *args.seeds,
-            "--output",
-            str(folder),
             *extra,
-        ]
-        print("pyro-cl " + " ".join(command), flush=True)
-        pyro_cl_main(command)
+        )
         sweep[size] = json.loads((folder / "results.json").read_text())["summary"]
     (args.output / "sweep.json").write_text(json.dumps(sweep, indent=2))
     _plot(sweep, args.output / "sweep.png")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyro_cl.cli import main as pyro_cl_main
+from pyro_cl.cli import run_benchmark
 
 METHODS = "vcl,vcl-random,vcl-kcenter,coreset-only"
 
@@ -42,23 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output")
     args, extra = parser.parse_known_args(argv)
     output = args.output or f"results/vcl_paper/{args.benchmark}-{args.schedule}"
-    command = [
-        "run",
-        "--benchmark",
-        args.benchmark,
-        "--methods",
-        args.methods,
-        "--data-root",
-        args.data_root,
-        "--seeds",
-        *args.seeds,
-        "--output",
-        output,
-        *(SHORT_SCHEDULES[args.benchmark] if args.schedule == "short" else []),
-        *extra,
-    ]
-    print("pyro-cl " + " ".join(command), flush=True)
-    return pyro_cl_main(command)
+    schedule = SHORT_SCHEDULES[args.benchmark] if args.schedule == "short" else []
+    return run_benchmark(
+        args.benchmark, args.methods, args.data_root, args.seeds, output, *schedule, *extra
+    )
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyro_cl.cli import main as pyro_cl_main
+from pyro_cl.cli import run_benchmark
 
 THESIS_SETTINGS = [
     "--update-lr", "1e-3",
@@ -45,18 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output")
     args, extra = parser.parse_known_args(argv)
     output = args.output or f"results/vogn_cifar/{args.benchmark}"
-    command = [
-        "run",
-        "--benchmark", args.benchmark,
-        "--methods", args.methods,
-        "--data-root", args.data_root,
-        "--seeds", *args.seeds,
-        "--output", output,
-        *THESIS_SETTINGS,
-        *extra,
-    ]  # fmt: skip
-    print("pyro-cl " + " ".join(command), flush=True)
-    return pyro_cl_main(command)
+    return run_benchmark(
+        args.benchmark, args.methods, args.data_root, args.seeds, output, *THESIS_SETTINGS, *extra
+    )
 
 
 if __name__ == "__main__":

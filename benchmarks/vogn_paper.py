@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyro_cl.cli import main as pyro_cl_main
+from pyro_cl.cli import run_benchmark
 
 #: ``pyro-cl run`` arguments that give the thesis's settings for each benchmark.
 THESIS_SETTINGS = {
@@ -44,20 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output")
     args, extra = parser.parse_known_args(argv)
     output = args.output or f"results/vogn_paper/{args.benchmark}-{args.schedule}"
-    command = [
-        "run",
-        "--benchmark", args.benchmark,
-        "--methods", args.methods,
-        "--data-root", args.data_root,
-        "--seeds", *args.seeds,
-        "--output", output,
-        *THESIS_SETTINGS[args.benchmark],
-        *COMMON,
-        *SAMPLES[args.schedule],
-        *extra,
-    ]  # fmt: skip
-    print("pyro-cl " + " ".join(command), flush=True)
-    return pyro_cl_main(command)
+    settings = [*THESIS_SETTINGS[args.benchmark], *COMMON, *SAMPLES[args.schedule]]
+    return run_benchmark(
+        args.benchmark, args.methods, args.data_root, args.seeds, output, *settings, *extra
+    )
 
 
 if __name__ == "__main__":

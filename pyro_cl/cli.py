@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -23,7 +24,7 @@ from pyro_cl.nn import BayesianCNN, BayesianMLP
 from pyro_cl.plotting import plot_accuracy
 from pyro_cl.presets import DEFAULT_PRESET, PRESETS
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "run_benchmark"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -226,6 +227,23 @@ def _write_report(results: list[ContinualResult], methods: list[str], output: Pa
     done = [m for m in methods if any(r.method == m for r in results)]
     means = [mean_result([r for r in results if r.method == m]) for m in done]
     return plot_accuracy(means, output / "accuracy.png")
+
+
+def run_benchmark(
+    benchmark: str,
+    methods: str,
+    data_root: str,
+    seeds: Sequence[str | int],
+    output: str | Path,
+    *options: str,
+) -> int:
+    """``pyro-cl run`` as the benchmark scripts call it, echoing the command first: the benchmark,
+    methods, data folder, seeds and output folder, then ``options`` (a later option wins, as on
+    the command line)."""
+    command = ["run", "--benchmark", benchmark, "--methods", methods, "--data-root", data_root]
+    command += ["--seeds", *map(str, seeds), "--output", str(output), *options]
+    print("pyro-cl " + " ".join(command), flush=True)
+    return main(command)
 
 
 def main(argv: list[str] | None = None) -> int:
