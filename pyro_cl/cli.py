@@ -20,7 +20,8 @@ from pyro_cl.experiment import (
 )
 from pyro_cl.guides import REINIT_POLICIES
 from pyro_cl.methods import METHODS, make_method
-from pyro_cl.nn import BayesianCNN, BayesianMLP
+from pyro_cl.nn import BayesianCNN, BayesianMLP, IndianBuffetMLP
+from pyro_cl.nn.concrete import MASK_PARAMETERISATIONS
 from pyro_cl.plotting import plot_accuracy
 from pyro_cl.presets import DEFAULT_PRESET, PRESETS
 
@@ -66,6 +67,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="precision that re-initialisation resets to after the first task",
     )
     run.add_argument("--no-local-reparameterization", action="store_true")
+    run.add_argument("--prior-scale", type=float, help="prior standard deviation of the weights")
+    run.add_argument(
+        "--lr-decay",
+        type=float,
+        nargs=2,
+        metavar=("RATE", "STEPS"),
+        help="multiply the learning rate by RATE every STEPS steps (H-IBP: 0.87 1000)",
+    )
+    ibp = run.add_argument_group("Indian Buffet nets (--net ibnn or hibnn)")
+    ibp.add_argument(
+        "--net",
+        choices=["mlp", "ibnn", "hibnn"],
+        help="an MLP, or one with IBP masks per layer (ibnn) or H-IBP masks (hibnn); "
+        "default: the benchmark's",
+    )
+    ibp.add_argument("--ibp-alpha", type=float, help="the sticks' Beta(α, β) prior: α")
+    ibp.add_argument("--ibp-beta", type=float, help="the sticks' Beta(α, β) prior: β")
+    ibp.add_argument(
+        "--temperatures", type=float, nargs=2, metavar=("POSTERIOR", "PRIOR"), help="λ1 λ2"
+    )
+    ibp.add_argument("--child-concentration", type=float, help="H-IBP: α_j of every layer")
+    ibp.add_argument("--child-growth", type=float, help="H-IBP: α_j's factor after each task")
+    ibp.add_argument("--mask-parameterisation", choices=list(MASK_PARAMETERISATIONS))
     update = run.add_argument_group("natural-gradient updates (methods vogn*, ivon)")
     update.add_argument("--update-lr", type=float, dest="update_learning_rate", help="α")
     update.add_argument("--update-beta", type=float, help="VOGN's β")
@@ -107,6 +131,9 @@ def _training_settings(args: argparse.Namespace, defaults: dict) -> dict:
         settings["init_log_variance"] = -math.log(args.init_precision)
     if args.later_init_precision is not None:
         settings["later_init_log_variance"] = -math.log(args.later_init_precision)
+    if args.lr_decay is not None:
+        settings["learning_rate_decay"] = args.lr_decay[0]
+        settings["learning_rate_decay_steps"] = int(args.lr_decay[1])
     settings["progress"] = not args.no_progress
     return settings
 
@@ -131,29 +158,81 @@ def _update_options(args: argparse.Namespace, method: str) -> dict | None:
     }
 
 
-def _build_net(preset, stream, hidden: tuple[int, ...], local_reparameterization: bool):
-    heads = len(stream) if stream.multi_head else 1
+def _architecture(args: argparse.Namespace, preset) -> str:
+    if args.net is None:
+        return preset.architecture
     if preset.architecture == "cnn":
+        raise SystemExit(f"--net {args.net} needs an MLP benchmark; {args.benchmark} is a conv net")
+    return args.net
+
+
+def _net_options(args: argparse.Namespace, preset, architecture: str) -> dict:
+    """The preset's net options, those given on the command line, and only what the net takes."""
+    options = dict(preset.net_options)
+    if args.prior_scale is not None:
+        options["prior_scale"] = args.prior_scale
+    ibp = {
+        "alpha": args.ibp_alpha,
+        "beta": args.ibp_beta,
+        "child_concentration": args.child_concentration,
+        "child_concentration_growth": args.child_growth,
+        "mask_parameterisation": args.mask_parameterisation,
+    }
+    if args.temperatures is not None:
+        ibp["posterior_temperature"], ibp["prior_temperature"] = args.temperatures
+    options.update({key: value for key, value in ibp.items() if value is not None})
+    if architecture in ("ibnn", "hibnn"):
+        options["hierarchical"] = architecture == "hibnn"
+    else:
+        options = {key: value for key, value in options.items() if key not in IBP_OPTIONS}
+    return options
+
+
+#: Net options only Indian Buffet nets take.
+IBP_OPTIONS = (
+    "alpha",
+    "beta",
+    "hierarchical",
+    "child_concentration",
+    "child_concentration_growth",
+    "posterior_temperature",
+    "prior_temperature",
+    "mask_parameterisation",
+)
+
+
+def _build_net(
+    architecture: str,
+    options: dict,
+    stream,
+    hidden: tuple[int, ...],
+    local_reparameterization: bool,
+):
+    heads = len(stream) if stream.multi_head else 1
+    if architecture == "cnn":
         return BayesianCNN(
             stream.input_shape,
             hidden_sizes=hidden,
             out_features=stream.num_classes,
             heads=heads,
             local_reparameterization=local_reparameterization,
-            **preset.net_options,
+            **options,
         )
-    return BayesianMLP(
+    net_class = IndianBuffetMLP if architecture in ("ibnn", "hibnn") else BayesianMLP
+    return net_class(
         stream.in_features,
         hidden,
         stream.num_classes,
         heads=heads,
         local_reparameterization=local_reparameterization,
-        **preset.net_options,
+        **options,
     )
 
 
 def run(args: argparse.Namespace) -> list[ContinualResult]:
     preset = PRESETS[args.benchmark]
+    architecture = _architecture(args, preset)
+    net_options = _net_options(args, preset, architecture)
     hidden = tuple(args.hidden or preset.hidden_sizes)
     training = _training_settings(args, preset.training)
     coreset_size = args.coreset_size or preset.coreset_size
@@ -172,7 +251,9 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
         for method in methods:
 
             def make_learner(method=method, stream=stream, seed=seed):
-                net = _build_net(preset, stream, hidden, not args.no_local_reparameterization)
+                net = _build_net(
+                    architecture, net_options, stream, hidden, not args.no_local_reparameterization
+                )
                 return make_method(
                     method,
                     net,
@@ -185,6 +266,8 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
 
             settings = {
                 "benchmark": args.benchmark,
+                "net": architecture,
+                "net_options": net_options,
                 "hidden_sizes": list(hidden),
                 "seed": seed,
                 "device": args.device,
@@ -195,17 +278,18 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
             if getattr(learner, "update", None) is not None:
                 settings["update"] = learner.update.spec()
                 settings.update({k: getattr(learner.config, k) for k in METHODS[method].defaults})
-            result = run_stream(learner, stream, method, settings)
+            result = run_stream(learner, stream, _label(method, architecture), settings)
             if args.forward_transfer:
                 result.scratch_accuracy = scratch_accuracies(make_learner, stream)
             results.append(result)
             if args.output is not None:  # after every run, so an interrupted sweep keeps its runs
-                _write_report(results, methods, args.output)
-            print(f"\n{method} (seed {seed}): accuracy after each task (rows) on each task")
+                _write_report(results, [_label(m, architecture) for m in methods], args.output)
+            label = result.method
+            print(f"\n{label} (seed {seed}): accuracy after each task (rows) on each task")
             print(result.format_matrix())
             bwt = "" if result.bwt is None else f", BWT {100 * result.bwt:+.2f}"
             fwt = "" if result.fwt is None else f", FWT {100 * result.fwt:+.2f}"
-            print(f"{method}: ACC {100 * result.acc:.2f}%{bwt}{fwt}  ({result.wall_time_s:.1f} s)")
+            print(f"{label}: ACC {100 * result.acc:.2f}%{bwt}{fwt}  ({result.wall_time_s:.1f} s)")
     summary = summarise(results)
     if len(args.seeds) > 1:
         print("\nmean ± std over seeds " + ", ".join(map(str, args.seeds)))
@@ -217,6 +301,11 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
     if args.output is not None:  # written after the last run already
         print(f"\nwrote {args.output / 'results.json'} and {args.output / 'accuracy.png'}")
     return results
+
+
+def _label(method: str, architecture: str) -> str:
+    """The method's name in results: ``vcl``, or ``vcl-ibnn`` for an Indian Buffet net."""
+    return method if architecture in ("mlp", "cnn") else f"{method}-{architecture}"
 
 
 def _write_report(results: list[ContinualResult], methods: list[str], output: Path) -> Path:

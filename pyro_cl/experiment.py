@@ -9,15 +9,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from pyro_cl.data.tasks import TaskStream
 from pyro_cl.infer.learner import ContinualLearner
+from pyro_cl.inspection import active_units
 from pyro_cl.metrics import (
     average_accuracy,
     average_accuracy_curve,
     backward_transfer,
     forward_transfer,
 )
+from pyro_cl.nn.structured import has_structured_sites
 
 __all__ = ["ContinualResult", "mean_result", "run_stream", "scratch_accuracies", "summarise"]
 
@@ -39,6 +42,9 @@ class ContinualResult:
     settings: dict = field(default_factory=dict)
     #: ``s_i``: accuracy on task ``i`` of the same learner trained on task ``i`` alone (for FWT).
     scratch_accuracy: list[float] | None = None
+    #: IBP nets: after learning task ``i``, per masked layer, the quartiles ``[min, 25%, median,
+    #: 75%, max]`` of the number of active units over task ``i``'s test points.
+    active_units: list[list[list[float]]] | None = None
 
     @property
     def acc(self) -> float:
@@ -62,6 +68,7 @@ class ContinualResult:
             "BWT": self.bwt,
             "FWT": self.fwt,
             "scratch_accuracy": self.scratch_accuracy,
+            "active_units": self.active_units,
             "average_accuracy_after_each_task": average_accuracy_curve(self.accuracy).tolist(),
             "wall_time_s": self.wall_time_s,
         }
@@ -110,16 +117,22 @@ def run_stream(
     accuracy = np.full((k, k), np.nan)
     log_likelihood = np.full((k, k), np.nan)
     start = time.perf_counter()
+    units = [] if has_structured_sites(learner.net) else None
     for i, task in enumerate(stream):
         learner.observe(task.train, task_id=task.id)
+        if units is not None:
+            counts = active_units(learner, task.test[0], task.id)
+            quantiles = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0])
+            units.append([torch.quantile(c.double(), quantiles.double()).tolist() for c in counts])
         for j in range(i + 1):
             metrics = learner.evaluate(stream[j].test, task_id=stream[j].id)
             accuracy[i, j] = metrics["accuracy"]
             log_likelihood[i, j] = metrics["log_likelihood"]
         if verbose:
+            median_units = "" if units is None else f", median active units {units[-1][0][2]:.0f}"
             print(
                 f"  {method or type(learner).__name__}: after {task.name} ({i + 1}/{k}), mean "
-                f"accuracy {100 * np.mean(accuracy[i, : i + 1]):.2f}% "
+                f"accuracy {100 * np.mean(accuracy[i, : i + 1]):.2f}%{median_units} "
                 f"[{time.perf_counter() - start:.0f} s]",
                 flush=True,
             )
@@ -131,6 +144,7 @@ def run_stream(
         log_likelihood=log_likelihood,
         wall_time_s=time.perf_counter() - start,
         settings=dict(settings or {}),
+        active_units=units,
     )
 
 

@@ -8,10 +8,13 @@ from collections.abc import Callable, Iterable, Mapping
 import pyro
 import torch
 from pyro import poutine
-from pyro.distributions import Distribution, Normal
+from pyro.distributions import Beta, Distribution, Normal
+from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import site_is_subsample
 from torch import nn
 from torch.distributions import constraints
+
+from pyro_cl.nn.structured import STRUCTURED_FLAG, posterior_conditionals
 
 __all__ = [
     "MeanFieldGuide",
@@ -46,7 +49,15 @@ class MeanFieldGuide(nn.Module):
     """``q(θ) = ∏_sites N(θ_site; μ_site, diag(σ²_site))`` for the latent sites of ``model``.
 
     Parameters are the means ``μ`` and the log-variances ``log σ²`` (the VCL reference code's
-    parametrisation). They are created the first time a site is seen: the guide traces the model
+    parametrisation). Sites on the unit interval with a Beta prior (IBP sticks) get a mean-field
+    Beta ``q(v) = Beta(a, b)`` instead, parametrised by ``log a`` and ``log b`` and started at
+    the prior's concentrations (H-IBP supplement eq. 8 and section 6); torch's Beta ``rsample``
+    gives implicit reparameterisation gradients (eq. 16-18).
+
+    *Structured* sites (``infer={"structured": True}``, see :mod:`pyro_cl.nn.structured`) get no
+    parameters: their posterior is the model's own conditional given the other sites (eq. 10-11).
+    For models that have them, the guide runs the model with every other latent site drawn from
+    its ``q`` and the structured sites from their posterior conditionals, in the model's order. They are created the first time a site is seen: the guide traces the model
     once per distinct value of ``site_key(args, kwargs)`` (by default the ``task_id`` keyword), so
     a head first used by task 7 gets its parameters when task 7 arrives, and a call for task ``t``
     samples only the sites the model uses for task ``t`` (no KL term for unused heads). Tracing is
@@ -83,8 +94,13 @@ class MeanFieldGuide(nn.Module):
         self.site_key = site_key
         self.loc = nn.ParameterDict()
         self.log_variance = nn.ParameterDict()
+        self.log_concentration1 = nn.ParameterDict()
+        self.log_concentration0 = nn.ParameterDict()
         self._event_dims: dict[str, int] = {}
+        self._families: dict[str, str] = {}
         self._sites_by_key: dict[object, list[str]] = {}
+        #: Keys whose calls sample structured sites (so the guide re-runs the model for them).
+        self._structured_keys: set = set()
         self._store_name = f"pyro_cl_guide_{uuid.uuid4().hex[:12]}"
 
     # ----------------------------------------------------------------- sites and parameters
@@ -98,11 +114,15 @@ class MeanFieldGuide(nn.Module):
         key = self.site_key(args, kwargs)
         names = self._sites_by_key.get(key)
         if names is None:
-            names = self._discover(args, kwargs)
+            names = self._discover(key, args, kwargs)
             self._sites_by_key[key] = names
         return names
 
-    def _discover(self, args: tuple, kwargs: dict) -> list[str]:
+    def family(self, name: str) -> str:
+        """``"normal"`` or ``"beta"``: the variational family of site ``name``."""
+        return self._families[name]
+
+    def _discover(self, key, args: tuple, kwargs: dict) -> list[str]:
         devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
         with torch.random.fork_rng(devices=devices), poutine.block(), torch.no_grad():
             trace = poutine.trace(self.model).get_trace(*args, **kwargs)
@@ -113,6 +133,9 @@ class MeanFieldGuide(nn.Module):
             if site["infer"].get(OBSERVATION_FLAG):  # data, even when drawn for prediction
                 continue
             if site["infer"].get("is_auxiliary") or site["infer"].get("_deterministic"):
+                continue
+            if site["infer"].get(STRUCTURED_FLAG):  # drawn from the model's own conditional
+                self._structured_keys.add(key)
                 continue
             if any(frame.vectorized for frame in site["cond_indep_stack"]):
                 raise ValueError(
@@ -128,14 +151,22 @@ class MeanFieldGuide(nn.Module):
         support = prior.support
         while isinstance(support, constraints.independent):
             support = support.base_constraint
-        if support is not constraints.real:
-            raise ValueError(
-                f"site {name!r} has support {prior.support}; MeanFieldGuide fits real-valued sites"
-            )
-        mean = prior.mean.detach()
         key = _parameter_key(name)
-        self.loc[key] = nn.Parameter(mean + self._loc_noise(mean))
-        self.log_variance[key] = nn.Parameter(torch.full_like(mean, self.init_log_variance))
+        if support is constraints.unit_interval and isinstance(_base(prior), Beta):
+            beta = _base(prior)
+            self.log_concentration1[key] = nn.Parameter(beta.concentration1.detach().log())
+            self.log_concentration0[key] = nn.Parameter(beta.concentration0.detach().log())
+            self._families[name] = "beta"
+        elif support is constraints.real:
+            mean = prior.mean.detach()
+            self.loc[key] = nn.Parameter(mean + self._loc_noise(mean))
+            self.log_variance[key] = nn.Parameter(torch.full_like(mean, self.init_log_variance))
+            self._families[name] = "normal"
+        else:
+            raise ValueError(
+                f"site {name!r} has support {prior.support}; MeanFieldGuide fits real-valued "
+                "sites (Gaussian) and Beta-distributed sites on the unit interval"
+            )
         self._event_dims[name] = prior.event_dim
 
     def _loc_noise(self, like: torch.Tensor) -> torch.Tensor:
@@ -149,6 +180,13 @@ class MeanFieldGuide(nn.Module):
     def distribution(self, name: str) -> Distribution:
         """``q`` of one site, differentiable in the guide's parameters."""
         key = _parameter_key(name)
+        if self._families[name] == "beta":
+            beta = Beta(
+                self.log_concentration1[key].exp(),
+                self.log_concentration0[key].exp(),
+                validate_args=False,
+            )
+            return beta.to_event(self._event_dims[name])
         scale = torch.exp(0.5 * self.log_variance[key])
         # exp() is positive and the loc is a parameter, so argument validation would only cost time.
         return Normal(self.loc[key], scale, validate_args=False).to_event(self._event_dims[name])
@@ -156,25 +194,31 @@ class MeanFieldGuide(nn.Module):
     def gaussian_parameters(
         self, names: Iterable[str]
     ) -> dict[str, tuple[nn.Parameter, nn.Parameter]]:
-        """``{site: (μ, log σ²)}``: the raw parameters (for the fast path)."""
+        """``{site: (μ, log σ²)}``: the raw parameters of the Gaussian sites among ``names``."""
         return {
             name: (self.loc[_parameter_key(name)], self.log_variance[_parameter_key(name)])
             for name in names
+            if self._families[name] == "normal"
         }
+
+    def gaussian_sites(self, names: Iterable[str] | None = None) -> list[str]:
+        """The sites among ``names`` (default: all) with a Gaussian ``q``."""
+        return [n for n in (names or self.site_names) if self._families[n] == "normal"]
 
     def posterior(self, names: Iterable[str] | None = None) -> dict[str, Distribution]:
         """``{site: q(site)}`` for ``names`` (default: every site with parameters)."""
         return {name: self.distribution(name) for name in (names or self.site_names)}
 
     def locs(self, names: Iterable[str] | None = None) -> dict[str, nn.Parameter]:
-        """``{site: μ_site}``: the means as point values (for maximum-likelihood fits)."""
-        return {name: self.loc[_parameter_key(name)] for name in (names or self.site_names)}
+        """``{site: μ_site}`` of the Gaussian sites: the means as point values (for
+        maximum-likelihood fits)."""
+        return {name: self.loc[_parameter_key(name)] for name in self.gaussian_sites(names)}
 
     def precisions(self, names: Iterable[str] | None = None) -> dict[str, torch.Tensor]:
         """``{site: 1/σ²}``, detached (the state of natural-gradient updates)."""
         return {
             name: self.log_variance[_parameter_key(name)].detach().neg().exp()
-            for name in (names or self.site_names)
+            for name in self.gaussian_sites(names)
         }
 
     @torch.no_grad()
@@ -186,7 +230,16 @@ class MeanFieldGuide(nn.Module):
     def forward(self, *args, **kwargs) -> dict[str, torch.Tensor]:
         names = self.sites_for(*args, **kwargs)
         pyro.module(self._store_name, self)
-        return {name: pyro.sample(name, self.distribution(name)) for name in names}
+        if self.site_key(args, kwargs) not in self._structured_keys:
+            return {name: pyro.sample(name, self.distribution(name)) for name in names}
+        # Run the model with q in place of the priors and the structured sites' posterior
+        # conditionals; observations are hidden, so the trace holds exactly the latent sites.
+        net = getattr(self.model, "net", self.model)
+        with posterior_conditionals(net), _SwapPriors(self, names):
+            trace = poutine.trace(
+                poutine.block(self.model, hide_fn=lambda msg: msg["is_observed"])
+            ).get_trace(*args, **kwargs)
+        return {name: trace.nodes[name]["value"] for name in names}
 
     # ----------------------------------------------------------------- initialisation
     @torch.no_grad()
@@ -219,6 +272,10 @@ class MeanFieldGuide(nn.Module):
         log_variance = self.init_log_variance if log_variance is None else float(log_variance)
         for name, prior in priors.items():
             key = _parameter_key(name)
+            if self._families.get(name) == "beta":  # restart at the prior (= last posterior)
+                self.log_concentration1[key].copy_(_base(prior).concentration1.log())
+                self.log_concentration0[key].copy_(_base(prior).concentration0.log())
+                continue
             if key not in self.loc:
                 continue
             self.log_variance[key].fill_(log_variance)
@@ -249,12 +306,17 @@ class MeanFieldGuide(nn.Module):
     def get_extra_state(self) -> dict:
         return {
             "event_dims": dict(self._event_dims),
+            "families": dict(self._families),
             "sites_by_key": [[key, list(names)] for key, names in self._sites_by_key.items()],
+            "structured_keys": list(self._structured_keys),
         }
 
     def set_extra_state(self, state: dict) -> None:
         self._event_dims = {k: int(v) for k, v in state["event_dims"].items()}
+        # files written before Beta sites hold Gaussian sites only
+        self._families = dict(state.get("families", dict.fromkeys(self._event_dims, "normal")))
         self._sites_by_key = {key: list(names) for key, names in state["sites_by_key"]}
+        self._structured_keys = set(state.get("structured_keys", []))
 
     def load_state_dict(
         self, state_dict: Mapping[str, torch.Tensor], strict: bool = True, assign: bool = False
@@ -262,9 +324,31 @@ class MeanFieldGuide(nn.Module):
         """Load parameters, first creating those a fresh guide has not created lazily yet."""
         for full_key, value in state_dict.items():
             group, _, key = full_key.partition(".")
-            if group in ("loc", "log_variance") and key not in getattr(self, group):
+            if group in _PARAMETER_GROUPS and key not in getattr(self, group):
                 getattr(self, group)[key] = nn.Parameter(torch.empty_like(value))
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def extra_repr(self) -> str:
         return f"sites={len(self._event_dims)}, init_log_variance={self.init_log_variance}"
+
+
+_PARAMETER_GROUPS = ("loc", "log_variance", "log_concentration1", "log_concentration0")
+
+
+def _base(distribution: Distribution) -> Distribution:
+    while hasattr(distribution, "base_dist"):
+        distribution = distribution.base_dist
+    return distribution
+
+
+class _SwapPriors(Messenger):
+    """Draw the named latent sites from the guide's ``q`` instead of the model's prior."""
+
+    def __init__(self, guide: MeanFieldGuide, names: Iterable[str]) -> None:
+        super().__init__()
+        self.guide = guide
+        self.names = set(names)
+
+    def _pyro_sample(self, msg) -> None:
+        if msg["name"] in self.names and not msg["is_observed"]:
+            msg["fn"] = self.guide.distribution(msg["name"])

@@ -10,6 +10,7 @@ import pyro.distributions as dist
 import torch
 
 from pyro_cl.guides import OBSERVATION_FLAG
+from pyro_cl.nn.structured import current_data_plate
 
 __all__ = ["Likelihood", "CategoricalLikelihood", "GaussianLikelihood", "likelihood_from_state"]
 
@@ -32,10 +33,7 @@ class Likelihood(ABC):
         self, outputs: torch.Tensor, y: torch.Tensor | None, dataset_size: int | None = None
     ) -> torch.Tensor:
         """The ``obs`` sample site, in a data plate scaled to ``dataset_size`` (default: batch)."""
-        batch = outputs.shape[0]
-        size = batch if dataset_size is None else int(dataset_size)
-        subsample = torch.arange(batch, device=outputs.device)
-        with pyro.plate("data", size=size, subsample=subsample):
+        with current_data_plate(outputs.shape[0], outputs.device, dataset_size):
             return pyro.sample(
                 "obs", self.distribution(outputs), obs=y, infer={OBSERVATION_FLAG: True}
             )

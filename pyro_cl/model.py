@@ -7,7 +7,8 @@ import inspect
 import torch
 
 from pyro_cl.likelihoods import Likelihood
-from pyro_cl.nn.layer import BayesianLayer
+from pyro_cl.nn import structured
+from pyro_cl.nn.substitution import SubstitutableModule
 from pyro_cl.posterior import sample_sites
 
 __all__ = ["SupervisedModel"]
@@ -35,7 +36,7 @@ class SupervisedModel:
         #: ``{site name: (module, attribute)}`` for every latent site of the net.
         self.site_index = {name: (module, attribute) for name, module, attribute in sites}
         #: True when every latent site belongs to a pyro_cl layer, so the fast path applies.
-        self.library_layers_only = all(isinstance(m, BayesianLayer) for _, m, _ in sites)
+        self.library_layers_only = all(isinstance(m, SubstitutableModule) for _, m, _ in sites)
 
     @property
     def in_features(self) -> int | None:
@@ -85,6 +86,8 @@ class SupervisedModel:
         task_id: int = 0,
         dataset_size: int | None = None,
     ) -> torch.Tensor:
-        outputs = self.net_outputs(x, task_id)
-        self.likelihood.observe(outputs, y, dataset_size)
+        # one data plate for the whole run: the observations and any local latent sites
+        with structured.using_data_plate(structured.data_plate(x.shape[0], x.device, dataset_size)):
+            outputs = self.net_outputs(x, task_id)
+            self.likelihood.observe(outputs, y, dataset_size)
         return outputs

@@ -26,6 +26,7 @@ __all__ = [
     "install_prior",
     "extract_posterior",
     "detach_distribution",
+    "distribution_parameters",
     "posterior_to_state",
     "posterior_from_state",
 ]
@@ -118,6 +119,12 @@ def _unwrap(distribution: Distribution) -> tuple[Distribution, int]:
         event_dim += distribution.reinterpreted_batch_ndims
         distribution = distribution.base_dist
     return distribution, event_dim
+
+
+def distribution_parameters(distribution: Distribution) -> dict[str, torch.Tensor]:
+    """``{name: tensor}``: the parameters that define ``distribution`` (inside ``Independent``)."""
+    base, _ = _unwrap(distribution)
+    return {key: getattr(base, key) for key in _parameter_names(base)}
 
 
 def _parameter_names(base: Distribution) -> list[str]:

@@ -33,7 +33,8 @@ class Preset:
     training: dict = field(default_factory=dict)
     #: Coreset points per task for the coreset methods (the paper's choice for this benchmark).
     coreset_size: int = 40
-    #: "mlp" (:class:`~pyro_cl.nn.BayesianMLP`) or "cnn" (:class:`~pyro_cl.nn.BayesianCNN`).
+    #: "mlp" (:class:`~pyro_cl.nn.BayesianMLP`), "cnn" (:class:`~pyro_cl.nn.BayesianCNN`), or
+    #: "ibnn"/"hibnn" (:class:`~pyro_cl.nn.IndianBuffetMLP`, independent or hierarchical IBPs).
     architecture: str = "mlp"
     #: Further arguments of the net (e.g. its prior scale).
     net_options: dict = field(default_factory=dict)
@@ -83,6 +84,58 @@ PRESETS: dict[str, Preset] = {
         hidden_sizes=(100, 100),
         training={"epochs": 100, "batch_size": 256, "num_particles": 10},
         coreset_size=200,
+    ),
+    "split-mnist-ibp": Preset(
+        "H-IBP supplement section 6: split MNIST, multi-head, one IBNN layer of K = 100, sticks "
+        "Beta(5, 1), λ1 = λ2 = 0.7, weight prior N(0, 0.7), ML init 100 epochs, 600 epochs "
+        "(720 on task 1), whole-task batches, Adam 1e-3 × 0.87 every 1000 steps",
+        lambda root, seed, num_tasks, download: split_mnist(root, download),
+        needs_data_root=True,
+        hidden_sizes=(100,),
+        training={
+            "epochs": 600,
+            "first_epochs": 720,
+            "batch_size": None,
+            "num_particles": 10,
+            "ml_init_epochs": 100,
+            "learning_rate_decay": 0.87,
+            "learning_rate_decay_steps": 1000,
+        },
+        coreset_size=40,
+        architecture="ibnn",
+        net_options={
+            "prior_scale": 0.7**0.5,
+            "alpha": 5.0,
+            "beta": 1.0,
+            "posterior_temperature": 0.7,
+            "prior_temperature": 0.7,
+        },
+    ),
+    "permuted-mnist-ibp": Preset(
+        "H-IBP supplement section 6: permuted MNIST, 10 tasks, single head, one IBNN layer of "
+        "K = 100, sticks Beta(5, 1), λ1 = λ2 = 1, ML init 100 epochs, 200 epochs, batch 256, "
+        "Adam 1e-3 × 0.87 every 1000 steps",
+        lambda root, seed, num_tasks, download: permuted_mnist(
+            root, num_tasks or 10, seed, download=download
+        ),
+        needs_data_root=True,
+        hidden_sizes=(100,),
+        training={
+            "epochs": 200,
+            "batch_size": 256,
+            "num_particles": 10,
+            "ml_init_epochs": 100,
+            "learning_rate_decay": 0.87,
+            "learning_rate_decay_steps": 1000,
+        },
+        coreset_size=200,
+        architecture="ibnn",
+        net_options={
+            "alpha": 5.0,
+            "beta": 1.0,
+            "posterior_temperature": 1.0,
+            "prior_temperature": 1.0,
+        },
     ),
     "split-cifar": Preset(
         "VOGN thesis: split CIFAR-10/100 (CIFAR-10, then 5 x 10 CIFAR-100 classes), conv net of "

@@ -17,6 +17,7 @@ from pyro_cl.infer.training import minimise
 from pyro_cl.likelihoods import CategoricalLikelihood, Likelihood, likelihood_from_state
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.cnn import BayesianCNN
+from pyro_cl.nn.ibp_mlp import IndianBuffetMLP
 from pyro_cl.nn.mlp import BayesianMLP
 from pyro_cl.posterior import (
     detach_distribution,
@@ -32,7 +33,11 @@ __all__ = ["TrainingConfig", "ContinualLearner"]
 _FORMAT = "pyro_cl.learner/1"
 
 #: Nets that :meth:`ContinualLearner.load` rebuilds from their ``config``.
-_REBUILDABLE_NETS = {"BayesianMLP": BayesianMLP, "BayesianCNN": BayesianCNN}
+_REBUILDABLE_NETS = {
+    "BayesianMLP": BayesianMLP,
+    "BayesianCNN": BayesianCNN,
+    "IndianBuffetMLP": IndianBuffetMLP,
+}
 
 
 @dataclass
@@ -44,6 +49,10 @@ class TrainingConfig:
         thesis trains 60 epochs on CIFAR-10 and 600 on each smaller CIFAR-100 task.
     :param batch_size: minibatch size; ``None`` uses the whole task as one batch.
     :param learning_rate: Adam's learning rate.
+    :param learning_rate_decay: the learning rate is multiplied by this every
+        ``learning_rate_decay_steps`` optimiser steps, smoothly (``lr · decay^(step/steps)``),
+        restarting with each fit; the H-IBP supplement uses 0.87 every 1000 steps (section 6).
+    :param learning_rate_decay_steps: see ``learning_rate_decay``.
     :param num_particles: Monte Carlo samples of the expected log-likelihood per step (10 in the
         reference code).
     :param num_predictive_samples: posterior samples averaged for prediction (100 in the
@@ -74,6 +83,8 @@ class TrainingConfig:
     first_epochs: int | None = None
     batch_size: int | None = 256
     learning_rate: float = 1e-3
+    learning_rate_decay: float = 1.0
+    learning_rate_decay_steps: int = 1000
     num_particles: int = 10
     num_predictive_samples: int = 100
     ml_init_epochs: int | None = None
@@ -92,6 +103,11 @@ class TrainingConfig:
             raise ValueError(f"epochs must be non-negative, got {self.epochs}/{self.first_epochs}")
         if self.batch_size is not None and self.batch_size < 1:
             raise ValueError(f"batch_size must be positive or None, got {self.batch_size}")
+        if not 0 < self.learning_rate_decay <= 1 or self.learning_rate_decay_steps < 1:
+            raise ValueError(
+                "learning_rate_decay must be in (0, 1] and learning_rate_decay_steps positive, got "
+                f"{self.learning_rate_decay}/{self.learning_rate_decay_steps}"
+            )
         if self.num_particles < 1 or self.num_predictive_samples < 1:
             raise ValueError("num_particles and num_predictive_samples must be at least 1")
         if self.init_means not in ("prior", "fresh"):
@@ -185,11 +201,15 @@ class ContinualLearner(ABC):
         x, y = self._prepare(data, task_id)
         guide_state = copy.deepcopy(self.guide.state_dict())
         priors = {name: detach_distribution(d) for name, d in read_priors(self.net).items()}
+        buffers = {name: b.clone() for name, b in self.net.named_buffers()}
         try:
             history = self._learn(x, y, task_id)
         except BaseException:
             self.guide.load_state_dict(guide_state, strict=False)
             install_prior(self.net, priors)
+            with torch.no_grad():  # prior buffers and per-task hyperparameters (H-IBP's α_j)
+                for name, buffer in self.net.named_buffers():
+                    buffer.copy_(buffers[name])
             raise
         self.tasks_seen.append(task_id)
         return history
@@ -231,6 +251,7 @@ class ContinualLearner(ABC):
             self.device,
             description,
             cfg.progress,
+            decay=(cfg.learning_rate_decay, cfg.learning_rate_decay_steps),
         )
 
     def _record_trained(self, names) -> None:
@@ -258,20 +279,34 @@ class ContinualLearner(ABC):
 
     @torch.no_grad()
     def _predictive_samples(
-        self, x: torch.Tensor, task_id: int, num_samples: int | None, chunk: int = 1024
+        self,
+        x: torch.Tensor,
+        task_id: int,
+        num_samples: int | None,
+        chunk: int = 1024,
+        sites: dict | None = None,
     ) -> torch.Tensor:
-        """:meth:`predictive_samples` for inputs already checked and on the device."""
+        """:meth:`predictive_samples` for inputs already checked and on the device, with the
+        latent sites drawn from ``sites`` (default :meth:`prediction_sites`)."""
         num_samples = num_samples or self.num_predictive_samples
-        sites = self.prediction_sites(x[:1], task_id)
+        if sites is None:
+            sites = self.prediction_sites(x[:1], task_id)
         # Every chunk starts from the same random state, so sample s uses the same weights for
         # all inputs (a coherent function draw) when weights, not pre-activations, are sampled.
         rng = _rng_state(self.device)
         parts = []
-        for i in range(0, x.shape[0], chunk):
-            _set_rng_state(self.device, rng)
-            parts.append(
-                sample_outputs(self.model, sites, x[i : i + chunk], task_id, num_samples, self.fast)
-            )
+        training = self.net.training
+        self.net.eval()  # test-time behaviour, e.g. Bernoulli rather than Concrete IBP masks
+        try:
+            for i in range(0, x.shape[0], chunk):
+                _set_rng_state(self.device, rng)
+                parts.append(
+                    sample_outputs(
+                        self.model, sites, x[i : i + chunk], task_id, num_samples, self.fast
+                    )
+                )
+        finally:
+            self.net.train(training)
         return torch.cat(parts, dim=1)
 
     def predict(self, x: torch.Tensor, task_id: int = 0, num_samples: int | None = None):
@@ -279,13 +314,29 @@ class ContinualLearner(ABC):
         samples = self.predictive_samples(x, task_id, num_samples)
         return self.model.likelihood.predictive_probabilities(samples)
 
-    def evaluate(self, data, task_id: int = 0, num_samples: int | None = None) -> dict[str, float]:
-        """Accuracy (classification) and mean test log-likelihood on ``data = (x, y)``."""
+    def evaluate(
+        self, data, task_id: int = 0, num_samples: int | None = None, sites: dict | None = None
+    ) -> dict[str, float]:
+        """Accuracy (classification) and mean test log-likelihood on ``data = (x, y)``.
+
+        :param sites: distributions or values of latent sites to predict with instead of
+            :meth:`prediction_sites` (others come from their priors), e.g. a pruned posterior.
+        """
         x, y = self._prepare(data, task_id)
-        samples = self._predictive_samples(x, task_id, num_samples)
+        samples = self._predictive_samples(x, task_id, num_samples, sites=sites)
         return self.model.likelihood.metrics(samples, y)
 
     # ------------------------------------------------------------------ state
+    def posterior(self, task_id: int) -> dict:
+        """The posterior used to predict task ``task_id``: ``{site: distribution}`` for every
+        trained site (a coreset refit where there is one, else the propagated posterior)."""
+        x = torch.zeros(1, *self._input_shape(), device=self.device)
+        return {**self.current_prior(), **self.prediction_sites(x, task_id)}
+
+    def _input_shape(self) -> tuple[int, ...]:
+        shape = getattr(self.net, "input_shape", None)
+        return tuple(shape) if shape is not None else (self.model.in_features,)
+
     def current_prior(self) -> dict:
         """The prior the next task will use, for every site trained so far (= latest posterior)."""
         return read_priors(self.net, self.trained_sites)

@@ -30,6 +30,7 @@ from pyro_cl.infer.training import run_epochs
 from pyro_cl.kl import gaussian_kl
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.local_reparam import base_normal
+from pyro_cl.nn.structured import has_structured_sites
 from pyro_cl.posterior import read_priors
 
 __all__ = ["NaturalGradientUpdate", "SiteState", "UPDATES", "update_from_spec"]
@@ -124,6 +125,12 @@ class NaturalGradientUpdate(ABC):
             negative log-likelihood per point plus ``KL(q || prior)/N``) — the same quantity the
             SVI route reports.
         """
+        others = sorted(set(names) - set(guide.gaussian_sites(names)))
+        if others or has_structured_sites(model.net):
+            raise TypeError(
+                f"{type(self).__name__} updates Gaussian sites only; this net also has "
+                f"{others or 'IBP masks'}: train it with SVI (update=None)"
+            )
         num_data = x.shape[0]
         effective_size = self.data_scale * num_data
         priors = read_priors(model.net, names)

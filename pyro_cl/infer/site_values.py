@@ -25,6 +25,7 @@ from pyro.distributions import Delta, Distribution
 
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.local_reparam import local_reparameterization
+from pyro_cl.nn.substitution import SubstitutableModule
 from pyro_cl.posterior import sample_sites
 
 __all__ = ["substitute_sites", "sample_outputs"]
@@ -41,6 +42,14 @@ def _sites_of(net: torch.nn.Module) -> list:
     return cached
 
 
+def _substitutable_modules(net: torch.nn.Module) -> list:
+    cached = net.__dict__.get("_pyro_cl_substitutable")
+    if cached is None:
+        cached = [m for m in net.modules() if isinstance(m, SubstitutableModule)]
+        net.__dict__["_pyro_cl_substitutable"] = cached
+    return cached
+
+
 @contextmanager
 def substitute_sites(
     net: torch.nn.Module, sites: SiteValues, num_particles: int | None = None
@@ -51,11 +60,11 @@ def substitute_sites(
     without a ``pyro.sample`` statement; with ``num_particles`` inputs carry a leading particle
     dimension (of size 1 or ``num_particles``).
     """
-    layers = {}
+    layers = {module: {} for module in _substitutable_modules(net)}
     for name, module, attribute in _sites_of(net):
-        if not hasattr(module, "_substitute"):
+        if module not in layers:
             raise TypeError(f"site {name!r} is not in a pyro_cl layer; use the Pyro path")
-        layers.setdefault(module, {})[attribute] = sites.get(name)
+        layers[module][attribute] = sites.get(name)
     try:
         for module, values in layers.items():
             module._substitute = values

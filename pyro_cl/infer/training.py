@@ -73,19 +73,28 @@ def minimise(
     device: torch.device | str = "cpu",
     description: str = "training",
     progress: bool = True,
+    decay: tuple[float, int] = (1.0, 1000),
 ) -> list[float]:
     """Minimise ``loss_fn(batch_indices)`` with Adam over shuffled minibatches (:func:`run_epochs`).
 
+    :param decay: ``(rate, steps)``: the learning rate at step ``s`` is
+        ``learning_rate · rate^(s / steps)`` (exponential decay; ``rate = 1`` keeps it constant).
     :returns: the mean loss of every epoch.
     :raises DivergenceError: as soon as an epoch's loss is NaN or infinite.
     """
     optimizer = make_adam(list(parameters), learning_rate)
+    rate, steps = decay
+    schedule = None
+    if rate != 1.0:
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: rate ** (s / steps))
 
     def adam_step(index: torch.Tensor) -> torch.Tensor:
         loss = loss_fn(index)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        if schedule is not None:
+            schedule.step()
         return loss.detach()
 
     return run_epochs(adam_step, num_data, epochs, batch_size, device, description, progress)

@@ -15,6 +15,7 @@ from pyro_cl.infer.training import DivergenceError
 from pyro_cl.likelihoods import Likelihood
 from pyro_cl.posterior import (
     detach_distribution,
+    distribution_parameters,
     install_prior,
     posterior_from_state,
     posterior_to_state,
@@ -142,6 +143,9 @@ class VCL(ContinualLearner):
         epochs = cfg.task_epochs(first_task=not self.tasks_seen)
         history = self._fit(self.guide, data, epochs, "same", f"{method} task {task_id}")
         install_prior(self.net, _checked(self.guide.posterior(names)))
+        end_task = getattr(self.net, "end_task", None)
+        if end_task is not None:  # per-task hyperparameter schedules (H-IBP's child α)
+            end_task()
         self._record_trained(names)
         return history
 
@@ -257,7 +261,9 @@ class VCL(ContinualLearner):
 def _checked(posterior: dict[str, Distribution]) -> dict[str, Distribution]:
     """``posterior`` unchanged, or a :class:`DivergenceError` if any site is not finite."""
     for name, q in posterior.items():
-        base = q.base_dist if hasattr(q, "base_dist") else q
-        if not (torch.isfinite(base.loc).all() and (base.scale > 0).all()):
+        if not all(torch.isfinite(value).all() for value in distribution_parameters(q).values()):
             raise DivergenceError(f"the posterior of site {name!r} is not finite")
+        base = q.base_dist if hasattr(q, "base_dist") else q
+        if hasattr(base, "scale") and not (base.scale > 0).all():
+            raise DivergenceError(f"the posterior of site {name!r} has a zero variance")
     return posterior

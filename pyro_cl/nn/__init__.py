@@ -1,19 +1,27 @@
 """Bayesian neural network layers as Pyro modules."""
 
 from pyro_cl.nn.cnn import BayesianCNN
+from pyro_cl.nn.concrete import LogitBinaryConcrete
 from pyro_cl.nn.conv import BayesianConv2d
+from pyro_cl.nn.ibp_mask import IBPMask
+from pyro_cl.nn.ibp_mlp import IndianBuffetMLP
 from pyro_cl.nn.linear import BayesianLinear
 from pyro_cl.nn.local_reparam import (
     LocalReparameterizationMessenger,
     local_reparameterization,
 )
 from pyro_cl.nn.mlp import BayesianMLP
+from pyro_cl.nn.sticks import BetaSticks
 
 __all__ = [
     "BayesianCNN",
     "BayesianConv2d",
     "BayesianLinear",
     "BayesianMLP",
+    "BetaSticks",
+    "IBPMask",
+    "IndianBuffetMLP",
+    "LogitBinaryConcrete",
     "LocalReparameterizationMessenger",
     "local_reparameterization",
 ]

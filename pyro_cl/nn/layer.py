@@ -8,9 +8,10 @@ from functools import partial
 
 import torch
 from pyro.distributions import Distribution, Normal
-from pyro.nn import PyroModule, PyroSample
+from pyro.nn import PyroSample
 
 from pyro_cl.nn.local_reparam import DiagonalGaussian, base_normal, normal_source
+from pyro_cl.nn.substitution import SubstitutableModule
 
 __all__ = ["BayesianLayer"]
 
@@ -27,7 +28,7 @@ def as_diagonal_gaussian(value) -> DiagonalGaussian | None:
     return None if normal is None else DiagonalGaussian(normal.loc, normal.scale**2)
 
 
-class BayesianLayer(PyroModule):
+class BayesianLayer(SubstitutableModule):
     """A layer whose parameters are ``PyroSample`` sites with mean-field Gaussian priors.
 
     The priors ``θ_i ~ N(prior_loc_i, prior_scale_i²)`` live in buffers (so ``.to(device)`` moves
@@ -61,10 +62,6 @@ class BayesianLayer(PyroModule):
             self.register_buffer(f"{name}_prior_scale", torch.full(shape, float(prior_scale)))
             setattr(self, name, PyroSample(partial(_prior_from_buffers, name=name)))
         self._site_names = tuple(shapes)
-        # Set by pyro_cl.infer.site_values.substitute_sites: site values given directly, skipping
-        # pyro.sample (the fast path), and the number of particles along a leading dimension.
-        self._substitute: dict | None = None
-        self._num_particles: int | None = None
         # Set by pyro_cl.infer.per_example.record_layers: a list collecting (layer, input, output).
         self._recorder: list | None = None
 
@@ -101,11 +98,8 @@ class BayesianLayer(PyroModule):
     def _site(self, name: str):
         """The value to use for site ``name``: a Normal (for local reparameterisation) or a
         tensor."""
-        if self._substitute is not None:
-            value = self._substitute.get(name)
-            return self.prior(name) if value is None else value
-        value = getattr(self, name)  # a pyro.sample statement
-        if self.local_reparameterization:
+        value = self._site_value(name)
+        if not self.substituted and self.local_reparameterization:
             normal = normal_source(value)
             if normal is not None:
                 return normal
@@ -119,12 +113,6 @@ class BayesianLayer(PyroModule):
         if any(g is None and v is not None for g, v in zip(gaussians, values, strict=True)):
             return None
         return gaussians
-
-    def _draw(self, value) -> torch.Tensor:
-        if isinstance(value, (Distribution, DiagonalGaussian)):
-            shape = () if self._num_particles is None else (self._num_particles,)
-            return value.rsample(shape)
-        return value
 
     def _record(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         if self._recorder is not None:

@@ -1,0 +1,127 @@
+"""Looking inside a fitted Bayesian net: active IBP units and weight pruning.
+
+* :func:`active_units` — how many hidden units each data point uses: units whose relaxed mask
+  ``z_ik`` exceeds 0.1 (the H-IBP supplement's definition, section 5), per hidden layer.
+* :func:`prune_weights` / :func:`pruning_curve` — zero the Gaussian weights with the smallest
+  ``|μ|`` or signal-to-noise ratio ``|μ|/σ`` and measure the accuracy that is left (supplement
+  section 3, figures 1-4). IBP masks keep acting on the pruned net.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+from pyro.distributions import Distribution, Normal
+
+from pyro_cl.infer.learner import ContinualLearner
+from pyro_cl.infer.site_values import sample_outputs
+from pyro_cl.nn.local_reparam import base_normal
+from pyro_cl.nn.structured import has_structured_sites, posterior_conditionals, record_masks
+
+__all__ = ["ACTIVE_THRESHOLD", "PRUNING_SCORES", "active_units", "prune_weights", "pruning_curve"]
+
+#: A unit is active for a data point when its relaxed mask exceeds this (supplement section 5).
+ACTIVE_THRESHOLD = 0.1
+
+#: How :func:`prune_weights` ranks weights: by ``|μ|`` or by ``|μ| / σ``.
+PRUNING_SCORES = ("magnitude", "snr")
+
+
+@torch.no_grad()
+def active_units(
+    learner: ContinualLearner,
+    x: torch.Tensor,
+    task_id: int = 0,
+    threshold: float = ACTIVE_THRESHOLD,
+    num_samples: int = 1,
+) -> list[torch.Tensor]:
+    """Per hidden layer, the number of units with ``z_ik > threshold`` for each point of ``x``.
+
+    Masks are the posterior's relaxed (Concrete, temperature ``λ1``) masks, drawn with the
+    weights and sticks from the posterior used to predict task ``task_id``.
+
+    :returns: one integer tensor of shape ``(num_samples, N)`` per masked layer.
+    :raises TypeError: if the learner's net has no IBP masks.
+    """
+    net = learner.net
+    if not has_structured_sites(net):
+        raise TypeError(f"{type(net).__name__} has no IBP masks to count active units of")
+    x = torch.as_tensor(x)
+    learner.model.check_data(x, None, task_id)
+    x = x.to(learner.device)
+    sites = learner.prediction_sites(x[:1], task_id)
+    training = net.training
+    net.train()  # relaxed masks, as in training
+    try:
+        with record_masks(net) as masks, posterior_conditionals(net):
+            sample_outputs(learner.model, sites, x, task_id, num_samples, learner.fast)
+    finally:
+        net.train(training)
+    return [(mask > threshold).sum(-1).reshape(-1, x.shape[0]) for mask in masks]
+
+
+def _weight_sites(posterior: Mapping[str, Distribution]) -> dict[str, Normal]:
+    """The Gaussian ``*.weight`` sites of a posterior (biases and sticks are never pruned)."""
+    weights = {}
+    for name, distribution in posterior.items():
+        normal = base_normal(distribution)
+        if name.rsplit(".", 1)[-1] == "weight" and normal is not None:
+            weights[name] = normal
+    return weights
+
+
+def prune_weights(
+    posterior: Mapping[str, Distribution], fraction: float, by: str = "magnitude"
+) -> dict[str, Distribution]:
+    """A copy of ``posterior`` with the lowest-scoring ``fraction`` of all Gaussian weights set
+    to exactly zero (mean and variance 0), ranked over all weight sites together.
+
+    :param by: ``"magnitude"`` ranks by ``|μ|``; ``"snr"`` by ``|μ| / σ``.
+    """
+    if by not in PRUNING_SCORES:
+        raise ValueError(f"unknown pruning score {by!r}; choose from {PRUNING_SCORES}")
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"the pruned fraction must be in [0, 1], got {fraction}")
+    weights = _weight_sites(posterior)
+    if not weights:
+        raise ValueError("the posterior has no Gaussian weight sites to prune")
+
+    def score(normal: Normal) -> torch.Tensor:
+        return normal.loc.abs() if by == "magnitude" else normal.loc.abs() / normal.scale
+
+    scores = torch.cat([score(normal).flatten() for normal in weights.values()])
+    count = int(round(fraction * scores.numel()))
+    pruned = dict(posterior)
+    if count == 0:
+        return pruned
+    # ties at the cut-off are broken by position, so exactly `count` weights go
+    order = torch.argsort(scores, stable=True)
+    keep_flat = torch.ones_like(scores, dtype=torch.bool)
+    keep_flat[order[:count]] = False
+    start = 0
+    for name, normal in weights.items():
+        keep = keep_flat[start : start + normal.loc.numel()].reshape(normal.loc.shape)
+        start += normal.loc.numel()
+        kept = Normal(normal.loc * keep, normal.scale * keep, validate_args=False)
+        pruned[name] = kept.to_event(posterior[name].event_dim)
+    return pruned
+
+
+def pruning_curve(
+    learner: ContinualLearner,
+    data,
+    task_id: int = 0,
+    fractions: Sequence[float] = (0.0, 0.5, 0.9, 0.95, 0.98, 0.99),
+    by: str = "magnitude",
+    num_samples: int | None = None,
+) -> list[float]:
+    """Test accuracy on ``data`` after pruning each of ``fractions`` of the weights of the
+    posterior that predicts task ``task_id`` (:func:`prune_weights`)."""
+    posterior = learner.posterior(task_id)
+    return [
+        learner.evaluate(data, task_id, num_samples, sites=prune_weights(posterior, f, by))[
+            "accuracy"
+        ]
+        for f in fractions
+    ]
