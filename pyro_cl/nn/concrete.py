@@ -47,6 +47,12 @@ __all__ = [
 MASK_PARAMETERISATIONS = ("log_odds", "log_probability")
 
 
+def uniform_noise(shape: torch.Size, like: torch.Tensor) -> torch.Tensor:
+    """``U(0, 1)`` noise of ``shape`` on ``like``'s device and dtype (the Concrete's only source
+    of randomness, in one place so tests can control it)."""
+    return torch.rand(shape, dtype=like.dtype, device=like.device)
+
+
 def mask_logits(log_probability: torch.Tensor, parameterisation: str = "log_odds") -> torch.Tensor:
     """``log α`` of a unit whose Bernoulli probability is ``π = exp(log_probability)``.
 
@@ -104,7 +110,7 @@ class LogitBinaryConcrete(TorchDistribution):
     def rsample(self, sample_shape: tuple[int, ...] = ()) -> torch.Tensor:
         shape = self._extended_shape(torch.Size(sample_shape))
         eps = torch.finfo(self.logits.dtype).eps
-        uniform = torch.rand(shape, dtype=self.logits.dtype, device=self.logits.device)
+        uniform = uniform_noise(shape, self.logits)
         logistic = torch.logit(uniform, eps)  # log u - log(1 - u), u clamped to [eps, 1 - eps]
         return (self.logits + logistic) / self.temperature
 
