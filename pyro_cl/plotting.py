@@ -41,12 +41,7 @@ def plot_accuracy(results: Sequence[ContinualResult], path: str | Path) -> Path:
     axes[0].set_ylabel("test accuracy")
     axes[k].legend(fontsize=7, loc="lower left")
     fig.suptitle(results[0].stream, fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_active_units(result: ContinualResult, path: str | Path) -> Path:
@@ -75,6 +70,13 @@ def plot_active_units(result: ContinualResult, path: str | Path) -> Path:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("active units (z > 0.1)")
     fig.suptitle(f"{result.method}: {result.stream}", fontsize=10)
+    return _save(fig, path)
+
+
+def _save(fig, path: str | Path) -> Path:
+    """Lay out ``fig``, write it to ``path`` (creating folders) and close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
