@@ -34,7 +34,9 @@ class IndianBuffetMLP(BayesianMLP):
     posterior becomes their prior like the weights' Gaussians (supplement section 1, "follow the
     VCL framework"). :meth:`end_task` multiplies the child concentrations ``α_j`` by
     ``child_concentration_growth`` (section 6.1's "multiple of α after each new dataset");
-    :class:`~pyro_cl.VCL` calls it after each task.
+    :class:`~pyro_cl.VCL` calls it after each task. The learner's maximum-likelihood
+    initialisation (``ml_init_epochs``) fits the weight means with the sticks at their prior and
+    the masks drawn from it, so the means start where the IBP posterior starts.
 
     :param alpha: prior (and initial posterior) concentration ``α`` of every stick; the
         supplement uses 5 for MNIST.
