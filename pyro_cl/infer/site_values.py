@@ -25,7 +25,7 @@ from pyro.distributions import Delta, Distribution
 
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.local_reparam import local_reparameterization
-from pyro_cl.nn.substitution import SubstitutableModule
+from pyro_cl.nn.substitution import SubstitutableModule, cached_on_net
 from pyro_cl.posterior import sample_sites
 
 __all__ = ["substitute_sites", "sample_outputs"]
@@ -34,20 +34,15 @@ SiteValues = Mapping[str, Distribution | torch.Tensor]
 
 
 def _sites_of(net: torch.nn.Module) -> list:
-    # Cached on the net: walking the module tree every training step would cost more than the math.
-    cached = net.__dict__.get("_pyro_cl_sites")
-    if cached is None:
-        cached = list(sample_sites(net))
-        net.__dict__["_pyro_cl_sites"] = cached
-    return cached
+    return cached_on_net(net, "_pyro_cl_sites", lambda: list(sample_sites(net)))
 
 
 def _substitutable_modules(net: torch.nn.Module) -> list:
-    cached = net.__dict__.get("_pyro_cl_substitutable")
-    if cached is None:
-        cached = [m for m in net.modules() if isinstance(m, SubstitutableModule)]
-        net.__dict__["_pyro_cl_substitutable"] = cached
-    return cached
+    return cached_on_net(
+        net,
+        "_pyro_cl_substitutable",
+        lambda: [m for m in net.modules() if isinstance(m, SubstitutableModule)],
+    )
 
 
 @contextmanager

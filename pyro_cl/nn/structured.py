@@ -27,6 +27,8 @@ from contextlib import contextmanager
 import pyro
 import torch
 
+from pyro_cl.nn.substitution import cached_on_net
+
 __all__ = [
     "STRUCTURED_FLAG",
     "StructuredSites",
@@ -85,11 +87,11 @@ class StructuredSites:
 
 
 def _structured_modules(net: torch.nn.Module) -> list[StructuredSites]:
-    cached = net.__dict__.get("_pyro_cl_structured")
-    if cached is None:
-        cached = [m for m in net.modules() if isinstance(m, StructuredSites)]
-        net.__dict__["_pyro_cl_structured"] = cached
-    return cached
+    return cached_on_net(
+        net,
+        "_pyro_cl_structured",
+        lambda: [m for m in net.modules() if isinstance(m, StructuredSites)],
+    )
 
 
 def has_structured_sites(net: torch.nn.Module) -> bool:

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from pyro.distributions import Distribution
 from pyro.nn import PyroModule
 
 from pyro_cl.nn.local_reparam import DiagonalGaussian
 
-__all__ = ["SubstitutableModule"]
+__all__ = ["SubstitutableModule", "cached_on_net"]
+
+
+def cached_on_net(net: torch.nn.Module, key: str, compute: Callable[[], list]) -> list:
+    """``compute()`` once per net, kept in the net's ``__dict__`` under ``key``: walking the module
+    tree on every training step would cost more than the math."""
+    cached = net.__dict__.get(key)
+    if cached is None:
+        cached = compute()
+        net.__dict__[key] = cached
+    return cached
 
 
 class SubstitutableModule(PyroModule):
