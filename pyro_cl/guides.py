@@ -15,6 +15,7 @@ from torch import nn
 from torch.distributions import constraints
 
 from pyro_cl.nn.structured import STRUCTURED_FLAG, posterior_conditionals
+from pyro_cl.posterior import base_distribution
 
 __all__ = [
     "MeanFieldGuide",
@@ -152,8 +153,8 @@ class MeanFieldGuide(nn.Module):
         while isinstance(support, constraints.independent):
             support = support.base_constraint
         key = _parameter_key(name)
-        if support is constraints.unit_interval and isinstance(_base(prior), Beta):
-            beta = _base(prior)
+        if support is constraints.unit_interval and isinstance(base_distribution(prior), Beta):
+            beta = base_distribution(prior)
             self.log_concentration1[key] = nn.Parameter(beta.concentration1.detach().log())
             self.log_concentration0[key] = nn.Parameter(beta.concentration0.detach().log())
             self._families[name] = "beta"
@@ -273,8 +274,8 @@ class MeanFieldGuide(nn.Module):
         for name, prior in priors.items():
             key = _parameter_key(name)
             if self._families.get(name) == "beta":  # restart at the prior (= last posterior)
-                self.log_concentration1[key].copy_(_base(prior).concentration1.log())
-                self.log_concentration0[key].copy_(_base(prior).concentration0.log())
+                self.log_concentration1[key].copy_(base_distribution(prior).concentration1.log())
+                self.log_concentration0[key].copy_(base_distribution(prior).concentration0.log())
                 continue
             if key not in self.loc:
                 continue
@@ -333,12 +334,6 @@ class MeanFieldGuide(nn.Module):
 
 
 _PARAMETER_GROUPS = ("loc", "log_variance", "log_concentration1", "log_concentration0")
-
-
-def _base(distribution: Distribution) -> Distribution:
-    while hasattr(distribution, "base_dist"):
-        distribution = distribution.base_dist
-    return distribution
 
 
 class _SwapPriors(Messenger):

@@ -25,6 +25,7 @@ __all__ = [
     "read_priors",
     "install_prior",
     "extract_posterior",
+    "base_distribution",
     "detach_distribution",
     "distribution_parameters",
     "posterior_to_state",
@@ -119,6 +120,11 @@ def _unwrap(distribution: Distribution) -> tuple[Distribution, int]:
         event_dim += distribution.reinterpreted_batch_ndims
         distribution = distribution.base_dist
     return distribution, event_dim
+
+
+def base_distribution(distribution: Distribution) -> Distribution:
+    """The distribution inside any ``Independent`` wrappers (``.to_event``)."""
+    return _unwrap(distribution)[0]
 
 
 def distribution_parameters(distribution: Distribution) -> dict[str, torch.Tensor]:

@@ -14,6 +14,7 @@ from pyro_cl.infer.objectives import negative_elbo
 from pyro_cl.infer.training import DivergenceError
 from pyro_cl.likelihoods import Likelihood
 from pyro_cl.posterior import (
+    base_distribution,
     detach_distribution,
     distribution_parameters,
     install_prior,
@@ -263,7 +264,7 @@ def _checked(posterior: dict[str, Distribution]) -> dict[str, Distribution]:
     for name, q in posterior.items():
         if not all(torch.isfinite(value).all() for value in distribution_parameters(q).values()):
             raise DivergenceError(f"the posterior of site {name!r} is not finite")
-        base = q.base_dist if hasattr(q, "base_dist") else q
+        base = base_distribution(q)
         if hasattr(base, "scale") and not (base.scale > 0).all():
             raise DivergenceError(f"the posterior of site {name!r} has a zero variance")
     return posterior

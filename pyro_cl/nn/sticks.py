@@ -9,6 +9,7 @@ from pyro.distributions import Beta, Distribution
 from pyro.nn import PyroSample
 
 from pyro_cl.nn.substitution import SubstitutableModule
+from pyro_cl.posterior import base_distribution
 
 __all__ = ["BetaSticks", "stick_breaking_log_probabilities"]
 
@@ -67,7 +68,7 @@ class BetaSticks(SubstitutableModule):
 
     def set_prior(self, name: str, prior: Distribution) -> None:
         """Make ``prior`` (a Beta over the ``K`` sticks) the prior of site ``name``."""
-        base = prior.base_dist if hasattr(prior, "base_dist") else prior
+        base = base_distribution(prior)
         if not isinstance(base, Beta):
             raise TypeError(
                 f"BetaSticks site {name!r} takes a Beta prior, got {type(base).__name__}"
