@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
-import time
 
 import torch
+from speed import timed  # benchmarks/speed.py, beside this script
 
 from pyro_cl import VCL
 from pyro_cl.infer.objectives import negative_elbo
@@ -57,13 +57,7 @@ def main() -> None:
         runs[name] = (steps, [])
     for _ in range(args.repeats):
         for steps, times in runs.values():
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            steps()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            times.append((time.perf_counter() - start) / args.steps)
+            times.append(timed(steps, device) / args.steps)
     print(
         f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} thread(s), device {device}, batch {args.batch_size}, "
