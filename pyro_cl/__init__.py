@@ -3,9 +3,23 @@
 from pyro_cl import coresets, metrics, nn
 from pyro_cl.baselines import CoresetOnly, FineTuning
 from pyro_cl.guides import MeanFieldGuide
-from pyro_cl.infer.learner import ContinualLearner, TrainingConfig
+from pyro_cl.infer.callbacks import Callback
+from pyro_cl.infer.config import TrainingConfig
+from pyro_cl.infer.elbo_fitter import ELBOFitter
+from pyro_cl.infer.fitter import Fitter
+from pyro_cl.infer.ivon import IVON
+from pyro_cl.infer.learner import ContinualLearner
+from pyro_cl.infer.point_estimate import Penalty, PointEstimateFitter
 from pyro_cl.infer.training import DivergenceError
+from pyro_cl.infer.transitions import (
+    Chain,
+    ChildConcentrationGrowth,
+    Identity,
+    NoPropagation,
+    Transition,
+)
 from pyro_cl.infer.vcl import VCL
+from pyro_cl.infer.vogn import VOGN
 from pyro_cl.likelihoods import CategoricalLikelihood, GaussianLikelihood
 from pyro_cl.model import SupervisedModel
 from pyro_cl.posterior import extract_posterior, install_prior, read_priors
@@ -13,13 +27,25 @@ from pyro_cl.posterior import extract_posterior, install_prior, read_priors
 __version__ = "0.1.0"
 
 __all__ = [
+    "Callback",
     "CategoricalLikelihood",
+    "Chain",
+    "ChildConcentrationGrowth",
     "ContinualLearner",
     "CoresetOnly",
     "DivergenceError",
+    "ELBOFitter",
     "FineTuning",
+    "Fitter",
     "GaussianLikelihood",
+    "IVON",
+    "Identity",
     "MeanFieldGuide",
+    "NoPropagation",
+    "Penalty",
+    "PointEstimateFitter",
+    "Transition",
+    "VOGN",
     "SupervisedModel",
     "TrainingConfig",
     "VCL",

@@ -19,6 +19,7 @@ from pyro_cl.experiment import (
     summarise,
 )
 from pyro_cl.guides import REINIT_POLICIES
+from pyro_cl.infer.transitions import ChildConcentrationGrowth
 from pyro_cl.methods import METHODS, make_method
 from pyro_cl.nn import BayesianCNN, BayesianMLP, IndianBuffetMLP
 from pyro_cl.nn.concrete import MASK_PARAMETERISATIONS
@@ -138,12 +139,12 @@ def _training_settings(args: argparse.Namespace, defaults: dict) -> dict:
     return settings
 
 
-def _update_options(args: argparse.Namespace, method: str) -> dict | None:
-    """Natural-gradient hyperparameters given on the command line that the method's update
-    takes (IVON, for example, has no ``beta``); ``None`` for methods without an update."""
-    if METHODS[method].update is None:
+def _fitter_options(args: argparse.Namespace, method: str) -> dict | None:
+    """Natural-gradient hyperparameters given on the command line that the method's fitter
+    takes (IVON, for example, has no ``beta``); ``None`` for methods without a fitter class."""
+    if METHODS[method].fitter is None:
         return None
-    accepted = METHODS[method].update_parameters()
+    accepted = METHODS[method].fitter_parameters()
     names = {
         "update_learning_rate": "learning_rate",
         "update_beta": "beta",
@@ -175,7 +176,6 @@ def _net_options(args: argparse.Namespace, preset, architecture: str) -> dict:
         "alpha": args.ibp_alpha,
         "beta": args.ibp_beta,
         "child_concentration": args.child_concentration,
-        "child_concentration_growth": args.child_growth,
         "mask_parameterisation": args.mask_parameterisation,
     }
     if args.temperatures is not None:
@@ -194,7 +194,6 @@ IBP_OPTIONS = (
     "beta",
     "hierarchical",
     "child_concentration",
-    "child_concentration_growth",
     "posterior_temperature",
     "prior_temperature",
     "mask_parameterisation",
@@ -236,6 +235,11 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
     hidden = tuple(args.hidden or preset.hidden_sizes)
     training = _training_settings(args, preset.training)
     coreset_size = args.coreset_size or preset.coreset_size
+    transition = None
+    if args.child_growth is not None:
+        if architecture != "hibnn":
+            raise SystemExit("--child-growth needs --net hibnn")
+        transition = ChildConcentrationGrowth(args.child_growth)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
@@ -260,7 +264,8 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
                     coreset_size,
                     args.device,
                     seed,
-                    update_options=_update_options(args, method),
+                    fitter_options=_fitter_options(args, method),
+                    transition=transition,
                     **training,
                 )
 
@@ -271,13 +276,14 @@ def run(args: argparse.Namespace) -> list[ContinualResult]:
                 "hidden_sizes": list(hidden),
                 "seed": seed,
                 "device": args.device,
-                "coreset_size": coreset_size if METHODS[method].selector is not None else None,
+                "coreset_size": coreset_size if METHODS[method].memory is not None else None,
                 **training,
             }
             learner = make_learner()
-            if getattr(learner, "update", None) is not None:
-                settings["update"] = learner.update.spec()
-                settings.update({k: getattr(learner.config, k) for k in METHODS[method].defaults})
+            settings["fitter"] = learner.fitter.spec()
+            settings["transition"] = learner.transition.spec()
+            flat = learner.config.flat()
+            settings.update({k: flat[k] for k in METHODS[method].defaults})
             result = run_stream(learner, stream, _label(method, architecture), settings)
             if args.forward_transfer:
                 result.scratch_accuracy = scratch_accuracies(make_learner, stream)

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from pyro_cl.data.tasks import TaskStream
+from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.inspection import active_units
 from pyro_cl.metrics import (
@@ -22,7 +23,15 @@ from pyro_cl.metrics import (
 )
 from pyro_cl.nn.structured import has_structured_sites
 
-__all__ = ["ContinualResult", "mean_result", "run_stream", "scratch_accuracies", "summarise"]
+__all__ = [
+    "ActiveUnits",
+    "StreamMetrics",
+    "ContinualResult",
+    "mean_result",
+    "run_stream",
+    "scratch_accuracies",
+    "summarise",
+]
 
 
 @dataclass
@@ -101,6 +110,47 @@ class ContinualResult:
         return "\n".join(lines)
 
 
+class StreamMetrics(Callback):
+    """After each task, the test accuracy and log-likelihood on every task of ``stream`` seen
+    so far: row ``i`` of the accuracy matrix."""
+
+    def __init__(self, stream: TaskStream) -> None:
+        self.stream = stream
+        k = len(stream)
+        self.accuracy = np.full((k, k), np.nan)
+        self.log_likelihood = np.full((k, k), np.nan)
+        self._position = {task.id: i for i, task in enumerate(stream)}
+
+    def on_task_end(self, learner, task_id: int, history: list[float]) -> None:
+        i = self._position[task_id]
+        for j in range(i + 1):
+            metrics = learner.evaluate(self.stream[j].test, task_id=self.stream[j].id)
+            self.accuracy[i, j] = metrics["accuracy"]
+            self.log_likelihood[i, j] = metrics["log_likelihood"]
+
+    def describe(self, i: int) -> str:
+        return f"mean accuracy {100 * np.mean(self.accuracy[i, : i + 1]):.2f}%"
+
+
+class ActiveUnits(Callback):
+    """After each task of an IBP net, per masked layer, the quartiles ``[min, 25%, median, 75%,
+    max]`` of the number of active units over the task's test points
+    (:func:`~pyro_cl.inspection.active_units`, the H-IBP supplement's figure 7)."""
+
+    def __init__(self, stream: TaskStream) -> None:
+        self.stream = stream
+        self.quartiles: list[list[list[float]]] = []
+        self._tests = {task.id: task.test[0] for task in stream}
+
+    def on_task_end(self, learner, task_id: int, history: list[float]) -> None:
+        counts = active_units(learner, self._tests[task_id], task_id)
+        quantiles = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0], dtype=torch.float64)
+        self.quartiles.append([torch.quantile(c.double(), quantiles).tolist() for c in counts])
+
+    def describe(self, i: int) -> str:
+        return f"median active units {self.quartiles[i][0][2]:.0f}"
+
+
 def run_stream(
     learner: ContinualLearner,
     stream: TaskStream,
@@ -108,43 +158,37 @@ def run_stream(
     settings: dict | None = None,
     verbose: bool = True,
 ) -> ContinualResult:
-    """Observe each task of ``stream`` in turn, evaluating all tasks seen so far after each.
+    """Observe each task of ``stream`` in turn, evaluating all tasks seen so far after each
+    (:class:`StreamMetrics`), and counting active units for nets with IBP masks
+    (:class:`ActiveUnits`); both are callbacks of each ``observe``.
 
     :param verbose: print one line per task (mean accuracy so far, elapsed time), so that long
         runs show progress even without progress bars.
     """
     k = len(stream)
-    accuracy = np.full((k, k), np.nan)
-    log_likelihood = np.full((k, k), np.nan)
     start = time.perf_counter()
-    units = [] if has_structured_sites(learner.net) else None
+    metrics = StreamMetrics(stream)
+    units = ActiveUnits(stream) if has_structured_sites(learner.net) else None
+    reports = [metrics] if units is None else [metrics, units]
     for i, task in enumerate(stream):
-        learner.observe(task.train, task_id=task.id)
-        if units is not None:
-            counts = active_units(learner, task.test[0], task.id)
-            quantiles = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0])
-            units.append([torch.quantile(c.double(), quantiles.double()).tolist() for c in counts])
-        for j in range(i + 1):
-            metrics = learner.evaluate(stream[j].test, task_id=stream[j].id)
-            accuracy[i, j] = metrics["accuracy"]
-            log_likelihood[i, j] = metrics["log_likelihood"]
+        # units first: counting them draws random numbers, as it did before evaluation
+        learner.observe(task.train, task_id=task.id, callbacks=reports[::-1])
         if verbose:
-            median_units = "" if units is None else f", median active units {units[-1][0][2]:.0f}"
+            described = ", ".join(report.describe(i) for report in reports)
             print(
-                f"  {method or type(learner).__name__}: after {task.name} ({i + 1}/{k}), mean "
-                f"accuracy {100 * np.mean(accuracy[i, : i + 1]):.2f}%{median_units} "
-                f"[{time.perf_counter() - start:.0f} s]",
+                f"  {method or type(learner).__name__}: after {task.name} ({i + 1}/{k}), "
+                f"{described} [{time.perf_counter() - start:.0f} s]",
                 flush=True,
             )
     return ContinualResult(
         method=method or type(learner).__name__,
         stream=stream.name,
         task_names=[t.name for t in stream],
-        accuracy=accuracy,
-        log_likelihood=log_likelihood,
+        accuracy=metrics.accuracy,
+        log_likelihood=metrics.log_likelihood,
         wall_time_s=time.perf_counter() - start,
         settings=dict(settings or {}),
-        active_units=units,
+        active_units=None if units is None else units.quartiles,
     )
 
 

@@ -14,12 +14,12 @@ from pyro.poutine.util import site_is_subsample
 from torch import nn
 from torch.distributions import constraints
 
-from pyro_cl.nn.structured import STRUCTURED_FLAG, posterior_conditionals
+from pyro_cl.nn.effects import PosteriorConditionals
+from pyro_cl.nn.site_flags import OBSERVATION_FLAG, STRUCTURED_FLAG
 from pyro_cl.posterior import base_distribution
 
 __all__ = [
     "MeanFieldGuide",
-    "OBSERVATION_FLAG",
     "task_id_key",
     "REINIT_POLICIES",
     "DEFAULT_INIT_LOG_VARIANCE",
@@ -28,9 +28,6 @@ __all__ = [
 #: log σ² = -6 (σ ≈ 0.05), as in the VCL authors' reference code. The paper's text says
 #: "variance 1e-6", but the published numbers come from the code, so that is our default.
 DEFAULT_INIT_LOG_VARIANCE = -6.0
-
-#: Sample sites whose ``infer`` dict has this key set are data, never latent variables.
-OBSERVATION_FLAG = "observation"
 
 #: What :meth:`MeanFieldGuide.reinitialise` may do between tasks.
 REINIT_POLICIES = ("keep", "reset_variance", "reset", "fresh")
@@ -235,8 +232,7 @@ class MeanFieldGuide(nn.Module):
             return {name: pyro.sample(name, self.distribution(name)) for name in names}
         # Run the model with q in place of the priors and the structured sites' posterior
         # conditionals; observations are hidden, so the trace holds exactly the latent sites.
-        net = getattr(self.model, "net", self.model)
-        with posterior_conditionals(net), _SwapPriors(self, names):
+        with PosteriorConditionals(), _SwapPriors(self, names):
             trace = poutine.trace(
                 poutine.block(self.model, hide_fn=lambda msg: msg["is_observed"])
             ).get_trace(*args, **kwargs)

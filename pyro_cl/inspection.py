@@ -16,8 +16,9 @@ from pyro.distributions import Distribution, Normal
 
 from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.site_values import sample_outputs
-from pyro_cl.nn.local_reparam import base_normal
-from pyro_cl.nn.structured import has_structured_sites, posterior_conditionals, record_masks
+from pyro_cl.nn.effects import PosteriorConditionals, RecordMasks
+from pyro_cl.nn.structured import has_structured_sites
+from pyro_cl.posterior import base_distribution
 
 __all__ = ["ACTIVE_THRESHOLD", "PRUNING_SCORES", "active_units", "prune_weights", "pruning_curve"]
 
@@ -54,7 +55,7 @@ def active_units(
     training = net.training
     net.train()  # relaxed masks, as in training
     try:
-        with record_masks(net) as masks, posterior_conditionals(net):
+        with RecordMasks() as masks, PosteriorConditionals():
             sample_outputs(learner.model, sites, x, task_id, num_samples, learner.fast)
     finally:
         net.train(training)
@@ -65,8 +66,8 @@ def _weight_sites(posterior: Mapping[str, Distribution]) -> dict[str, Normal]:
     """The Gaussian ``*.weight`` sites of a posterior (biases and sticks are never pruned)."""
     weights = {}
     for name, distribution in posterior.items():
-        normal = base_normal(distribution)
-        if name.rsplit(".", 1)[-1] == "weight" and normal is not None:
+        normal = base_distribution(distribution)
+        if name.rsplit(".", 1)[-1] == "weight" and isinstance(normal, Normal):
             weights[name] = normal
     return weights
 

@@ -9,16 +9,18 @@ import pyro
 import pyro.distributions as dist
 import torch
 
-from pyro_cl.guides import OBSERVATION_FLAG
-from pyro_cl.nn.structured import current_data_plate
+from pyro_cl.nn.effects import current_data_plate
+from pyro_cl.nn.site_flags import OBSERVATION_FLAG
+from pyro_cl.spec import Registrable
 
-__all__ = ["Likelihood", "CategoricalLikelihood", "GaussianLikelihood", "likelihood_from_state"]
+__all__ = ["Likelihood", "CategoricalLikelihood", "GaussianLikelihood"]
 
 
-class Likelihood(ABC):
+class Likelihood(Registrable, ABC, kind="likelihood"):
     """Base class: how targets are scored given net outputs.
 
-    ``outputs`` may carry leading sample dimensions; ``log_prob`` broadcasts over them.
+    ``outputs`` may carry leading sample dimensions; ``log_prob`` broadcasts over them. A
+    subclass with a ``name`` saves and loads with a learner (:mod:`pyro_cl.spec`).
     """
 
     @abstractmethod
@@ -58,13 +60,11 @@ class Likelihood(ABC):
         """Summary metrics of the Monte Carlo predictive on ``(x, y)``."""
         return {"log_likelihood": self.predictive_log_likelihood(samples, y).mean().item()}
 
-    @abstractmethod
-    def state(self) -> dict:
-        """Plain data that :func:`likelihood_from_state` turns back into this likelihood."""
-
 
 class CategoricalLikelihood(Likelihood):
     """``y ~ Categorical(softmax(f(x)))`` for integer class labels."""
+
+    name = "categorical"
 
     def distribution(self, outputs: torch.Tensor) -> dist.Distribution:
         return dist.Categorical(logits=outputs)
@@ -102,12 +102,11 @@ class CategoricalLikelihood(Likelihood):
         out["accuracy"] = (predicted == y).float().mean().item()
         return out
 
-    def state(self) -> dict:
-        return {"type": "categorical"}
-
 
 class GaussianLikelihood(Likelihood):
     """``y ~ N(f(x), noise_scale²)`` with a known noise scale (regression)."""
+
+    name = "gaussian"
 
     def __init__(self, noise_scale: float = 1.0) -> None:
         if noise_scale <= 0:
@@ -132,14 +131,3 @@ class GaussianLikelihood(Likelihood):
         out = super().metrics(samples, y)
         out["rmse"] = (samples.squeeze(-1).mean(0) - y).pow(2).mean().sqrt().item()
         return out
-
-    def state(self) -> dict:
-        return {"type": "gaussian", "noise_scale": self.noise_scale}
-
-
-def likelihood_from_state(state: dict) -> Likelihood:
-    if state["type"] == "categorical":
-        return CategoricalLikelihood()
-    if state["type"] == "gaussian":
-        return GaussianLikelihood(state["noise_scale"])
-    raise ValueError(f"unknown likelihood {state['type']!r}")

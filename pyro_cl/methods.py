@@ -1,4 +1,10 @@
-"""The continual-learning methods that benchmarks and the command line know by name."""
+"""The continual-learning methods that benchmarks and the command line know by name.
+
+A method is a recipe: a learner class, and the parts plugged into it (a memory class, a fitter
+class with the arguments that define the method, a transition) with training settings that
+differ from :class:`~pyro_cl.infer.config.TrainingConfig`'s defaults. Creating a
+:class:`Method` registers it in :data:`METHODS` under its name.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +16,10 @@ import torch
 
 from pyro_cl.baselines import CoresetOnly, FineTuning
 from pyro_cl.coresets import KCenterCoreset, RandomCoreset
+from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.learner import ContinualLearner
-from pyro_cl.infer.natural_gradient import NaturalGradientUpdate
+from pyro_cl.infer.transitions import Transition
 from pyro_cl.infer.vcl import VCL
 from pyro_cl.infer.vogn import VOGN
 
@@ -26,40 +33,77 @@ VOGN_MNIST_SETTINGS = {
     "between_tasks": "fresh",
 }
 
+#: Every method by name (filled in by :class:`Method`).
+METHODS: dict[str, Method] = {}
+
 
 @dataclass(frozen=True)
 class Method:
-    """How to build a learner: its class, an optional coreset selector and natural-gradient
-    update class with the arguments that define the method (e.g. ``curvature="ggn"``), and
-    training settings that differ from :class:`~pyro_cl.TrainingConfig`'s defaults (the caller's
-    settings and update options win)."""
+    """How to build a learner: its class, an optional memory (coreset selector) class, an
+    optional fitter class with the arguments that define the method (e.g.
+    ``curvature="ggn"``), and training settings that differ from the defaults (the caller's
+    settings and fitter options win)."""
 
+    name: str
     learner: type[ContinualLearner]
-    selector: type | None = None
-    update: type[NaturalGradientUpdate] | None = None
+    memory: type | None = None
+    fitter: type[Fitter] | None = None
     defaults: dict = field(default_factory=dict)
-    update_defaults: dict = field(default_factory=dict)
+    fitter_defaults: dict = field(default_factory=dict)
+    description: str = ""
 
-    def update_parameters(self) -> set[str]:
-        """Names of the keyword arguments the method's update takes (none without one)."""
-        if self.update is None:
+    def __post_init__(self) -> None:
+        METHODS[self.name] = self
+
+    def fitter_parameters(self) -> set[str]:
+        """Names of the keyword arguments the method's fitter takes (none without one)."""
+        if self.fitter is None:
             return set()
-        return set(inspect.signature(self.update).parameters)
+        return set(inspect.signature(self.fitter).parameters)
+
+    def build(
+        self,
+        net: torch.nn.Module,
+        memory_size: int,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+        fitter_options: dict | None = None,
+        transition: Transition | None = None,
+        **training,
+    ) -> ContinualLearner:
+        """A fresh learner of this method on ``net`` (see :func:`make_method`)."""
+        parts: dict[str, object] = {"transition": transition}
+        if self.memory is not None:
+            parts["memory"] = self.memory(memory_size)
+        if self.fitter is not None:
+            parts["fitter"] = self.fitter(**{**self.fitter_defaults, **(fitter_options or {})})
+        elif fitter_options:
+            raise ValueError(f"method {self.name!r} has no fitter options to take {fitter_options}")
+        settings = {**self.defaults, **training}
+        return self.learner(net, device=device, seed=seed, **parts, **settings)
 
 
-METHODS: dict[str, Method] = {
-    "vcl": Method(VCL),
-    "vcl-random": Method(VCL, RandomCoreset),
-    "vcl-kcenter": Method(VCL, KCenterCoreset),
-    "coreset-only": Method(CoresetOnly, RandomCoreset),
-    "kcenter-only": Method(CoresetOnly, KCenterCoreset),
-    "finetune": Method(FineTuning),
-    "vogn": Method(VCL, None, VOGN, VOGN_MNIST_SETTINGS),
-    "vogn-ggn": Method(VCL, None, VOGN, VOGN_MNIST_SETTINGS, {"curvature": "ggn"}),
-    "vogn-random": Method(VCL, RandomCoreset, VOGN, VOGN_MNIST_SETTINGS),
-    "vogn-kcenter": Method(VCL, KCenterCoreset, VOGN, VOGN_MNIST_SETTINGS),
-    "ivon": Method(VCL, None, IVON, {"ml_init_epochs": 0}),
-}
+Method("vcl", VCL, description="VCL: SVI on the online ELBO (eq. 4)")
+Method("vcl-random", VCL, RandomCoreset, description="VCL + random coreset (Algorithm 1)")
+Method("vcl-kcenter", VCL, KCenterCoreset, description="VCL + K-center coreset (Algorithm 1)")
+Method("coreset-only", CoresetOnly, RandomCoreset, description="refit on a random coreset only")
+Method("kcenter-only", CoresetOnly, KCenterCoreset, description="refit on a K-center coreset only")
+Method("finetune", FineTuning, description="maximum likelihood on each task in turn")
+Method("vogn", VCL, None, VOGN, VOGN_MNIST_SETTINGS, description="VOGN (thesis eq. 52/53)")
+Method(
+    "vogn-ggn",
+    VCL,
+    None,
+    VOGN,
+    VOGN_MNIST_SETTINGS,
+    {"curvature": "ggn"},
+    "VOGN with the Gauss-Newton curvature",
+)
+Method("vogn-random", VCL, RandomCoreset, VOGN, VOGN_MNIST_SETTINGS, description="VOGN + random")
+Method(
+    "vogn-kcenter", VCL, KCenterCoreset, VOGN, VOGN_MNIST_SETTINGS, description="VOGN + K-center"
+)
+Method("ivon", VCL, None, IVON, {"ml_init_epochs": 0}, description="IVON (Shen et al. 2024)")
 
 
 def make_method(
@@ -68,25 +112,20 @@ def make_method(
     coreset_size: int,
     device: str | torch.device = "cpu",
     seed: int | None = None,
-    update_options: dict | None = None,
+    fitter_options: dict | None = None,
+    transition: Transition | None = None,
     **training,
 ) -> ContinualLearner:
     """A fresh learner for method ``name`` on ``net``.
 
-    :param coreset_size: points per task for the coreset methods.
-    :param update_options: keyword arguments of the natural-gradient update (``learning_rate``,
-        ``beta``, ``num_samples``, ``momentum``, ...), for the methods that have one.
-    :param training: :class:`~pyro_cl.TrainingConfig` fields.
+    :param coreset_size: points per task for the methods with a memory.
+    :param fitter_options: keyword arguments of the method's fitter (``learning_rate``, ``beta``,
+        ``num_samples``, ``momentum``, ...), for the methods that name one.
+    :param transition: the transition between tasks (default: the learner's).
+    :param training: :class:`~pyro_cl.infer.config.TrainingConfig` settings.
     """
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; choose from {list(METHODS)}")
-    method = METHODS[name]
-    extra: dict[str, object] = {}
-    if method.selector is not None:
-        extra["coreset"] = method.selector(coreset_size)
-    if method.update is not None:
-        extra["update"] = method.update(**{**method.update_defaults, **(update_options or {})})
-    elif update_options:
-        raise ValueError(f"method {name!r} has no natural-gradient update to take {update_options}")
-    settings = {**method.defaults, **training}
-    return method.learner(net, device=device, seed=seed, **extra, **settings)
+    return METHODS[name].build(
+        net, coreset_size, device, seed, fitter_options, transition, **training
+    )

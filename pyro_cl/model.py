@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterable
 
 import torch
 
 from pyro_cl.likelihoods import Likelihood
-from pyro_cl.nn import structured
+from pyro_cl.nn.effects import DataPlate, new_data_plate
 from pyro_cl.nn.substitution import SubstitutableModule
 from pyro_cl.posterior import sample_sites
 
-__all__ = ["SupervisedModel"]
+__all__ = ["ROUTES", "SupervisedModel"]
+
+#: How losses, predictions and gradient statistics are computed: ``"fast"`` hands pyro_cl layers
+#: their site values directly (:mod:`pyro_cl.infer.site_values`), ``"pyro"`` runs model and guide
+#: as Pyro programs, ``"auto"`` takes the fast route whenever every site is in a pyro_cl layer.
+ROUTES = ("auto", "fast", "pyro")
 
 
 class SupervisedModel:
@@ -24,9 +30,13 @@ class SupervisedModel:
     outputs. ``task_id`` is passed to the net only if the net's ``forward`` takes it.
 
     It is not an ``nn.Module`` on purpose: sample site names stay exactly those of ``net``.
+
+    The model makes two decisions once, for everything that runs it: which route computes
+    losses and predictions (:attr:`fast`, from ``route``, one of :data:`ROUTES`) and which sites a
+    task uses (:meth:`sites`).
     """
 
-    def __init__(self, net: torch.nn.Module, likelihood: Likelihood) -> None:
+    def __init__(self, net: torch.nn.Module, likelihood: Likelihood, route: str = "auto") -> None:
         self.net = net
         self.likelihood = likelihood
         self.net_takes_task_id = "task_id" in inspect.signature(net.forward).parameters
@@ -35,8 +45,43 @@ class SupervisedModel:
             raise ValueError(f"{type(net).__name__} has no PyroSample sites: nothing to learn")
         #: ``{site name: (module, attribute)}`` for every latent site of the net.
         self.site_index = {name: (module, attribute) for name, module, attribute in sites}
-        #: True when every latent site belongs to a pyro_cl layer, so the fast path applies.
-        self.library_layers_only = all(isinstance(m, SubstitutableModule) for _, m, _ in sites)
+        library_layers_only = all(isinstance(m, SubstitutableModule) for _, m, _ in sites)
+        if route not in ROUTES:
+            raise ValueError(f"elbo must be one of {ROUTES}, got {route!r}")
+        if route == "fast" and not library_layers_only:
+            raise ValueError("elbo='fast' needs a net built from pyro_cl layers only")
+        #: True when losses, predictions and gradient statistics take the fast route.
+        self.fast = route != "pyro" and library_layers_only
+
+    @property
+    def multi_head(self) -> bool:
+        """Whether the task id picks part of the net (a head): the net's own ``multi_head``
+        where it says, else whether its ``forward`` takes ``task_id``."""
+        return bool(getattr(self.net, "multi_head", self.net_takes_task_id))
+
+    def task_argument(self, data) -> int | torch.Tensor:
+        """The ``task_id`` to run ``data`` (a :class:`~pyro_cl.coresets.Coreset`) with: its one
+        task, or one id per point when it mixes the tasks of a multi-head net."""
+        tasks = data.tasks()
+        if len(tasks) == 1 or not self.multi_head:
+            return tasks[0]
+        return data.task_ids
+
+    def sites(self, guide, example: torch.Tensor, tasks: Iterable[int]) -> list[str]:
+        """The latent sites the model samples for any of ``tasks``, in order, each once.
+
+        Discovery traces the model through ``guide`` (which creates the parameters of sites it
+        has not seen; :meth:`~pyro_cl.guides.MeanFieldGuide.sites_for`); only the shape of
+        ``example``, a batch of inputs, matters.
+        """
+        names = (guide.sites_for(example[:1], None, task_id=task, dataset_size=1) for task in tasks)
+        return list(dict.fromkeys(name for group in names for name in group))
+
+    def example_input(self, device: torch.device | str) -> torch.Tensor:
+        """One all-zero input of the net's input shape (for site discovery)."""
+        shape = getattr(self.net, "input_shape", None)
+        shape = tuple(shape) if shape is not None else (self.in_features,)
+        return torch.zeros(1, *shape, device=device)
 
     @property
     def in_features(self) -> int | None:
@@ -87,7 +132,7 @@ class SupervisedModel:
         dataset_size: int | None = None,
     ) -> torch.Tensor:
         # one data plate for the whole run: the observations and any local latent sites
-        with structured.using_data_plate(structured.data_plate(x.shape[0], x.device, dataset_size)):
+        with DataPlate(new_data_plate(x.shape[0], x.device, dataset_size)):
             outputs = self.net_outputs(x, task_id)
             self.likelihood.observe(outputs, y, dataset_size)
         return outputs

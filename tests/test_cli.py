@@ -64,7 +64,8 @@ def test_cli_runs_natural_gradient_methods_with_their_settings(tmp_path):
     assert main([*argv, "--output", str(out)]) == 0
     runs = json.loads((out / "results.json").read_text())["runs"]
     vogn, ivon = runs
-    assert vogn["settings"]["update"] == {
+    assert vogn["settings"]["fitter"] == {
+        "kind": "fitter",
         "name": "vogn",
         "learning_rate": 0.05,
         "num_samples": 2,
@@ -74,5 +75,5 @@ def test_cli_runs_natural_gradient_methods_with_their_settings(tmp_path):
         "curvature": "fisher",
     }
     assert vogn["settings"]["between_tasks"] == "fresh" and vogn["settings"]["first_epochs"] == 3
-    assert ivon["settings"]["update"]["name"] == "ivon"
-    assert ivon["settings"]["update"]["learning_rate"] == 0.05
+    assert ivon["settings"]["fitter"]["name"] == "ivon"
+    assert ivon["settings"]["fitter"]["learning_rate"] == 0.05

@@ -3,10 +3,12 @@
 import pytest
 import torch
 
-import pyro_cl.infer.vcl as vcl_module
+import pyro_cl.infer.elbo_fitter as elbo_fitter_module
 from pyro_cl import VCL, GaussianLikelihood
 from pyro_cl.baselines import CoresetOnly
 from pyro_cl.coresets import KCenterCoreset, RandomCoreset, farthest_first
+from pyro_cl.infer.learner import ALL_TASKS
+from pyro_cl.infer.training import DivergenceError
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.posterior import read_priors
 from tests.test_linear_regression_vcl import NOISE, exact_diagonal_update
@@ -27,13 +29,13 @@ def labelled_rows(n, features, task, seed):
 def recorded_objectives(monkeypatch):
     """Every call of the ELBO: (guide, input labels of the batch, task ids, dataset size)."""
     calls = []
-    original = vcl_module.negative_elbo
+    original = elbo_fitter_module.negative_elbo
 
     def recording(model, guide, x, y, task_id, dataset_size, *args):
         calls.append((guide, set(x[:, 0].tolist()), task_id, dataset_size))
         return original(model, guide, x, y, task_id, dataset_size, *args)
 
-    monkeypatch.setattr(vcl_module, "negative_elbo", recording)
+    monkeypatch.setattr(elbo_fitter_module, "negative_elbo", recording)
     return calls
 
 
@@ -71,14 +73,14 @@ def test_multi_head_refit_is_per_task_on_that_tasks_points_at_its_own_scale(reco
 def test_the_refit_leaves_the_propagated_posterior_untouched(monkeypatch):
     learner = VCL(BayesianMLP(3, [8], 2), coreset=RandomCoreset(10), seed=0, **FAST)
     snapshots = {}
-    original = VCL._refit_on_coreset
+    original = VCL._refit
 
-    def spying(self, coreset):
+    def spying(self, context, coreset):
         snapshots["prior"] = {n: d.base_dist.loc.clone() for n, d in read_priors(self.net).items()}
         snapshots["guide"] = {k: v.clone() for k, v in self.guide.state_dict().items() if "." in k}
-        return original(self, coreset)
+        return original(self, context, coreset)
 
-    monkeypatch.setattr(VCL, "_refit_on_coreset", spying)
+    monkeypatch.setattr(VCL, "_refit", spying)
     learner.observe(labelled_rows(60, 3, 0, seed=0), task_id=0)
     for name, dist in read_priors(learner.net).items():
         torch.testing.assert_close(dist.base_dist.loc, snapshots["prior"][name], rtol=0, atol=0)
@@ -86,7 +88,7 @@ def test_the_refit_leaves_the_propagated_posterior_untouched(monkeypatch):
         if "." in key:
             torch.testing.assert_close(value, snapshots["guide"][key], rtol=0, atol=0)
     # ... while the refit posterior used for prediction did move away from it.
-    refit = learner.prediction_posteriors[vcl_module.ALL_TASKS]
+    refit = learner.prediction_posteriors[ALL_TASKS]
     moved = [
         not torch.equal(q.base_dist.loc, read_priors(learner.net)[n].base_dist.loc)
         for n, q in refit.items()
@@ -131,7 +133,7 @@ def test_coreset_vcl_on_linear_regression_matches_the_exact_two_step_recursion()
         torch.testing.assert_close(
             propagated.scale.squeeze(0) ** -2, variance**-1, rtol=0.1, atol=0
         )
-        refit = learner.prediction_posteriors[vcl_module.ALL_TASKS]["weight"].base_dist
+        refit = learner.prediction_posteriors[ALL_TASKS]["weight"].base_dist
         torch.testing.assert_close(refit.loc.squeeze(0), refit_mean, atol=0.03, rtol=0)
         torch.testing.assert_close(
             refit.scale.squeeze(0) ** -2, refit_variance**-1, rtol=0.1, atol=0
@@ -170,11 +172,11 @@ def test_a_failed_refit_rolls_back_prior_and_coreset(monkeypatch):
     prior = {n: d.base_dist.loc.clone() for n, d in learner.current_prior().items()}
     coreset, refits = learner.coreset, learner.prediction_posteriors
 
-    def diverging(self, coreset):
-        raise vcl_module.DivergenceError("refit diverged")
+    def diverging(self, context, coreset):
+        raise DivergenceError("refit diverged")
 
-    monkeypatch.setattr(VCL, "_refit_on_coreset", diverging)
-    with pytest.raises(vcl_module.DivergenceError):
+    monkeypatch.setattr(VCL, "_refit", diverging)
+    with pytest.raises(DivergenceError):
         learner.observe(labelled_rows(30, 3, 1, seed=1), task_id=1)
     for name, dist in learner.current_prior().items():
         torch.testing.assert_close(dist.base_dist.loc, prior[name], rtol=0, atol=0)
@@ -194,7 +196,7 @@ def test_save_and_load_keep_the_coreset_and_resume_identically(tmp_path):
         resumed.observe(data, task_id=t)
     resumed.save(tmp_path / "learner.pt")
     loaded = VCL.load(tmp_path / "learner.pt")
-    assert isinstance(loaded.coreset_selector, KCenterCoreset)
+    assert isinstance(loaded.memory, KCenterCoreset)
     torch.testing.assert_close(loaded.coreset.x, resumed.coreset.x)
     assert loaded.coreset.task_ids.tolist() == resumed.coreset.task_ids.tolist()
     loaded.observe(tasks[2], task_id=2)

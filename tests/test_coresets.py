@@ -9,8 +9,8 @@ from pyro_cl.coresets import (
     KCenterCoreset,
     RandomCoreset,
     farthest_first,
-    selector_from_spec,
 )
+from pyro_cl.spec import from_spec
 
 
 def naive_farthest_first(x, k, first=0):
@@ -102,8 +102,8 @@ def test_a_custom_selector_that_repeats_points_is_refused():
 
 
 def test_selectors_round_trip_through_their_spec():
-    selector = selector_from_spec(KCenterCoreset(12, first="random").spec())
+    selector = from_spec(KCenterCoreset(12, first="random").spec())
     assert isinstance(selector, KCenterCoreset) and selector.size == 12
     assert selector.first == "random"
-    with pytest.raises(ValueError, match="unknown coreset selector"):
-        selector_from_spec({"name": "mine", "size": 3})
+    with pytest.raises(ValueError, match="unknown memory 'mine'"):
+        from_spec({"kind": "memory", "name": "mine", "size": 3})

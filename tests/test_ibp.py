@@ -10,7 +10,7 @@ from pyro.distributions import Beta, Normal
 from torch.distributions.relaxed_bernoulli import LogitRelaxedBernoulli
 
 import pyro_cl.nn.concrete as concrete_module
-from pyro_cl import VCL, DivergenceError, install_prior
+from pyro_cl import VCL, ChildConcentrationGrowth, DivergenceError, install_prior
 from pyro_cl.infer.objectives import negative_elbo
 from pyro_cl.infer.training import minimise
 from pyro_cl.infer.vogn import VOGN
@@ -18,15 +18,16 @@ from pyro_cl.inspection import active_units, prune_weights, pruning_curve
 from pyro_cl.kl import kl_to_prior
 from pyro_cl.nn import BayesianMLP, IndianBuffetMLP
 from pyro_cl.nn.concrete import LogitBinaryConcrete, binary_concrete_log_prob, mask_logits
+from pyro_cl.nn.effects import RecordMasks
 from pyro_cl.nn.sticks import stick_breaking_log_probabilities
-from pyro_cl.nn.structured import record_masks
 from tests.helpers import two_class_data
 
 
-def _learner(hierarchical=False, **net_options):
+def _learner(hierarchical=False, growth=None, **net_options):
     net = IndianBuffetMLP(4, [6, 6], 2, heads=2, hierarchical=hierarchical, **net_options)
     return VCL(
         net,
+        transition=None if growth is None else ChildConcentrationGrowth(growth),
         epochs=3,
         batch_size=25,
         num_particles=2,
@@ -147,7 +148,7 @@ def test_masks_have_one_row_per_data_point_in_the_data_plate(hierarchical):
     from pyro_cl.infer.site_values import sample_outputs
 
     learner.net.train()
-    with record_masks(learner.net) as masks:
+    with RecordMasks() as masks:
         sample_outputs(learner.model, {}, x, 1, num_samples=3, fast=True)
     assert [m.shape for m in masks] == [(3, 9, 6), (3, 9, 6)]
 
@@ -204,26 +205,29 @@ def test_the_sticks_beta_posterior_becomes_the_next_prior():
     assert learner.trained_sites.count("sticks.0.v") == 1
 
 
-def test_hibp_child_concentration_grows_after_each_task_and_rolls_back_on_failure():
-    learner = _learner(hierarchical=True, child_concentration=2.0, child_concentration_growth=3.0)
+def test_hibp_child_concentration_grows_before_each_later_task_and_rolls_back_on_failure():
+    learner = _learner(hierarchical=True, growth=3.0, child_concentration=2.0)
     data = two_class_data(100, 4)
     learner.observe(data, task_id=0)
-    assert [m.child_concentration.item() for m in learner.net.masks] == [6.0, 6.0]
+    assert [m.child_concentration.item() for m in learner.net.masks] == [2.0, 2.0]
     assert "global_sticks.v" in learner.current_prior()
     prior_before = learner.current_prior()["global_sticks.v"].base_dist.concentration1.clone()
-    learner.config = type(learner.config)(**{**learner.config.__dict__, "learning_rate": 1e30})
-    with pytest.raises(DivergenceError):
+    good = learner.config
+    learner.config = good.replace(learning_rate=1e30)
+    with pytest.raises(DivergenceError):  # the transition grew α_j, then the fit diverged
         learner.observe(data, task_id=1)
-    assert [m.child_concentration.item() for m in learner.net.masks] == [6.0, 6.0]
+    assert [m.child_concentration.item() for m in learner.net.masks] == [2.0, 2.0]
     after = learner.current_prior()["global_sticks.v"].base_dist.concentration1
     torch.testing.assert_close(after, prior_before)
+    learner.config = good
+    learner.observe(data, task_id=1)  # task 1 is fitted with α_j = 2 · 3
+    assert [m.child_concentration.item() for m in learner.net.masks] == [6.0, 6.0]
 
 
 def test_ibp_learner_learns_and_reloads_to_the_same_posterior(tmp_path):
     x, y = two_class_data(200, 4)
-    learner = _learner(hierarchical=True, child_concentration_growth=2.0)
-    settings = {"epochs": 30, "learning_rate": 0.01}
-    learner.config = type(learner.config)(**{**learner.config.__dict__, **settings})
+    learner = _learner(hierarchical=True, growth=2.0)
+    learner.config = learner.config.replace(epochs=30, learning_rate=0.01)
     learner.observe((x, y), task_id=0)
     assert learner.evaluate((x, y), task_id=0)["accuracy"] > 0.9
     path = tmp_path / "ibp.pt"
@@ -232,7 +236,8 @@ def test_ibp_learner_learns_and_reloads_to_the_same_posterior(tmp_path):
     restored = VCL.load(path)  # restores the random state saved with it
     assert type(restored.net) is IndianBuffetMLP
     restored.observe((x, 1 - y), task_id=1)
-    assert [m.child_concentration.item() for m in restored.net.masks] == [4.0, 4.0]
+    assert [m.child_concentration.item() for m in restored.net.masks] == [2.0, 2.0]
+    assert restored.transition.factor == 2.0
     for name, q in learner.current_prior().items():
         for key, value in q.base_dist.__dict__.items():
             if torch.is_tensor(value):
@@ -241,7 +246,7 @@ def test_ibp_learner_learns_and_reloads_to_the_same_posterior(tmp_path):
 
 def test_natural_gradient_updates_refuse_ibp_nets():
     net = IndianBuffetMLP(4, [6], 2)
-    learner = VCL(net, update=VOGN(), epochs=1, progress=False, ml_init_epochs=0)
+    learner = VCL(net, fitter=VOGN(), epochs=1, progress=False, ml_init_epochs=0)
     with pytest.raises(TypeError, match="Gaussian sites only"):
         learner.observe(two_class_data(20, 4), task_id=0)
 
@@ -328,7 +333,5 @@ def test_learning_rate_decays_exponentially():
     """Adam's first steps on a linear loss move by exactly the learning rate, so the total move
     over three steps is lr (1 + r^(1/2) + r^(2/2)) with decay r every 2 steps."""
     parameter = torch.nn.Parameter(torch.zeros(()))
-    minimise(
-        lambda index: parameter * 1.0, [parameter], 1, 3, 1, 0.1, decay=(0.25, 2), progress=False
-    )
+    minimise(lambda index: parameter * 1.0, {"p": parameter}, 1, 3, 1, 0.1, decay=(0.25, 2))
     assert parameter.item() == pytest.approx(-0.1 * (1 + 0.5 + 0.25), rel=1e-4)

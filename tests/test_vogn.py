@@ -8,7 +8,10 @@ import pytest
 import torch
 
 from pyro_cl import VCL, DivergenceError, GaussianLikelihood, MeanFieldGuide, SupervisedModel
-from pyro_cl.coresets import RandomCoreset
+from pyro_cl.coresets import Coreset, RandomCoreset
+from pyro_cl.infer.callbacks import CallbackList
+from pyro_cl.infer.config import TrainingConfig
+from pyro_cl.infer.fitter import FitContext
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.vogn import VOGN
 from pyro_cl.likelihoods import CategoricalLikelihood
@@ -37,6 +40,10 @@ def _tiny_problem(seed=0):
     y = torch.randint(0, 2, (8,))
     names = guide.sites_for(x, None, task_id=0)
     return net, model, guide, x, y, names
+
+
+def _context(model):
+    return FitContext(model, TrainingConfig(), torch.device("cpu"), CallbackList())
 
 
 def _hand_statistics(net, theta, x, y):
@@ -68,7 +75,7 @@ def test_vogn_steps_equal_hand_computation_of_eq_52_53(momentum, batch_size, rho
     prior = {n: model.site_index[n][0].prior_parameters(model.site_index[n][1]) for n in names}
     update = VOGN(alpha, beta=beta, num_samples=samples, momentum=momentum, data_scale=rho)
     torch.manual_seed(5)
-    update.fit(model, guide, x, y, 0, names, epochs, batch_size, progress=False)
+    update.fit(_context(model), guide, Coreset.of_task(x, y, 0), names, epochs, batch_size)
 
     torch.manual_seed(5)
     momentum_buffer = {n: torch.zeros_like(mu[n]) for n in names}
@@ -115,7 +122,7 @@ def test_fixed_point_is_the_exact_linear_regression_posterior(update, tasks, tol
     learner = VCL(
         net,
         likelihood=GaussianLikelihood(NOISE),
-        update=update,
+        fitter=update,
         epochs=600,
         batch_size=None,
         ml_init_epochs=0,
@@ -144,7 +151,7 @@ def test_posterior_of_task_k_is_prior_of_task_k_plus_1_and_new_heads_start_at_th
     net = BayesianMLP(5, [6], 2, heads=3)
     learner = VCL(
         net,
-        update=VOGN(1e-2, beta=0.1, num_samples=2),
+        fitter=VOGN(1e-2, beta=0.1, num_samples=2),
         epochs=3,
         batch_size=16,
         ml_init_epochs=0,
@@ -187,7 +194,7 @@ def test_divergence_raises_and_keeps_the_previous_posterior():
     net = BayesianMLP(4, [5], 2)
     learner = VCL(
         net,
-        update=VOGN(1e-2, beta=0.1, num_samples=2),
+        fitter=VOGN(1e-2, beta=0.1, num_samples=2),
         epochs=2,
         batch_size=None,
         ml_init_epochs=0,
@@ -203,7 +210,7 @@ def test_divergence_raises_and_keeps_the_previous_posterior():
     guide_state = {
         k: v.clone() for k, v in learner.guide.state_dict().items() if torch.is_tensor(v)
     }
-    learner.update = VOGN(1e30, beta=0.1, num_samples=2)  # a step this large overflows
+    learner.fitter = VOGN(1e30, beta=0.1, num_samples=2)  # a step this large overflows
     with pytest.raises(DivergenceError):
         learner.observe((x * 1e10, y), task_id=0)
     for name, (loc, scale) in prior.items():
@@ -219,7 +226,7 @@ def test_precision_stays_positive_and_finite_or_the_task_is_refused(scale):
     torch.manual_seed(0)
     learner = VCL(
         BayesianMLP(4, [5], 3),
-        update=VOGN(1e-3, beta=0.5, num_samples=2),
+        fitter=VOGN(1e-3, beta=0.5, num_samples=2),
         epochs=3,
         batch_size=8,
         ml_init_epochs=0,
@@ -242,7 +249,7 @@ def test_vogn_with_a_coreset_and_save_load_resume_identically(tmp_path):
     def make():
         return VCL(
             BayesianMLP(4, [5], 2, heads=2),
-            update=VOGN(1e-2, beta=0.1, num_samples=2, momentum=0.5, curvature="ggn"),
+            fitter=VOGN(1e-2, beta=0.1, num_samples=2, momentum=0.5, curvature="ggn"),
             coreset=RandomCoreset(6),
             epochs=2,
             batch_size=8,
@@ -257,7 +264,7 @@ def test_vogn_with_a_coreset_and_save_load_resume_identically(tmp_path):
     learner.save(tmp_path / "state.pt")
     learner.observe(tasks[1], task_id=1)
     loaded = VCL.load(tmp_path / "state.pt", device="cpu")
-    assert isinstance(loaded.update, VOGN) and loaded.update.spec() == learner.update.spec()
+    assert isinstance(loaded.fitter, VOGN) and loaded.fitter.spec() == learner.fitter.spec()
     loaded.observe(tasks[1], task_id=1)
     for name, q in learner.current_prior().items():
         torch.testing.assert_close(loaded.current_prior()[name].base_dist.loc, q.base_dist.loc)
@@ -271,15 +278,15 @@ def test_bad_hyperparameters_are_refused():
         VOGN(curvature="hessian")
     with pytest.raises(ValueError, match="learning_rate"):
         IVON(learning_rate=-1)
-    with pytest.raises(TypeError, match="update"):
-        VCL(BayesianMLP(2, [2], 2), update="vogn")
+    with pytest.raises(TypeError, match="fitter"):
+        VCL(BayesianMLP(2, [2], 2), fitter="vogn")
 
 
 def test_fresh_initialisation_and_first_task_epochs():
     torch.manual_seed(0)
     learner = VCL(
         BayesianMLP(50, [20], 2),
-        update=VOGN(1e-3, num_samples=1),
+        fitter=VOGN(1e-3, num_samples=1),
         epochs=1,
         first_epochs=3,
         batch_size=None,

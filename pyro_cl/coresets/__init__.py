@@ -2,13 +2,11 @@
 
 from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.coresets.selection import (
-    SELECTORS,
     CoresetSelector,
     CoresetUpdate,
     KCenterCoreset,
     RandomCoreset,
     farthest_first,
-    selector_from_spec,
 )
 
 __all__ = [
@@ -17,7 +15,5 @@ __all__ = [
     "CoresetUpdate",
     "KCenterCoreset",
     "RandomCoreset",
-    "SELECTORS",
     "farthest_first",
-    "selector_from_spec",
 ]

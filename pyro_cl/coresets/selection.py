@@ -1,19 +1,30 @@
-"""How coreset points are chosen: random and greedy K-center selection (VCL section 2.1).
+"""Memories: how coreset points are chosen (random and greedy K-center, VCL section 2.1).
 
-To add a heuristic, subclass :class:`CoresetSelector` and implement :meth:`~CoresetSelector.choose`
-(which points of a new task to keep); override :meth:`~CoresetSelector.update` as well to also
-drop or replace points of the old coreset (Algorithm 1 allows ``C_t`` to be any function of
-``C_{t-1}`` and ``D_t``; dropped points are then propagated with the new task's data).
+A memory is a part of a learner. It runs either *before* the fit (Algorithm 1: choose ``C_t``,
+propagate on the other points, refit on ``C_t`` for prediction) or *after* it (fit on
+``D_t ∪ M_{t-1}``, then choose ``M_t`` with the fitted posterior in view), as its ``order`` says.
+
+To add a heuristic, subclass :class:`CoresetSelector`, give it a ``name`` (so it saves and
+loads) and implement :meth:`~CoresetSelector.choose` (which points of a new task to keep);
+override :meth:`~CoresetSelector.update` instead to also drop or replace points of the old
+coreset (Algorithm 1 allows ``C_t`` to be any function of ``C_{t-1}`` and ``D_t``; dropped points
+are then propagated with the new task's data) or to score points by the model: ``update``
+receives a read-only :class:`~pyro_cl.infer.model_view.ModelView` of the model and the current
+posterior.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import torch
 
 from pyro_cl.coresets.coreset import Coreset
+from pyro_cl.spec import Registrable
+
+if TYPE_CHECKING:
+    from pyro_cl.infer.model_view import ModelView
 
 __all__ = [
     "CoresetSelector",
@@ -21,8 +32,6 @@ __all__ = [
     "RandomCoreset",
     "KCenterCoreset",
     "farthest_first",
-    "SELECTORS",
-    "selector_from_spec",
 ]
 
 
@@ -39,7 +48,7 @@ class CoresetUpdate(NamedTuple):
     dropped: Coreset
 
 
-class CoresetSelector(ABC):
+class CoresetSelector(Registrable, ABC, kind="memory"):
     """Builds ``C_t`` from ``C_{t-1}`` and ``D_t`` by keeping all old points and adding ``size``
     points of the new task chosen by :meth:`choose`.
 
@@ -47,8 +56,12 @@ class CoresetSelector(ABC):
         plain VCL: pass no selector) and at most the task's size, else :meth:`update` raises.
     """
 
-    #: Name under which :data:`SELECTORS` knows the class (used when saving a learner).
-    name: str = ""
+    #: ``"before"`` the fit (Algorithm 1's order) or ``"after"`` it (fit on ``D_t ∪ M_{t-1}``,
+    #: then choose ``M_t`` from those points with the new posterior in view).
+    order: ClassVar[str] = "before"
+    #: Whether prediction uses a refit of the posterior on the memory (Algorithm 1's ``q_t``,
+    #: eq. 3); without it the propagated posterior predicts.
+    refit: ClassVar[bool] = True
 
     def __init__(self, size: int) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
@@ -63,9 +76,17 @@ class CoresetSelector(ABC):
         """Indices of ``size`` distinct points of ``(x, y)`` to keep."""
 
     def update(
-        self, coreset: Coreset | None, x: torch.Tensor, y: torch.Tensor, task_id: int
+        self,
+        coreset: Coreset | None,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        task_id: int,
+        view: ModelView | None = None,
     ) -> CoresetUpdate:
-        """One coreset step: ``C_t = C_{t-1} ∪ choose(D_t)``, nothing dropped."""
+        """One coreset step: ``C_t = C_{t-1} ∪ choose(D_t)``, nothing dropped.
+
+        :param view: the model and the current posterior, read-only (unused here; memories
+            that score points by the model override this method)."""
         n = x.shape[0]
         if self.size > n:
             raise ValueError(
@@ -80,13 +101,6 @@ class CoresetSelector(ABC):
         return CoresetUpdate(
             old.concat(new_points), keep.nonzero().squeeze(1), old.select(slice(0, 0))
         )
-
-    def spec(self) -> dict:
-        """Plain description from which :func:`selector_from_spec` rebuilds this selector."""
-        return {"name": self.name or type(self).__name__, "size": self.size}
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(size={self.size})"
 
 
 def _check_choice(chosen: torch.Tensor, size: int, n: int, who: str) -> None:
@@ -131,9 +145,6 @@ class KCenterCoreset(CoresetSelector):
             first = int(torch.randint(x.shape[0], ()).item())
         return farthest_first(x, size, first)
 
-    def spec(self) -> dict:
-        return {**super().spec(), "first": self.first}
-
 
 def farthest_first(x: torch.Tensor, k: int, first: int = 0) -> torch.Tensor:
     """Indices of ``k`` points chosen by greedy farthest-first traversal (Gonzalez, 1985).
@@ -169,22 +180,3 @@ def farthest_first(x: torch.Tensor, k: int, first: int = 0) -> torch.Tensor:
         nearest[current] = -float("inf")
         current = int(torch.argmax(nearest))
     return chosen
-
-
-#: Selectors by name, for the command line and for loading saved learners.
-SELECTORS: dict[str, type[CoresetSelector]] = {
-    RandomCoreset.name: RandomCoreset,
-    KCenterCoreset.name: KCenterCoreset,
-}
-
-
-def selector_from_spec(spec: dict) -> CoresetSelector:
-    """Rebuild a selector from :meth:`CoresetSelector.spec`."""
-    spec = dict(spec)
-    name = spec.pop("name")
-    if name not in SELECTORS:
-        raise ValueError(
-            f"unknown coreset selector {name!r}; known: {sorted(SELECTORS)}. "
-            "Register a custom selector in pyro_cl.coresets.SELECTORS to load it by name."
-        )
-    return SELECTORS[name](**spec)

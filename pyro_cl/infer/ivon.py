@@ -59,14 +59,6 @@ class IVON(NaturalGradientUpdate):
         self.beta2 = float(beta2)
         self.hessian_init = None if hessian_init is None else float(hessian_init)
 
-    def hyperparameters(self) -> dict:
-        return {
-            **super().hyperparameters(),
-            "beta1": self.beta1,
-            "beta2": self.beta2,
-            "hessian_init": self.hessian_init,
-        }
-
     def _initialise(self, states: dict[str, SiteState], effective_size: float) -> None:
         self._steps = 0
         for state in states.values():

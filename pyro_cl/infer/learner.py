@@ -1,24 +1,41 @@
-"""Shared machinery of continual learners: data checks, prediction, evaluation, save/load."""
+"""The continual learner: one loop over time steps, composed of small parts.
+
+For each step ``t_k`` with data ``D_k``::
+
+    prior     = transition(posterior_{k-1}, t_k - t_{k-1})     # Transition (not at the first step)
+    memory    : choose C_k before the fit, or after it          # CoresetSelector (optional)
+    q̃_k       = fitter(model, guide, data, prior)               # Fitter, on D_k \\ C_k (before)
+                                                                #   or D_k ∪ M_{k-1} (after)
+    handoff   : install q̃_k as the priors of its sites          # pyro_cl.posterior
+    q_k       = refit of q̃_k on C_k, for prediction only        # Algorithm 1, eq. 3
+    callbacks : every optimiser step, epoch, fit and step       # Callback
+
+Each part is a documented base class with built-ins, and saves and loads through its spec
+(:mod:`pyro_cl.spec`). :class:`~pyro_cl.VCL`, :class:`~pyro_cl.CoresetOnly` and
+:class:`~pyro_cl.FineTuning` are this learner with particular default parts.
+"""
 
 from __future__ import annotations
 
 import copy
 import os
-from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, fields, replace
+from typing import ClassVar
 
 import pyro
 import torch
+from pyro.distributions import Distribution
 
-from pyro_cl.guides import DEFAULT_INIT_LOG_VARIANCE, REINIT_POLICIES, MeanFieldGuide
-from pyro_cl.infer.objectives import negative_log_likelihood
+from pyro_cl.coresets import Coreset, CoresetSelector
+from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.infer.callbacks import Callback, CallbackList, ProgressBar
+from pyro_cl.infer.config import TrainingConfig
+from pyro_cl.infer.elbo_fitter import ELBOFitter
+from pyro_cl.infer.fitter import FitContext, Fitter
+from pyro_cl.infer.model_view import ModelView
 from pyro_cl.infer.site_values import sample_outputs
-from pyro_cl.infer.training import minimise
-from pyro_cl.likelihoods import CategoricalLikelihood, Likelihood, likelihood_from_state
+from pyro_cl.infer.transitions import Identity, Transition, TransitionContext
+from pyro_cl.likelihoods import CategoricalLikelihood, Likelihood
 from pyro_cl.model import SupervisedModel
-from pyro_cl.nn.cnn import BayesianCNN
-from pyro_cl.nn.ibp_mlp import IndianBuffetMLP
-from pyro_cl.nn.mlp import BayesianMLP
 from pyro_cl.posterior import (
     detach_distribution,
     install_prior,
@@ -27,126 +44,41 @@ from pyro_cl.posterior import (
     read_priors,
 )
 from pyro_cl.serialization import atomic_save, safe_load
+from pyro_cl.spec import check_rebuildable, from_spec, tensors_to
 
-__all__ = ["TrainingConfig", "ContinualLearner"]
+__all__ = ["ALL_TASKS", "ContinualLearner"]
 
-_FORMAT = "pyro_cl.learner/1"
+_FORMAT = "pyro_cl.learner/2"
 
-#: Nets that :meth:`ContinualLearner.load` rebuilds from their ``config``.
-_REBUILDABLE_NETS = {
-    "BayesianMLP": BayesianMLP,
-    "BayesianCNN": BayesianCNN,
-    "IndianBuffetMLP": IndianBuffetMLP,
-}
+#: Key of the single prediction posterior of a learner that refits on the whole memory at once.
+ALL_TASKS = -1
 
 
-@dataclass
-class TrainingConfig:
-    """Settings of a learner. Defaults follow the VCL paper's permuted MNIST set-up (appendix A).
-
-    :param epochs: passes over each task's data.
-    :param first_epochs: passes over the first task's data (``None``: ``epochs``); the VOGN
-        thesis trains 60 epochs on CIFAR-10 and 600 on each smaller CIFAR-100 task.
-    :param batch_size: minibatch size; ``None`` uses the whole task as one batch.
-    :param learning_rate: Adam's learning rate.
-    :param learning_rate_decay: the learning rate is multiplied by this every
-        ``learning_rate_decay_steps`` optimiser steps, smoothly (``lr · decay^(step/steps)``),
-        restarting with each fit; the H-IBP supplement uses 0.87 every 1000 steps (section 6).
-    :param learning_rate_decay_steps: see ``learning_rate_decay``.
-    :param num_particles: Monte Carlo samples of the expected log-likelihood per step (10 in the
-        reference code).
-    :param num_predictive_samples: posterior samples averaged for prediction (100 in the
-        reference code).
-    :param ml_init_epochs: epochs of maximum-likelihood training that set the guide's means before
-        the first task (VCL appendix A); ``None`` means ``epochs``, 0 switches it off.
-    :param init_log_variance: log σ² of new guide sites (-6, the reference code's value).
-    :param init_loc_std: scale of the random initial means of sites not set by ML.
-    :param init_means: initial means when ML initialisation is off: "prior" (the prior mean plus
-        noise of scale ``init_loc_std``) or "fresh" (PyTorch's initialisation of a new layer,
-        as the VOGN thesis does; implied by ``between_tasks="fresh"``).
-    :param between_tasks: guide re-initialisation before each later task: "keep" (start from the
-        previous posterior), "reset_variance", "reset" or "fresh" (a newly initialised net, before
-        the first task too when ``ml_init_epochs`` is 0; see :meth:`MeanFieldGuide.reinitialise`).
-    :param later_init_log_variance: log σ² that re-initialisation resets to after the first task
-        (``None``: ``init_log_variance``; the VOGN thesis uses precision 4e3 then 4e4 on CIFAR).
-    :param elbo: "fast" (direct computation for pyro_cl layers), "pyro" (TraceMeanField_ELBO on
-        the Pyro programs) or "auto" (fast whenever the net allows it).
-    :param refit_epochs: epochs of the coreset refit before prediction (VCL eq. 3); ``None``
-        means ``epochs``.
-    :param refit_batch_size: minibatch size of that refit: ``"same"`` uses ``batch_size`` (the
-        reference code's choice), ``None`` the whole coreset (the paper's text for coreset-only
-        training).
-    :param progress: show progress bars.
-    """
-
-    epochs: int = 100
-    first_epochs: int | None = None
-    batch_size: int | None = 256
-    learning_rate: float = 1e-3
-    learning_rate_decay: float = 1.0
-    learning_rate_decay_steps: int = 1000
-    num_particles: int = 10
-    num_predictive_samples: int = 100
-    ml_init_epochs: int | None = None
-    init_log_variance: float = DEFAULT_INIT_LOG_VARIANCE
-    init_loc_std: float = 0.1
-    init_means: str = "prior"
-    between_tasks: str = "keep"
-    later_init_log_variance: float | None = None
-    elbo: str = "auto"
-    refit_epochs: int | None = None
-    refit_batch_size: int | str | None = "same"
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        if self.epochs < 0 or (self.first_epochs is not None and self.first_epochs < 0):
-            raise ValueError(f"epochs must be non-negative, got {self.epochs}/{self.first_epochs}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError(f"batch_size must be positive or None, got {self.batch_size}")
-        if not 0 < self.learning_rate_decay <= 1 or self.learning_rate_decay_steps < 1:
-            raise ValueError(
-                "learning_rate_decay must be in (0, 1] and learning_rate_decay_steps positive, got "
-                f"{self.learning_rate_decay}/{self.learning_rate_decay_steps}"
-            )
-        if self.num_particles < 1 or self.num_predictive_samples < 1:
-            raise ValueError("num_particles and num_predictive_samples must be at least 1")
-        if self.init_means not in ("prior", "fresh"):
-            raise ValueError(f"init_means must be 'prior' or 'fresh', got {self.init_means!r}")
-        if self.between_tasks not in REINIT_POLICIES:
-            raise ValueError(f"between_tasks must be one of {REINIT_POLICIES}")
-        if self.elbo not in ("auto", "fast", "pyro"):
-            raise ValueError(f"elbo must be 'auto', 'fast' or 'pyro', got {self.elbo!r}")
-        if self.refit_epochs is not None and self.refit_epochs < 0:
-            raise ValueError(f"refit_epochs must be non-negative, got {self.refit_epochs}")
-        if self.refit_batch_size != "same" and not (
-            self.refit_batch_size is None or self.refit_batch_size >= 1
-        ):
-            raise ValueError(
-                f"refit_batch_size must be 'same', None or positive, got {self.refit_batch_size!r}"
-            )
-
-    def task_epochs(self, first_task: bool) -> int:
-        """Epochs for a task: ``first_epochs`` for the first one where it is set."""
-        return self.first_epochs if first_task and self.first_epochs is not None else self.epochs
-
-
-class ContinualLearner(ABC):
-    """Base class: a Bayesian net, a guide and the current prior, fed one task at a time.
-
-    Subclasses implement :meth:`_learn` (fit one task) and :meth:`prediction_sites` (what to
-    predict with). Everything else — checking data, rolling back a failed task, prediction by
-    Monte Carlo, evaluation, saving and loading — lives here once.
+class ContinualLearner:
+    """A Bayesian net, a guide and the current prior, fed one time step at a time.
 
     :param net: a ``PyroModule`` with ``PyroSample`` latent sites, e.g. :class:`BayesianMLP`.
         Its ``forward`` may take a ``task_id`` keyword (multi-head nets do).
     :param likelihood: observation model (default: categorical, i.e. classification).
-    :param config: a :class:`TrainingConfig`; keyword ``overrides`` replace single fields.
+    :param config: a :class:`~pyro_cl.infer.config.TrainingConfig`; keyword ``settings``
+        (``epochs=...``, ``learning_rate=...``) replace single fields of it.
     :param device: where the net, guide and data live ("cpu", "cuda", ...).
     :param seed: seeds Pyro's and torch's random number generators.
+    :param fitter: fits each step's posterior (default :attr:`default_fitter`).
+    :param transition: turns the last posterior into the next prior (default
+        :attr:`default_transition`).
+    :param memory: a :class:`~pyro_cl.coresets.CoresetSelector`, or ``None`` for no memory.
+    :param callbacks: :class:`~pyro_cl.infer.callbacks.Callback` objects that watch every step;
+        a progress bar is added when ``progress`` is on.
+    :param refit_per_task: with a refitting memory, refit a separate prediction posterior per
+        task; ``None`` chooses it for multi-head nets.
     """
 
-    #: True for learners that predict with a point estimate (a single "sample").
-    point_estimate = False
+    #: The parts a learner of this class uses where none is given.
+    default_fitter: ClassVar[type[Fitter]] = ELBOFitter
+    default_transition: ClassVar[type[Transition]] = Identity
+    #: Whether this kind of learner needs a memory (the coreset-only baseline does).
+    needs_memory: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -155,29 +87,66 @@ class ContinualLearner(ABC):
         config: TrainingConfig | None = None,
         device: str | torch.device | None = None,
         seed: int | None = None,
-        **overrides,
+        fitter: Fitter | None = None,
+        transition: Transition | None = None,
+        memory: CoresetSelector | None = None,
+        callbacks: list[Callback] | tuple[Callback, ...] = (),
+        refit_per_task: bool | None = None,
+        **settings,
     ) -> None:
-        self.config = replace(config or TrainingConfig(), **overrides)
+        self.config = (config or TrainingConfig()).replace(**settings)
         self.device = torch.device(device or "cpu")
         self.seed = seed
         if seed is not None:
             pyro.set_rng_seed(seed)
-        self.model = SupervisedModel(net.to(self.device), likelihood or CategoricalLikelihood())
+        self.fitter = _checked_part(fitter, Fitter, "fitter") or self.default_fitter()
+        self.transition = (
+            _checked_part(transition, Transition, "transition") or self.default_transition()
+        )
+        self.memory = _checked_part(memory, CoresetSelector, "memory")
+        if self.memory is None and self.needs_memory:
+            raise ValueError(
+                f"{type(self).__name__} needs a coreset selector (its memory), e.g. RandomCoreset(200)"
+            )
+        self.callbacks = CallbackList(callbacks)
+        self.model = SupervisedModel(
+            net.to(self.device),
+            likelihood or CategoricalLikelihood(),
+            self.config.monte_carlo.elbo,
+        )
         self.guide = MeanFieldGuide(
             self.model,
-            init_log_variance=self.config.init_log_variance,
-            init_loc_std=self.config.init_loc_std,
+            init_log_variance=self.config.initialisation.init_log_variance,
+            init_loc_std=self.config.initialisation.init_loc_std,
         )
-        if self.config.elbo == "fast" and not self.model.library_layers_only:
-            raise ValueError("elbo='fast' needs a net built from pyro_cl layers only")
-        self.fast = self.config.elbo != "pyro" and self.model.library_layers_only
+        self.refit_per_task = self.model.multi_head if refit_per_task is None else refit_per_task
+        #: The priors before any step (for transitions that return towards them).
+        self.initial_prior = {
+            name: detach_distribution(d) for name, d in read_priors(self.net).items()
+        }
         self.tasks_seen: list[int] = []
+        #: The time stamp of every step observed so far.
+        self.times: list[float] = []
         #: Sites trained so far, in order; their priors hold the current posterior.
         self.trained_sites: list[str] = []
+        #: ``C_t``: the memory after the last step (``None`` without a memory or before step 1).
+        self.coreset: Coreset | None = None
+        #: ``q_t`` per task (or under ``ALL_TASKS``): the refit posteriors used for prediction.
+        self.prediction_posteriors: dict[int, dict[str, Distribution]] = {}
 
     @property
     def net(self) -> torch.nn.Module:
         return self.model.net
+
+    @property
+    def fast(self) -> bool:
+        """Whether losses and predictions take the fast route (the model decides)."""
+        return self.model.fast
+
+    @property
+    def point_estimate(self) -> bool:
+        """True when the fitter produces point values, which then predict."""
+        return self.fitter.point_estimate
 
     # ------------------------------------------------------------------ data
     def _prepare(self, data, task_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -189,84 +158,168 @@ class ContinualLearner(ABC):
         self.model.check_data(x, y, task_id)
         return x.to(self.device), y.to(self.device)
 
+    def _check_time(self, time: float | None) -> float:
+        if time is None:
+            return float(self.times[-1] + 1 if self.times else 0)
+        time = float(time)
+        if time != time or time in (float("inf"), float("-inf")):
+            raise ValueError(f"time must be finite, got {time}")
+        if self.times and not time > self.times[-1]:
+            raise ValueError(f"time {time} is not after the last step's time {self.times[-1]}")
+        return time
+
     # ------------------------------------------------------------------ learning
-    def observe(self, data, task_id: int = 0) -> list[float]:
-        """Learn task ``task_id`` from ``data = (x, y)``; afterwards its posterior is the prior.
+    def observe(
+        self,
+        data,
+        task_id: int = 0,
+        time: float | None = None,
+        callbacks: list[Callback] | tuple[Callback, ...] = (),
+    ) -> list[float]:
+        """Learn step ``data = (x, y)`` of task ``task_id`` at time ``time`` (default: one after
+        the last step); afterwards its posterior is the prior.
 
-        If training fails (for example it diverges) the guide and the priors are rolled back,
-        so the previous posterior stays intact.
+        If anything fails (for example the fit diverges) the guide, the priors, the net's
+        buffers and every part's state are rolled back, so the previous posterior stays intact.
 
-        :returns: the loss of every epoch.
+        :param callbacks: extra callbacks for this step only (not saved with the learner).
+        :returns: the loss of every epoch of the propagation fit.
         """
         x, y = self._prepare(data, task_id)
-        guide_state = copy.deepcopy(self.guide.state_dict())
-        priors = {name: detach_distribution(d) for name, d in read_priors(self.net).items()}
-        buffers = {name: b.clone() for name, b in self.net.named_buffers()}
+        time = self._check_time(time)
+        watchers = CallbackList([*self._callbacks(), *callbacks])
+        snapshot = self._snapshot()
         try:
-            history = self._learn(x, y, task_id)
+            watchers.on_task_start(self, task_id)
+            history = self._step(x, y, task_id, time, watchers)
         except BaseException:
-            self.guide.load_state_dict(guide_state, strict=False)
-            install_prior(self.net, priors)
-            with torch.no_grad():  # prior buffers and per-task hyperparameters (H-IBP's α_j)
-                for name, buffer in self.net.named_buffers():
-                    buffer.copy_(buffers[name])
+            self._restore(snapshot)
             raise
         self.tasks_seen.append(task_id)
+        self.times.append(time)
+        watchers.on_task_end(self, task_id, history)
         return history
 
-    @abstractmethod
-    def _learn(self, x: torch.Tensor, y: torch.Tensor, task_id: int) -> list[float]:
-        """Fit task ``task_id`` on ``(x, y)`` (already checked and on the device)."""
+    def _callbacks(self) -> list[Callback]:
+        progress = [ProgressBar()] if self.config.display.progress else []
+        return [*progress, *self.callbacks]
 
-    def _active_sites(
-        self, x: torch.Tensor, task_id: int, guide: MeanFieldGuide | None = None
-    ) -> list[str]:
-        """The latent sites the model samples for task ``task_id`` (creating them in ``guide``,
-        by default the learner's own). Only the shape of ``x`` matters."""
-        guide = guide or self.guide
-        return guide.sites_for(x, None, task_id=task_id, dataset_size=x.shape[0])
+    def _snapshot(self) -> dict:
+        return {
+            "guide": copy.deepcopy(self.guide.state_dict()),
+            "priors": {name: detach_distribution(d) for name, d in read_priors(self.net).items()},
+            "buffers": {name: b.clone() for name, b in self.net.named_buffers()},
+            "parts": copy.deepcopy(self._part_states()),
+            "trained_sites": list(self.trained_sites),
+        }
 
-    def _fit_point_estimate(
-        self, x: torch.Tensor, y: torch.Tensor, task_id: int, epochs: int, description: str
+    def _restore(self, snapshot: dict) -> None:
+        self.guide.load_state_dict(snapshot["guide"], strict=False)
+        install_prior(self.net, snapshot["priors"])
+        with torch.no_grad():  # prior buffers and per-task hyperparameters (H-IBP's α_j)
+            for name, buffer in self.net.named_buffers():
+                buffer.copy_(snapshot["buffers"][name])
+        self._load_part_states(snapshot["parts"])
+        self.trained_sites = snapshot["trained_sites"]
+
+    def _step(
+        self, x: torch.Tensor, y: torch.Tensor, task_id: int, time: float, callbacks: Callback
     ) -> list[float]:
-        """Maximum likelihood for the guide's means of the sites task ``task_id`` uses."""
-        locs = self.guide.locs(self._active_sites(x, task_id))
+        context = FitContext(self.model, self.config, self.device, callbacks)
+        if self.times:
+            self._apply_transition(time)
+        new = Coreset.of_task(x, y, task_id)
+        memory = self.memory
+        if memory is None:
+            return self._propagate(context, new, task_id)
+        if memory.order == "before":
+            update = memory.update(self.coreset, x, y, task_id, ModelView(self))
+            data = new.select(update.remaining).concat(update.dropped)
+            history = self._propagate(context, data, task_id) if len(data) else []
+        elif memory.order == "after":
+            data = new if self.coreset is None else new.concat(self.coreset)
+            history = self._propagate(context, data, task_id)
+            update = memory.update(self.coreset, x, y, task_id, ModelView(self))
+        else:
+            raise ValueError(f"a memory's order must be 'before' or 'after', got {memory.order!r}")
+        # Everything that can fail has run once the refits are done; only then commit C_t, q_t.
+        prediction_posteriors = self._refit(context, update.coreset) if memory.refit else {}
+        self.coreset = update.coreset
+        self.prediction_posteriors = prediction_posteriors
+        return history
 
-        def loss(index: torch.Tensor) -> torch.Tensor:
-            return negative_log_likelihood(self.model, locs, x[index], y[index], task_id, self.fast)
-
-        return self._minimise(loss, locs.values(), x.shape[0], epochs, description)
-
-    def _minimise(
-        self, loss, parameters, num_data: int, epochs: int, description: str, batch_size="same"
-    ):
-        cfg = self.config
-        return minimise(
-            loss,
-            parameters,
-            num_data,
-            epochs,
-            cfg.batch_size if batch_size == "same" else batch_size,
-            cfg.learning_rate,
-            self.device,
-            description,
-            cfg.progress,
-            decay=(cfg.learning_rate_decay, cfg.learning_rate_decay_steps),
+    def _apply_transition(self, time: float) -> None:
+        """``prior = transition(posterior, Δt)`` on the sites trained so far."""
+        context = TransitionContext(
+            elapsed=time - self.times[-1],
+            time=time,
+            initial_prior=self.initial_prior,
+            net=self.net,
         )
+        posterior = read_priors(self.net, self.trained_sites)
+        install_prior(self.net, self.transition(posterior, context))
 
-    def _record_trained(self, names) -> None:
-        for name in names:
+    def _propagate(self, context: FitContext, data: Coreset, task_id: int) -> list[float]:
+        """Fit ``q̃_t`` on ``data`` against the current prior and install it as the new prior
+        (nothing, when the transition never propagates)."""
+        if not self.transition.propagates:
+            return []
+        sites = self.model.sites(self.guide, data.x, data.tasks())
+        first_task = not self.tasks_seen
+        self.fitter.prepare(context, self.guide, data, task_id, sites, first_task)
+        epochs = self.config.schedule.task_epochs(first_task)
+        description = f"{type(self.fitter).__name__} task {task_id}"
+        history = self.fitter.fit(
+            context, self.guide, data, sites, epochs, context.batch_size(), description
+        )
+        posterior = self.fitter.posterior(self.guide, sites)
+        if posterior is not None:
+            install_prior(self.net, posterior)
+        for name in sites:
             if name not in self.trained_sites:
                 self.trained_sites.append(name)
+        return history
+
+    def _refit(self, context: FitContext, coreset: Coreset) -> dict[int, dict[str, Distribution]]:
+        """``q_t = proj(q̃_t p(C_t | θ))`` (VCL eq. 3) per task or for the whole memory.
+
+        Each refit starts from a copy of the propagated guide (``q̃_t``), whose distributions are
+        also the net's priors by now, so the KL term is ``KL(q || q̃_t)``; the copy is discarded
+        after reading its posterior, so the propagated posterior is never touched.
+        """
+        refit = self.config.refit
+        epochs = self.config.schedule.epochs if refit.refit_epochs is None else refit.refit_epochs
+        parts = (
+            [(task, coreset.select(coreset.task_ids == task)) for task in coreset.tasks()]
+            if self.refit_per_task
+            else [(ALL_TASKS, coreset)]
+        )
+        refits = {}
+        for key, points in parts:
+            guide = self.guide.clone()
+            sites = self.model.sites(guide, points.x, points.tasks())
+            description = "coreset refit" + ("" if key == ALL_TASKS else f" task {key}")
+            batch_size = context.batch_size(refit.refit_batch_size)
+            self.fitter.fit(context, guide, points, sites, epochs, batch_size, description)
+            posterior = self.fitter.posterior(guide, sites)
+            if posterior is not None:
+                refits[key] = {name: detach_distribution(q) for name, q in posterior.items()}
+        return refits
 
     # ------------------------------------------------------------------ prediction
-    @abstractmethod
     def prediction_sites(self, x: torch.Tensor, task_id: int) -> dict:
-        """Distributions or values of the latent sites used for prediction."""
+        """What predicts task ``task_id``: the point values (point-estimate fitters), the memory
+        refit ``q_t`` where there is one, otherwise ``{}`` (the priors, which hold the propagated
+        posterior and the initial prior of untrained heads)."""
+        if self.point_estimate:
+            sites = self.model.sites(self.guide, x, [task_id])
+            return {name: value.detach() for name, value in self.guide.locs(sites).items()}
+        key = task_id if self.refit_per_task else ALL_TASKS
+        return self.prediction_posteriors.get(key, {})
 
     @property
     def num_predictive_samples(self) -> int:
-        return 1 if self.point_estimate else self.config.num_predictive_samples
+        return 1 if self.point_estimate else self.config.monte_carlo.num_predictive_samples
 
     @torch.no_grad()
     def predictive_samples(
@@ -301,9 +354,7 @@ class ContinualLearner(ABC):
             for i in range(0, x.shape[0], chunk):
                 _set_rng_state(self.device, rng)
                 parts.append(
-                    sample_outputs(
-                        self.model, sites, x[i : i + chunk], task_id, num_samples, self.fast
-                    )
+                    sample_outputs(self.model, sites, x[i : i + chunk], task_id, num_samples)
                 )
         finally:
             self.net.train(training)
@@ -329,56 +380,80 @@ class ContinualLearner(ABC):
     # ------------------------------------------------------------------ state
     def posterior(self, task_id: int) -> dict:
         """The posterior used to predict task ``task_id``: ``{site: distribution}`` for every
-        trained site (a coreset refit where there is one, else the propagated posterior)."""
-        x = torch.zeros(1, *self._input_shape(), device=self.device)
+        trained site (a memory refit where there is one, else the propagated posterior)."""
+        x = self.model.example_input(self.device)
         return {**self.current_prior(), **self.prediction_sites(x, task_id)}
 
-    def _input_shape(self) -> tuple[int, ...]:
-        shape = getattr(self.net, "input_shape", None)
-        return tuple(shape) if shape is not None else (self.model.in_features,)
-
     def current_prior(self) -> dict:
-        """The prior the next task will use, for every site trained so far (= latest posterior)."""
+        """The prior the next step starts from, for every site trained so far (= the latest
+        posterior, before the transition; empty for point-estimate fitters)."""
+        if self.point_estimate:
+            return {}
         return read_priors(self.net, self.trained_sites)
 
+    def _parts(self) -> dict[str, object]:
+        parts = {"fitter": self.fitter, "transition": self.transition}
+        if self.memory is not None:
+            parts["memory"] = self.memory
+        for i, callback in enumerate(self.callbacks):
+            parts[f"callback {i}"] = callback
+        return parts
+
+    def _part_states(self) -> dict:
+        return {role: part.state_dict() for role, part in self._parts().items()}
+
+    def _load_part_states(self, states: dict) -> None:
+        for role, part in self._parts().items():
+            part.load_state_dict(tensors_to(states.get(role, {}), self.device))
+
     def state(self) -> dict:
-        """Everything needed to continue exactly here: tensors and plain containers only."""
-        net_config = None
-        if type(self.net).__name__ in _REBUILDABLE_NETS:
-            net_config = {"class": type(self.net).__name__, "arguments": self.net.config}
+        """Everything needed to continue exactly here: tensors and plain containers only.
+
+        :raises TypeError: if a part (net, likelihood, fitter, transition, memory, callback)
+            cannot be rebuilt from its spec; the message says how to register it.
+        """
+        specs = {role: check_rebuildable(part, role) for role, part in self._parts().items()}
+        net_spec = None
+        if hasattr(self.net, "spec"):
+            net_spec = check_rebuildable(self.net, "net")
         rng = {"torch": torch.get_rng_state()}
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
         return {
             "format": _FORMAT,
             "learner": type(self).__name__,
-            "net_config": net_config,
+            "net": net_spec,
             "net_state": self.net.state_dict(),
+            "likelihood": check_rebuildable(self.model.likelihood, "likelihood"),
+            "parts": {
+                "fitter": specs["fitter"],
+                "transition": specs["transition"],
+                "memory": specs.get("memory"),
+                "callbacks": [specs[f"callback {i}"] for i in range(len(self.callbacks.callbacks))],
+            },
+            "part_states": self._part_states(),
+            "refit_per_task": self.refit_per_task,
+            "config": self.config.state(),
             "prior": posterior_to_state(self.current_prior()),
+            "initial_prior": posterior_to_state(self.initial_prior),
             "trained_sites": list(self.trained_sites),
             "guide_state": self.guide.state_dict(),
-            "likelihood": self.model.likelihood.state(),
-            "config": asdict(self.config),
             "tasks_seen": list(self.tasks_seen),
+            "times": list(self.times),
+            "coreset": None if self.coreset is None else self.coreset.state(),
+            "prediction_posteriors": [
+                [key, posterior_to_state(posterior)]
+                for key, posterior in self.prediction_posteriors.items()
+            ],
             "seed": self.seed,
             "rng": rng,
-            "extra": self._extra_state(),
         }
 
-    def _extra_state(self) -> dict:
-        """Subclass state beyond the shared fields (tensors and plain containers only)."""
-        return {}
-
-    def _load_extra_state(self, state: dict) -> None:  # noqa: B027 (optional hook)
-        """Restore what :meth:`_extra_state` saved (nothing, unless a subclass saves more)."""
-
-    @classmethod
-    def _constructor_arguments(cls, extra: dict) -> dict:
-        """Keyword arguments of ``cls(...)`` that :meth:`load` must pass, from the extra state."""
-        return {}
-
     def save(self, path: str | os.PathLike) -> None:
-        """Save the whole learner atomically (see :func:`pyro_cl.serialization.atomic_save`)."""
+        """Save the whole learner atomically (see :func:`pyro_cl.serialization.atomic_save`).
+
+        :raises TypeError: before writing anything, if a part cannot be rebuilt on load.
+        """
         atomic_save(self.state(), path)
 
     @classmethod
@@ -391,43 +466,55 @@ class ContinualLearner(ABC):
         """Rebuild a learner saved with :meth:`save` and restore the random number generator.
 
         :param net: a freshly built net of the same architecture; required unless the saved net
-            is a :class:`BayesianMLP` or :class:`BayesianCNN`, rebuilt from its stored
-            configuration.
+            is one of pyro_cl's (rebuilt from its spec).
         """
         state = safe_load(path, map_location=device or "cpu")
         if state.get("format") != _FORMAT:
-            raise ValueError(f"{path} is not a pyro_cl learner file")
+            raise ValueError(f"{path} is not a pyro_cl learner file of format {_FORMAT}")
         if state["learner"] != cls.__name__:
             raise TypeError(f"{path} holds a {state['learner']}, not a {cls.__name__}")
         if net is None:
-            config = state["net_config"]
-            if config is None:
+            if state["net"] is None:
                 raise ValueError("this learner's net is not a pyro_cl net: pass net=...")
-            if "class" not in config:  # files written before nets other than the MLP
-                config = {"class": "BayesianMLP", "arguments": config}
-            net = _REBUILDABLE_NETS[config["class"]](**config["arguments"])
-        known = {f.name for f in fields(TrainingConfig)}
-        config = TrainingConfig(**{k: v for k, v in state["config"].items() if k in known})
-        extra = state.get("extra", {})
+            net = from_spec(state["net"], "net")
+        parts = state["parts"]
         learner = cls(
             net,
-            likelihood_from_state(state["likelihood"]),
-            config,
+            from_spec(state["likelihood"], "likelihood"),
+            TrainingConfig.from_state(state["config"]),
             device=device,
-            **cls._constructor_arguments(extra),
+            fitter=from_spec(parts["fitter"], "fitter"),
+            transition=from_spec(parts["transition"], "transition"),
+            memory=None if parts["memory"] is None else from_spec(parts["memory"], "memory"),
+            callbacks=[from_spec(spec, "callback") for spec in parts["callbacks"]],
+            refit_per_task=state["refit_per_task"],
         )
         learner.net.load_state_dict(state["net_state"])
         install_prior(learner.net, posterior_from_state(state["prior"], learner.device))
+        learner.initial_prior = posterior_from_state(state["initial_prior"], learner.device)
         learner.guide.load_state_dict(state["guide_state"])
         learner.guide.to(learner.device)
+        learner._load_part_states(state["part_states"])
         learner.trained_sites = list(state["trained_sites"])
         learner.tasks_seen = list(state["tasks_seen"])
+        learner.times = [float(t) for t in state["times"]]
+        if state["coreset"] is not None:
+            learner.coreset = Coreset.from_state(state["coreset"], learner.device)
+        learner.prediction_posteriors = {
+            int(key): posterior_from_state(posterior, learner.device)
+            for key, posterior in state["prediction_posteriors"]
+        }
         learner.seed = state["seed"]
-        learner._load_extra_state(extra)
         torch.set_rng_state(state["rng"]["torch"].cpu())
         if "cuda" in state["rng"] and learner.device.type == "cuda":
             torch.cuda.set_rng_state(state["rng"]["cuda"].cpu(), learner.device)
         return learner
+
+
+def _checked_part(part, base: type, role: str):
+    if part is not None and not isinstance(part, base):
+        raise TypeError(f"{role} must be a {base.__name__} or None, got {part!r}")
+    return part
 
 
 def _rng_state(device: torch.device) -> torch.Tensor:

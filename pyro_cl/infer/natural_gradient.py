@@ -18,33 +18,30 @@ ends, so everything downstream (the handoff, prediction, coresets, save/load) se
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from typing import ClassVar
+from abc import abstractmethod
 
 import torch
+from pyro.distributions import Normal
 
+from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.objectives import task_groups
 from pyro_cl.infer.per_example import GradientStatistics, gradient_statistics
 from pyro_cl.infer.training import run_epochs
 from pyro_cl.kl import gaussian_kl
-from pyro_cl.model import SupervisedModel
-from pyro_cl.nn.local_reparam import base_normal
 from pyro_cl.nn.structured import has_structured_sites
-from pyro_cl.posterior import read_priors
+from pyro_cl.posterior import base_distribution, read_priors
 
-__all__ = ["NaturalGradientUpdate", "SiteState", "UPDATES", "update_from_spec"]
-
-#: ``name -> class`` of every natural-gradient update (filled in by the subclasses).
-UPDATES: dict[str, type[NaturalGradientUpdate]] = {}
+__all__ = ["NaturalGradientUpdate", "SiteState"]
 
 
 class SiteState:
     """Everything an update tracks for one site; ``loc`` is the guide's parameter itself."""
 
     def __init__(self, loc: torch.Tensor, precision: torch.Tensor, prior) -> None:
-        normal = base_normal(prior)
-        if normal is None:
+        normal = base_distribution(prior)
+        if not isinstance(normal, Normal):
             raise TypeError(
                 f"natural-gradient updates need Gaussian priors, got {type(prior).__name__}"
             )
@@ -56,8 +53,10 @@ class SiteState:
         self.buffers: dict[str, torch.Tensor] = {}
 
 
-class NaturalGradientUpdate(ABC):
-    """Base class of VOGN-style updates of a :class:`MeanFieldGuide`.
+class NaturalGradientUpdate(Fitter):
+    """Base class of VOGN-style updates of a :class:`MeanFieldGuide`: fitters that take their own
+    step size and sample count (the configuration's Adam and ``num_particles`` settings do not
+    apply).
 
     :param learning_rate: step size ``α`` of the mean.
     :param num_samples: Monte Carlo samples ``S`` per step (the VOGN thesis trains with 10).
@@ -65,15 +64,8 @@ class NaturalGradientUpdate(ABC):
         thesis section 3.4); the likelihood counts ``ρN`` points.
     """
 
-    #: Name used by :data:`UPDATES`, specs and the command line.
-    name: ClassVar[str]
     #: Which curvature statistic the update needs (see :data:`pyro_cl.infer.per_example.CURVATURES`).
     curvature: str | None = None
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        if "name" in cls.__dict__:
-            UPDATES[cls.name] = cls
 
     def __init__(self, learning_rate: float, num_samples: int, data_scale: float = 1.0) -> None:
         if not learning_rate > 0:
@@ -86,45 +78,29 @@ class NaturalGradientUpdate(ABC):
         self.num_samples = int(num_samples)
         self.data_scale = float(data_scale)
 
-    # ------------------------------------------------------------------ description
-    def hyperparameters(self) -> dict:
-        """Constructor arguments (plain values), enough to rebuild this update."""
-        return {
-            "learning_rate": self.learning_rate,
-            "num_samples": self.num_samples,
-            "data_scale": self.data_scale,
-        }
-
-    def spec(self) -> dict:
-        return {"name": self.name, **self.hyperparameters()}
-
-    def __repr__(self) -> str:
-        arguments = ", ".join(f"{k}={v!r}" for k, v in self.hyperparameters().items())
-        return f"{type(self).__name__}({arguments})"
-
     # ------------------------------------------------------------------ fitting
     def fit(
         self,
-        model: SupervisedModel,
+        context: FitContext,
         guide: MeanFieldGuide,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        task_id: int | torch.Tensor,
-        names: list[str],
+        data: Coreset,
+        sites: list[str],
         epochs: int,
         batch_size: int | None,
         description: str = "natural gradient",
-        progress: bool = True,
     ) -> list[float]:
-        """Fit the guide's sites ``names`` to ``(x, y)`` against the net's current priors.
+        """Fit the guide's ``sites`` to ``data`` against the net's current priors.
 
-        ``task_id`` is one task, or one id per point (data mixing tasks, e.g. a coreset); the
-        guide must already have parameters for every site the tasks use (``names``).
+        ``data`` may mix tasks (e.g. a coreset); the guide must already have parameters for
+        every site the tasks use (``sites``).
 
         :returns: per epoch, the mean of ``-ELBO/N`` estimated on each minibatch (the Monte Carlo
             negative log-likelihood per point plus ``KL(q || prior)/N``) — the same quantity the
             SVI route reports.
         """
+        model = context.model
+        x, y, names = data.x, data.y, sites
+        task_id = model.task_argument(data)
         others = sorted(set(names) - set(guide.gaussian_sites(names)))
         if others or has_structured_sites(model.net):
             raise TypeError(
@@ -138,12 +114,7 @@ class NaturalGradientUpdate(ABC):
         precisions = guide.precisions(names)
         states = {name: SiteState(locs[name], precisions[name], priors[name]) for name in names}
         self._initialise(states, effective_size)
-        sites_by_task = {}
-
-        def sites_of(task: int) -> list[str]:
-            if task not in sites_by_task:
-                sites_by_task[task] = guide.sites_for(x[:1], None, task_id=task)
-            return sites_by_task[task]
+        sites_by_task = {task: model.sites(guide, x, [task]) for task in data.tasks()}
 
         def step(index: torch.Tensor) -> torch.Tensor:
             ids = task_id if isinstance(task_id, int) else task_id[index]
@@ -157,7 +128,7 @@ class NaturalGradientUpdate(ABC):
                 squared = {name: torch.zeros_like(states[name].loc) for name in names}
             for task, rows in task_groups(ids, batch):
                 rows = index[rows]
-                task_theta = {name: theta[name] for name in sites_of(task)}
+                task_theta = {name: theta[name] for name in sites_by_task[task]}
                 stats = gradient_statistics(
                     model, task_theta, x[rows], y[rows], task, self.curvature
                 )
@@ -173,7 +144,9 @@ class NaturalGradientUpdate(ABC):
                 kl = sum(_kl(state) for state in states.values())
             return total / (batch * self.num_samples) + kl / effective_size
 
-        history = run_epochs(step, num_data, epochs, batch_size, x.device, description, progress)
+        history = run_epochs(
+            step, num_data, epochs, batch_size, x.device, description, context.callbacks, locs
+        )
         guide.set_precisions({name: state.precision for name, state in states.items()})
         return history
 
@@ -209,15 +182,6 @@ def _kl(state: SiteState) -> torch.Tensor:
     return gaussian_kl(
         state.loc, variance, variance.log(), state.prior_loc, state.prior_precision.rsqrt()
     )
-
-
-def update_from_spec(spec: dict) -> NaturalGradientUpdate:
-    """Rebuild an update from :meth:`NaturalGradientUpdate.spec`."""
-    spec = dict(spec)
-    name = spec.pop("name")
-    if name not in UPDATES:
-        raise ValueError(f"unknown update {name!r}; choose from {sorted(UPDATES)}")
-    return UPDATES[name](**spec)
 
 
 def check_rate(name: str, value: float) -> float:

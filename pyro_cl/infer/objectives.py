@@ -12,8 +12,9 @@ from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.site_values import sample_outputs
 from pyro_cl.kl import gaussian_kl, kl_to_prior
 from pyro_cl.model import SupervisedModel
+from pyro_cl.nn.effects import CollectLocalKL
 from pyro_cl.nn.local_reparam import DiagonalGaussian, local_reparameterization
-from pyro_cl.nn.structured import collect_local_kl, has_structured_sites
+from pyro_cl.nn.structured import has_structured_sites
 from pyro_cl.posterior import read_priors
 
 __all__ = ["negative_elbo", "negative_log_likelihood"]
@@ -49,7 +50,7 @@ def negative_elbo(
     eq. 14's last term); the Pyro route gets the same term from ``TraceMeanField_ELBO``.
     """
     if fast is None:
-        fast = model.library_layers_only
+        fast = model.fast
     groups = task_groups(task_id, x.shape[0])
     if len(groups) > 1 and not fast and has_structured_sites(model.net):
         raise ValueError("batches mixing tasks need elbo='fast' for nets with IBP masks")
@@ -60,16 +61,13 @@ def negative_elbo(
                 model, guide, x, y, task_id=groups[0][0], dataset_size=dataset_size
             )
         return loss / dataset_size
-    names_by_task = {
-        task: guide.sites_for(x[rows], y[rows], task_id=task, dataset_size=dataset_size)
-        for task, rows in groups
-    }
+    names_by_task = {task: model.sites(guide, x, [task]) for task, _ in groups}
     names = list(dict.fromkeys(name for group in names_by_task.values() for name in group))
     kl, sites = _kl_and_sites(model, guide, names, fast)
     log_likelihood = 0.0
     for task, rows in groups:
         task_sites = {name: sites[name] for name in names_by_task[task]}
-        with collect_local_kl(model.net) as local_kl:
+        with CollectLocalKL() as local_kl:
             outputs = sample_outputs(model, task_sites, x[rows], task, num_particles, fast)
         # per point: E_q[log p(y_n | θ)] - KL of its local sites (masks); mean over particles
         per_point = model.likelihood.log_prob(outputs, y[rows]) - local_kl.per_point()

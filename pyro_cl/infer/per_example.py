@@ -23,8 +23,6 @@ Two routes give the same numbers (tested against autograd on single examples):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import NamedTuple
 
 import torch
@@ -33,12 +31,11 @@ from torch.func import grad, vmap
 
 from pyro_cl.infer.site_values import substitute_sites
 from pyro_cl.model import SupervisedModel
-from pyro_cl.nn.layer import BayesianLayer
+from pyro_cl.nn.effects import RecordLayers
 
 __all__ = [
     "CURVATURES",
     "GradientStatistics",
-    "record_layers",
     "layer_statistics",
     "functional_statistics",
     "gradient_statistics",
@@ -57,20 +54,6 @@ class GradientStatistics(NamedTuple):
     gradients: dict[str, torch.Tensor]
     #: ``{site: Σ_{s,n} curvature}`` of the site's shape, or ``None`` without curvature.
     squared: dict[str, torch.Tensor] | None
-
-
-@contextmanager
-def record_layers(net: torch.nn.Module) -> Iterator[list]:
-    """Collect ``(layer, input, output)`` of every pyro_cl layer call of ``net`` while active."""
-    records: list = []
-    layers = [m for m in net.modules() if isinstance(m, BayesianLayer)]
-    for layer in layers:
-        layer._recorder = records
-    try:
-        yield records
-    finally:
-        for layer in layers:
-            layer._recorder = None
 
 
 def _check_curvature(curvature: str | None) -> None:
@@ -95,7 +78,7 @@ def layer_statistics(
     names = list(theta)
     particles = next(iter(theta.values())).shape[0]
     leaves = [theta[name].detach().requires_grad_() for name in names]
-    with record_layers(model.net) as records:
+    with RecordLayers() as records:
         with substitute_sites(model.net, dict(zip(names, leaves, strict=True)), particles):
             outputs = model.net_outputs(x.unsqueeze(0), task_id)
     loss = -model.likelihood.log_prob(outputs, y).sum()
@@ -188,6 +171,6 @@ def gradient_statistics(
 ) -> GradientStatistics:
     """:func:`layer_statistics` for nets of pyro_cl layers, else :func:`functional_statistics`."""
     if fast is None:
-        fast = model.library_layers_only
+        fast = model.fast
     route = layer_statistics if fast else functional_statistics
     return route(model, theta, x, y, task_id, curvature)

@@ -15,8 +15,7 @@ Sites missing from ``sites`` are drawn from the model's current prior on both ro
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 
 import pyro
 import torch
@@ -24,8 +23,10 @@ from pyro import poutine
 from pyro.distributions import Delta, Distribution
 
 from pyro_cl.model import SupervisedModel
+from pyro_cl.nn.effects import SubstituteSites
 from pyro_cl.nn.local_reparam import local_reparameterization
-from pyro_cl.nn.substitution import SubstitutableModule, cached_on_net
+from pyro_cl.nn.module_walks import cached_walk, modules_of_type
+from pyro_cl.nn.substitution import SubstitutableModule
 from pyro_cl.posterior import sample_sites
 
 __all__ = ["substitute_sites", "sample_outputs"]
@@ -33,42 +34,23 @@ __all__ = ["substitute_sites", "sample_outputs"]
 SiteValues = Mapping[str, Distribution | torch.Tensor]
 
 
-def _sites_of(net: torch.nn.Module) -> list:
-    return cached_on_net(net, "_pyro_cl_sites", lambda: list(sample_sites(net)))
-
-
-def _substitutable_modules(net: torch.nn.Module) -> list:
-    return cached_on_net(
-        net,
-        "_pyro_cl_substitutable",
-        lambda: [m for m in net.modules() if isinstance(m, SubstitutableModule)],
-    )
-
-
-@contextmanager
 def substitute_sites(
     net: torch.nn.Module, sites: SiteValues, num_particles: int | None = None
-) -> Iterator[None]:
-    """Hand pyro_cl layers their site distributions/values directly (the fast path).
+) -> SubstituteSites:
+    """A :class:`~pyro_cl.nn.effects.SubstituteSites` handler for the fast path of ``net``.
 
-    While active, each layer of ``net`` takes site ``s`` from ``sites`` (falling back to its prior)
-    without a ``pyro.sample`` statement; with ``num_particles`` inputs carry a leading particle
-    dimension (of size 1 or ``num_particles``).
+    While active, each pyro_cl module of ``net`` takes site ``s`` from ``sites`` (falling back to
+    its prior) without a ``pyro.sample`` statement; with ``num_particles`` inputs carry a leading
+    particle dimension (of size 1 or ``num_particles``).
     """
-    layers = {module: {} for module in _substitutable_modules(net)}
-    for name, module, attribute in _sites_of(net):
-        if module not in layers:
+    values = {module: {} for module in modules_of_type(net, SubstitutableModule)}
+    for name, module, attribute in cached_walk(
+        net, "sample_sites", lambda: list(sample_sites(net))
+    ):
+        if module not in values:
             raise TypeError(f"site {name!r} is not in a pyro_cl layer; use the Pyro path")
-        layers[module][attribute] = sites.get(name)
-    try:
-        for module, values in layers.items():
-            module._substitute = values
-            module._num_particles = num_particles
-        yield
-    finally:
-        for module in layers:
-            module._substitute = None
-            module._num_particles = None
+        values[module][attribute] = sites.get(name)
+    return SubstituteSites(values, num_particles)
 
 
 def _as_distribution(value: Distribution | torch.Tensor) -> Distribution:
@@ -91,7 +73,7 @@ def sample_outputs(
     of 1 instead of repeating them.
     """
     if fast is None:
-        fast = model.library_layers_only
+        fast = model.fast
     if fast:
         with substitute_sites(model.net, sites, num_samples):
             return model.net_outputs(x.unsqueeze(0), task_id)

@@ -1,12 +1,13 @@
-"""The one minibatch training loop every learner uses."""
+"""The one minibatch training loop every fitter uses."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 
 import torch
-from tqdm.auto import tqdm
+
+from pyro_cl.infer.callbacks import Callback, CallbackList, StepInfo
 
 __all__ = ["DivergenceError", "make_adam", "minimise", "run_epochs"]
 
@@ -32,57 +33,69 @@ def run_epochs(
     batch_size: int | None,
     device: torch.device | str = "cpu",
     description: str = "training",
-    progress: bool = True,
+    callbacks: Callback | None = None,
+    parameters: Mapping[str, torch.Tensor] | None = None,
 ) -> list[float]:
     """Call ``step(batch_indices)`` over shuffled minibatches for ``epochs`` passes.
 
     Each epoch draws a random permutation of ``range(num_data)`` and calls ``step`` on
     consecutive slices of ``batch_size`` indices (``None``: the whole data set at once). ``step``
-    updates whatever it trains and returns the batch's (detached) loss.
+    updates whatever it trains and returns the batch's (detached) loss. ``callbacks`` see every
+    step (with ``parameters``, what the steps change) and every epoch's mean loss.
 
     :returns: the mean loss of every epoch.
     :raises DivergenceError: as soon as an epoch's loss is NaN or infinite.
     """
+    callbacks = callbacks or CallbackList()
+    parameters = parameters or {}
     batch_size = num_data if batch_size is None else min(int(batch_size), num_data)
     history = []
-    bar = tqdm(range(epochs), desc=description, disable=not progress, leave=False)
-    for epoch in bar:
-        permutation = torch.randperm(num_data, device=device)
-        total = torch.zeros((), device=device)
-        steps = 0
-        for start in range(0, num_data, batch_size):
-            total = total + step(permutation[start : start + batch_size])
-            steps += 1
-        mean_loss = (total / steps).item()
-        if not math.isfinite(mean_loss):
-            raise DivergenceError(
-                f"{description}: the loss became {mean_loss} in epoch {epoch + 1}/{epochs}"
-            )
-        history.append(mean_loss)
-        bar.set_postfix(loss=f"{mean_loss:.4f}")
+    steps_done = 0
+    callbacks.on_fit_start(description, epochs)
+    try:
+        for epoch in range(epochs):
+            permutation = torch.randperm(num_data, device=device)
+            total = torch.zeros((), device=device)
+            steps = 0
+            for start in range(0, num_data, batch_size):
+                loss = step(permutation[start : start + batch_size])
+                callbacks.on_step(StepInfo(steps_done, loss, parameters))
+                total = total + loss
+                steps += 1
+                steps_done += 1
+            mean_loss = (total / steps).item()
+            if not math.isfinite(mean_loss):
+                raise DivergenceError(
+                    f"{description}: the loss became {mean_loss} in epoch {epoch + 1}/{epochs}"
+                )
+            history.append(mean_loss)
+            callbacks.on_epoch_end(epoch, mean_loss)
+    finally:
+        callbacks.on_fit_end()
     return history
 
 
 def minimise(
     loss_fn: Callable[[torch.Tensor], torch.Tensor],
-    parameters: Iterable[torch.nn.Parameter],
+    parameters: Mapping[str, torch.nn.Parameter],
     num_data: int,
     epochs: int,
     batch_size: int | None,
     learning_rate: float,
     device: torch.device | str = "cpu",
     description: str = "training",
-    progress: bool = True,
+    callbacks: Callback | None = None,
     decay: tuple[float, int] = (1.0, 1000),
 ) -> list[float]:
-    """Minimise ``loss_fn(batch_indices)`` with Adam over shuffled minibatches (:func:`run_epochs`).
+    """Minimise ``loss_fn(batch_indices)`` over ``parameters`` (``{name: tensor}``) with Adam over
+    shuffled minibatches (:func:`run_epochs`).
 
     :param decay: ``(rate, steps)``: the learning rate at step ``s`` is
         ``learning_rate · rate^(s / steps)`` (exponential decay; ``rate = 1`` keeps it constant).
     :returns: the mean loss of every epoch.
     :raises DivergenceError: as soon as an epoch's loss is NaN or infinite.
     """
-    optimizer = make_adam(list(parameters), learning_rate)
+    optimizer = make_adam(list(parameters.values()), learning_rate)
     rate, steps = decay
     schedule = None
     if rate != 1.0:
@@ -97,4 +110,6 @@ def minimise(
             schedule.step()
         return loss.detach()
 
-    return run_epochs(adam_step, num_data, epochs, batch_size, device, description, progress)
+    return run_epochs(
+        adam_step, num_data, epochs, batch_size, device, description, callbacks, parameters
+    )

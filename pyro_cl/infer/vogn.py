@@ -71,14 +71,6 @@ class VOGN(NaturalGradientUpdate):
         self.momentum = float(momentum)
         self.curvature = curvature
 
-    def hyperparameters(self) -> dict:
-        return {
-            **super().hyperparameters(),
-            "beta": self.beta,
-            "momentum": self.momentum,
-            "curvature": self.curvature,
-        }
-
     def _initialise(self, states: dict[str, SiteState], effective_size: float) -> None:
         if self.momentum:
             for state in states.values():

@@ -12,11 +12,12 @@ from torch import nn
 from pyro_cl.nn.conv import BayesianConv2d
 from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
+from pyro_cl.nn.rebuildable import RebuildableNet
 
 __all__ = ["BayesianCNN"]
 
 
-class BayesianCNN(MultiHead, PyroModule):
+class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
     """Blocks of two 3×3 Bayesian convolutions (the first padded, the second not) and a 2×2 max
     pool, then fully connected Bayesian layers and one head per task.
 
@@ -36,6 +37,8 @@ class BayesianCNN(MultiHead, PyroModule):
     :param prior_scale: prior standard deviation of every weight (prior mean 0).
     :param local_reparameterization: sample pre-activations instead of weights (VCL's default).
     """
+
+    name = "BayesianCNN"
 
     def __init__(
         self,

@@ -80,7 +80,7 @@ class BayesianConv2d(BayesianLayer):
     def _gaussian_conv(self, x: torch.Tensor, weight: DiagonalGaussian, bias) -> torch.Tensor:
         mean = self._convolve(x, weight.loc, None if bias is None else bias.loc)
         variance = self._convolve(x * x, weight.variance, None if bias is None else bias.variance)
-        return sample_gaussian_outputs(mean, variance, self._num_particles)
+        return sample_gaussian_outputs(mean, variance, self.num_particles)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() < 4 or x.shape[-3] != self.in_channels:

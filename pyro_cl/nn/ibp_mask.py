@@ -7,7 +7,15 @@ import torch
 from pyro.distributions import Bernoulli, Beta
 
 from pyro_cl.nn.concrete import MASK_PARAMETERISATIONS, LogitBinaryConcrete, mask_logits
-from pyro_cl.nn.structured import STRUCTURED_FLAG, StructuredSites, current_data_plate
+from pyro_cl.nn.effects import (
+    CollectLocalKL,
+    PosteriorConditionals,
+    RecordMasks,
+    current_data_plate,
+    innermost,
+)
+from pyro_cl.nn.site_flags import STRUCTURED_FLAG
+from pyro_cl.nn.structured import StructuredSites
 from pyro_cl.nn.substitution import SubstitutableModule
 
 __all__ = ["IBPMask"]
@@ -100,8 +108,9 @@ class IBPMask(StructuredSites, SubstitutableModule):
         shape = torch.broadcast_shapes(hidden.shape, logits.unsqueeze(-2).shape)
         logits = logits.unsqueeze(-2).expand(shape)
         mask = self._relaxed_mask(logits) if self.training else self._binary_mask(logits)
-        if self._mask_sink is not None:
-            self._mask_sink.append(mask.detach())
+        recorder = innermost(RecordMasks)
+        if recorder is not None:
+            recorder.masks.append(mask.detach())
         return hidden * mask
 
     def _relaxed_mask(self, logits: torch.Tensor) -> torch.Tensor:
@@ -109,15 +118,14 @@ class IBPMask(StructuredSites, SubstitutableModule):
             posterior = LogitBinaryConcrete(self.posterior_temperature, logits, validate_args=False)
             mask_logit = posterior.rsample()
             # equal temperatures: q(z | v) = p(z | v), so the term is exactly zero
-            if (
-                self._local_kl_sink is not None
-                and self.posterior_temperature != self.prior_temperature
-            ):
+            collector = innermost(CollectLocalKL)
+            if collector is not None and self.posterior_temperature != self.prior_temperature:
                 prior = LogitBinaryConcrete(self.prior_temperature, logits, validate_args=False)
                 log_ratio = posterior.log_prob(mask_logit) - prior.log_prob(mask_logit)
-                self._local_kl_sink.append(log_ratio.sum(-1))
+                collector.terms.append(log_ratio.sum(-1))
             return torch.sigmoid(mask_logit)
-        temperature = self.posterior_temperature if self.posterior_mode else self.prior_temperature
+        in_posterior = innermost(PosteriorConditionals) is not None
+        temperature = self.posterior_temperature if in_posterior else self.prior_temperature
         with current_data_plate(logits.shape[-2], logits.device):
             mask_logit = pyro.sample(
                 self._site_name("mask_logit"),

@@ -32,9 +32,8 @@ class IndianBuffetMLP(BayesianMLP):
     The Gaussian weights are the MLP's (mean-field, local reparameterisation); the hidden sizes
     are the truncations ``K``. Continual learning needs nothing special: the sticks' Beta
     posterior becomes their prior like the weights' Gaussians (supplement section 1, "follow the
-    VCL framework"). :meth:`end_task` multiplies the child concentrations ``α_j`` by
-    ``child_concentration_growth`` (section 6.1's "multiple of α after each new dataset");
-    :class:`~pyro_cl.VCL` calls it after each task. The learner's maximum-likelihood
+    VCL framework"). Section 6.1's "multiple of α after each new dataset" is a transition between
+    tasks, :class:`~pyro_cl.infer.transitions.ChildConcentrationGrowth`. The learner's maximum-likelihood
     initialisation (``ml_init_epochs``) fits the weight means with the sticks at their prior and
     the masks drawn from it, so the means start where the IBP posterior starts.
 
@@ -43,7 +42,6 @@ class IndianBuffetMLP(BayesianMLP):
     :param beta: the sticks' other concentration (1 in eq. 1).
     :param hierarchical: H-IBP instead of independent IBPs per layer.
     :param child_concentration: ``α_j`` of every layer (H-IBP only).
-    :param child_concentration_growth: factor applied to ``α_j`` after every task (H-IBP only).
     :param posterior_temperature: ``λ1`` of the posterior's Concrete masks.
     :param prior_temperature: ``λ2`` of the prior's Concrete masks.
     :param mask_parameterisation: ``"log_odds"`` (standard) or ``"log_probability"`` (the
@@ -51,6 +49,8 @@ class IndianBuffetMLP(BayesianMLP):
 
     The other parameters are :class:`BayesianMLP`'s.
     """
+
+    name = "IndianBuffetMLP"
 
     def __init__(
         self,
@@ -66,7 +66,6 @@ class IndianBuffetMLP(BayesianMLP):
         beta: float = 1.0,
         hierarchical: bool = False,
         child_concentration: float = 1.0,
-        child_concentration_growth: float = 1.0,
         posterior_temperature: float = 1.0,
         prior_temperature: float = 1.0,
         mask_parameterisation: str = "log_odds",
@@ -86,18 +85,12 @@ class IndianBuffetMLP(BayesianMLP):
             raise ValueError("an Indian Buffet net needs at least one hidden layer")
         if hierarchical and len(set(widths)) != 1:
             raise ValueError(f"H-IBP layers share their sticks, so need equal widths, got {widths}")
-        if child_concentration_growth <= 0:
-            raise ValueError(
-                f"the growth factor must be positive, got {child_concentration_growth}"
-            )
         self.hierarchical = hierarchical
-        self.child_concentration_growth = float(child_concentration_growth)
         self._config.update(
             alpha=float(alpha),
             beta=float(beta),
             hierarchical=hierarchical,
             child_concentration=float(child_concentration),
-            child_concentration_growth=float(child_concentration_growth),
             posterior_temperature=float(posterior_temperature),
             prior_temperature=float(prior_temperature),
             mask_parameterisation=mask_parameterisation,
@@ -132,10 +125,3 @@ class IndianBuffetMLP(BayesianMLP):
         for layer, mask, log_pi in zip(self.hidden, self.masks, log_probabilities, strict=True):
             x = mask(activation(layer(x)), log_pi)
         return self.heads[head](x)
-
-    @torch.no_grad()
-    def end_task(self) -> None:
-        """After a task: ``α_j ← α_j × child_concentration_growth`` (H-IBP)."""
-        if self.hierarchical:
-            for mask in self.masks:
-                mask.child_concentration.mul_(self.child_concentration_growth)

@@ -4,28 +4,25 @@ per-example gradients)."""
 
 from __future__ import annotations
 
-from functools import partial
-
 import torch
 from pyro.distributions import Distribution, Normal
-from pyro.nn import PyroSample
 
-from pyro_cl.nn.local_reparam import DiagonalGaussian, base_normal, normal_source
-from pyro_cl.nn.substitution import SubstitutableModule
+from pyro_cl.nn.effects import RecordLayers, innermost
+from pyro_cl.nn.local_reparam import DiagonalGaussian, normal_source
+from pyro_cl.nn.substitution import SubstitutableModule, prior_site
+from pyro_cl.posterior import base_distribution
 
 __all__ = ["BayesianLayer"]
-
-
-def _prior_from_buffers(module: BayesianLayer, name: str) -> Distribution:
-    return module.prior(name)
 
 
 def as_diagonal_gaussian(value) -> DiagonalGaussian | None:
     """Means and variances of ``value`` if it is a (possibly ``Independent``) Normal."""
     if isinstance(value, DiagonalGaussian):
         return value
-    normal = base_normal(value)
-    return None if normal is None else DiagonalGaussian(normal.loc, normal.scale**2)
+    if not isinstance(value, Distribution):
+        return None
+    normal = base_distribution(value)
+    return DiagonalGaussian(normal.loc, normal.scale**2) if isinstance(normal, Normal) else None
 
 
 class BayesianLayer(SubstitutableModule):
@@ -60,10 +57,8 @@ class BayesianLayer(SubstitutableModule):
         for name, shape in shapes.items():
             self.register_buffer(f"{name}_prior_loc", torch.full(shape, float(prior_loc)))
             self.register_buffer(f"{name}_prior_scale", torch.full(shape, float(prior_scale)))
-            setattr(self, name, PyroSample(partial(_prior_from_buffers, name=name)))
+            setattr(self, name, prior_site(name))
         self._site_names = tuple(shapes)
-        # Set by pyro_cl.infer.per_example.record_layers: a list collecting (layer, input, output).
-        self._recorder: list | None = None
 
     @property
     def site_names(self) -> tuple[str, ...]:
@@ -81,9 +76,9 @@ class BayesianLayer(SubstitutableModule):
 
     def set_prior(self, name: str, prior: Distribution) -> None:
         """Make ``prior`` (a Normal, possibly wrapped in ``Independent``) the prior of ``name``."""
-        normal = base_normal(prior)
+        normal = base_distribution(prior)
         loc_buffer = getattr(self, f"{name}_prior_loc")
-        if normal is None:
+        if not isinstance(normal, Normal):
             raise TypeError(
                 f"{type(self).__name__} site {name!r} takes a Normal prior, "
                 f"got {type(prior).__name__}"
@@ -115,8 +110,9 @@ class BayesianLayer(SubstitutableModule):
         return gaussians
 
     def _record(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        if self._recorder is not None:
-            self._recorder.append((self, x, out))
+        recorder = innermost(RecordLayers)
+        if recorder is not None:
+            recorder.records.append((self, x, out))
         return out
 
     def squared_gradient_sums(

@@ -52,7 +52,7 @@ class BayesianLinear(BayesianLayer):
         bias = self._site("bias") if self.has_bias else None
         gaussians = self._gaussians(weight, bias)
         if gaussians is not None:
-            return self._record(x, gaussian_linear(x, *gaussians, self._num_particles))
+            return self._record(x, gaussian_linear(x, *gaussians, self.num_particles))
         weight = self._draw(weight)
         bias = None if bias is None else self._draw(bias)
         if weight.dim() == 2:

@@ -23,9 +23,11 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from pyro.distributions import Independent, Normal
+from pyro.distributions import Normal
 from pyro.poutine.messenger import Messenger
 from pyro.poutine.runtime import _PYRO_STACK
+
+from pyro_cl.posterior import base_distribution
 
 __all__ = [
     "LocalReparameterizationMessenger",
@@ -36,13 +38,6 @@ __all__ = [
     "sample_gaussian_outputs",
     "standard_normal",
 ]
-
-
-def base_normal(fn) -> Normal | None:
-    """The ``Normal`` inside ``fn`` (unwrapping ``Independent``), or ``None`` if there is none."""
-    while isinstance(fn, Independent):
-        fn = fn.base_dist
-    return fn if isinstance(fn, Normal) else None
 
 
 class LocalReparameterizationMessenger(Messenger):
@@ -75,8 +70,8 @@ class LocalReparameterizationMessenger(Messenger):
         key = id(msg["value"])
         if key in self._sources:
             return
-        normal = base_normal(msg["fn"])
-        if normal is not None and normal.loc.shape != msg["value"].shape:
+        normal = base_distribution(msg["fn"])
+        if not isinstance(normal, Normal) or normal.loc.shape != msg["value"].shape:
             normal = None
         # Non-Normal draws are recorded too (as None) so that a replaying model's prior can never
         # claim them. The reference to the value keeps its id from being reused while active.

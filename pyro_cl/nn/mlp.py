@@ -10,13 +10,14 @@ from torch import nn
 
 from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
+from pyro_cl.nn.rebuildable import RebuildableNet
 
 __all__ = ["BayesianMLP"]
 
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
 
 
-class BayesianMLP(MultiHead, PyroModule):
+class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
     """A fully connected Bayesian net ``in -> hidden... -> out`` as a Pyro model component.
 
     With ``heads=1`` it is a *single-head* net and ``task_id`` is ignored. With ``heads=H > 1``
@@ -37,6 +38,8 @@ class BayesianMLP(MultiHead, PyroModule):
         layers are ordered hidden layers first, then the heads' layer).
     :param local_reparameterization: sample pre-activations instead of weights (default on).
     """
+
+    name = "BayesianMLP"
 
     def __init__(
         self,

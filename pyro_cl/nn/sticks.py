@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import torch
 from pyro.distributions import Beta, Distribution
-from pyro.nn import PyroSample
 
-from pyro_cl.nn.substitution import SubstitutableModule
+from pyro_cl.nn.substitution import SubstitutableModule, prior_site
 from pyro_cl.posterior import base_distribution
 
 __all__ = ["BetaSticks", "stick_breaking_log_probabilities"]
@@ -22,10 +19,6 @@ def stick_breaking_log_probabilities(sticks: torch.Tensor) -> torch.Tensor:
     """
     info = torch.finfo(sticks.dtype)
     return torch.cumsum(torch.log(sticks.clamp(info.tiny, 1 - info.eps)), dim=-1)
-
-
-def _prior_from_buffers(module: BetaSticks, name: str) -> Distribution:
-    return module.prior(name)
 
 
 class BetaSticks(SubstitutableModule):
@@ -50,7 +43,7 @@ class BetaSticks(SubstitutableModule):
         self.num_sticks = num_sticks
         self.register_buffer("v_prior_concentration1", torch.full((num_sticks,), float(alpha)))
         self.register_buffer("v_prior_concentration0", torch.full((num_sticks,), float(beta)))
-        self.v = PyroSample(partial(_prior_from_buffers, name="v"))
+        self.v = prior_site("v")
 
     @property
     def site_names(self) -> tuple[str, ...]:

@@ -2,44 +2,54 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import partial
 
 import torch
 from pyro.distributions import Distribution
-from pyro.nn import PyroModule
+from pyro.nn import PyroModule, PyroSample
 
+from pyro_cl.nn.effects import SubstituteSites, innermost
 from pyro_cl.nn.local_reparam import DiagonalGaussian
 
-__all__ = ["SubstitutableModule", "cached_on_net"]
+__all__ = ["SubstitutableModule", "prior_site"]
 
 
-def cached_on_net(net: torch.nn.Module, key: str, compute: Callable[[], list]) -> list:
-    """``compute()`` once per net, kept in the net's ``__dict__`` under ``key``: walking the module
-    tree on every training step would cost more than the math."""
-    cached = net.__dict__.get(key)
-    if cached is None:
-        cached = compute()
-        net.__dict__[key] = cached
-    return cached
+def _current_prior(module: SubstitutableModule, name: str) -> Distribution:
+    return module.prior(name)
+
+
+def prior_site(name: str) -> PyroSample:
+    """A ``PyroSample`` whose distribution is the module's current ``prior(name)``, read at every
+    draw (so replacing the prior's buffers replaces the prior)."""
+    return PyroSample(partial(_current_prior, name=name))
 
 
 class SubstitutableModule(PyroModule):
     """A ``PyroModule`` whose sites can be handed values or distributions directly.
 
-    :func:`pyro_cl.infer.site_values.substitute_sites` sets ``_substitute`` (``{attribute:
-    value or distribution}``; an empty dict for modules without sites of their own) and
-    ``_num_particles`` on every such module of a net; while they are set, the module takes its
-    sites from there (falling back to its prior) and runs no ``pyro.sample`` statement, with all
-    particles along a leading dimension. Otherwise it is an ordinary Pyro program.
+    Inside a :class:`~pyro_cl.nn.effects.SubstituteSites` handler that lists this module, the
+    module takes its sites from the handler (falling back to its prior) and runs no
+    ``pyro.sample`` statement, with all particles along a leading dimension. Otherwise it is an
+    ordinary Pyro program.
     """
 
-    _substitute: dict | None = None
-    _num_particles: int | None = None
+    def _substitution(self) -> dict | None:
+        """This module's ``{attribute: value}`` from the innermost substitution, or ``None``."""
+        handler = innermost(SubstituteSites)
+        return None if handler is None else handler.values.get(self)
 
     @property
     def substituted(self) -> bool:
-        """True on the fast path (inside ``substitute_sites``)."""
-        return self._substitute is not None
+        """True on the fast path (inside a :class:`SubstituteSites` that lists this module)."""
+        return self._substitution() is not None
+
+    @property
+    def num_particles(self) -> int | None:
+        """The fast path's particle count (``None`` outside it or without particles)."""
+        handler = innermost(SubstituteSites)
+        if handler is None or self not in handler.values:
+            return None
+        return handler.num_particles
 
     def prior(self, name: str) -> Distribution:
         """The current prior of site ``name``."""
@@ -48,14 +58,15 @@ class SubstitutableModule(PyroModule):
     def _site_value(self, name: str):
         """Site ``name``'s substituted value or distribution (its prior where none was given) on
         the fast path; otherwise a ``pyro.sample`` draw."""
-        if self._substitute is not None:
-            value = self._substitute.get(name)
+        values = self._substitution()
+        if values is not None:
+            value = values.get(name)
             return self.prior(name) if value is None else value
         return getattr(self, name)
 
     def _draw(self, value) -> torch.Tensor:
         """A draw from ``value`` (with the particle dimension on the fast path) or ``value``."""
         if isinstance(value, (Distribution, DiagonalGaussian)):
-            shape = () if self._num_particles is None else (self._num_particles,)
-            return value.rsample(shape)
+            particles = self.num_particles
+            return value.rsample(() if particles is None else (particles,))
         return value

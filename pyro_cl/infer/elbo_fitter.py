@@ -1,0 +1,61 @@
+"""SVI: Adam on the negative ELBO of VCL eq. 4, the default fitter."""
+
+from __future__ import annotations
+
+import torch
+
+from pyro_cl.coresets.coreset import Coreset
+from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.infer.fitter import FitContext, Fitter
+from pyro_cl.infer.objectives import negative_elbo
+from pyro_cl.infer.training import minimise
+
+__all__ = ["ELBOFitter"]
+
+
+class ELBOFitter(Fitter):
+    """Minimise ``KL(q || prior)/N - (1/M) Σ_{batch} E_q[log p(y_n | θ, x_n)]`` with Adam.
+
+    This is VCL eq. 4 divided by the data's size ``N`` (:func:`~pyro_cl.infer.objectives.negative_elbo`),
+    with the configuration's ``num_particles`` Monte Carlo samples (local reparameterisation) and
+    the analytic KL against the model's current priors, optimised with Adam at
+    ``learning_rate`` (and its decay) over minibatches. Points of several tasks (a coreset) run
+    each through its own head.
+    """
+
+    name = "elbo"
+
+    def fit(
+        self,
+        context: FitContext,
+        guide: MeanFieldGuide,
+        data: Coreset,
+        sites: list[str],
+        epochs: int,
+        batch_size: int | None,
+        description: str,
+    ) -> list[float]:
+        model = context.model
+        task_id = model.task_argument(data)
+        num_data = len(data)
+        num_particles = context.config.monte_carlo.num_particles
+
+        def loss(index: torch.Tensor) -> torch.Tensor:
+            ids = task_id if isinstance(task_id, int) else task_id[index]
+            return negative_elbo(
+                model, guide, data.x[index], data.y[index], ids, num_data, num_particles
+            )
+
+        optimisation = context.config.optimisation
+        return minimise(
+            loss,
+            dict(guide.named_parameters()),
+            num_data,
+            epochs,
+            batch_size,
+            optimisation.learning_rate,
+            context.device,
+            description,
+            context.callbacks,
+            optimisation.decay,
+        )

@@ -1,0 +1,109 @@
+"""Fitters: how a task's posterior is fitted against the current prior.
+
+A fitter is the part of a learner that turns data into a posterior: it gets the model (whose
+priors hold the current prior), the guide, the points and the sites they use, and it fits the
+guide. Built-ins:
+
+* :class:`~pyro_cl.infer.elbo_fitter.ELBOFitter` — Adam on the negative ELBO (VCL eq. 4), SVI;
+* :class:`~pyro_cl.infer.vogn.VOGN`, :class:`~pyro_cl.infer.ivon.IVON` — natural-gradient
+  updates of the guide's means and precisions (VOGN thesis eq. 52/53; Shen et al. 2024);
+* :class:`~pyro_cl.infer.point_estimate.PointEstimateFitter` — maximum likelihood (or MAP with a
+  :class:`~pyro_cl.infer.point_estimate.Penalty`) for the guide's means: fine-tuning, EWC, SI.
+
+Write your own by subclassing :class:`Fitter`, giving it a ``name`` (it then saves and loads
+like the built-ins) and implementing :meth:`Fitter.fit`.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from pyro_cl.coresets.coreset import Coreset
+from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.infer.callbacks import Callback
+from pyro_cl.infer.config import TrainingConfig
+from pyro_cl.infer.training import DivergenceError
+from pyro_cl.model import SupervisedModel
+from pyro_cl.posterior import Posterior, base_distribution, distribution_parameters
+from pyro_cl.spec import Registrable
+
+__all__ = ["FitContext", "Fitter", "checked_posterior"]
+
+
+@dataclass(frozen=True)
+class FitContext:
+    """What every fit of a learner shares: the model (its priors are the current prior), the
+    settings, the device and the callbacks that watch the fit."""
+
+    model: SupervisedModel
+    config: TrainingConfig
+    device: torch.device
+    callbacks: Callback
+
+    def batch_size(self, batch_size: int | str | None = "same") -> int | None:
+        """``batch_size``, where ``"same"`` means the schedule's."""
+        return self.config.schedule.batch_size if batch_size == "same" else batch_size
+
+
+class Fitter(Registrable, kind="fitter"):
+    """Base class: fits a guide to data against the model's current priors."""
+
+    #: True when the fit produces point values (the guide's means) and no posterior:
+    #: prediction then uses the means and nothing is handed to the next prior.
+    point_estimate: ClassVar[bool] = False
+
+    def prepare(
+        self,
+        context: FitContext,
+        guide: MeanFieldGuide,
+        data: Coreset,
+        task_id: int,
+        sites: list[str],
+        first_task: bool,
+    ) -> None:
+        """Initialise ``guide`` before a task's fit (VCL appendix A's policy by default, see
+        :func:`~pyro_cl.infer.initialisation.initialise_guide`)."""
+        from pyro_cl.infer.initialisation import initialise_guide
+
+        initialise_guide(context, guide, data, task_id, sites, first_task)
+
+    @abstractmethod
+    def fit(
+        self,
+        context: FitContext,
+        guide: MeanFieldGuide,
+        data: Coreset,
+        sites: list[str],
+        epochs: int,
+        batch_size: int | None,
+        description: str,
+    ) -> list[float]:
+        """Fit ``guide``'s ``sites`` to ``data`` (whose likelihood counts ``len(data)`` points)
+        against the model's current priors.
+
+        :returns: the loss of every epoch.
+        :raises DivergenceError: if the fit diverges (the learner then rolls everything back).
+        """
+
+    def posterior(self, guide: MeanFieldGuide, sites: list[str]) -> Posterior | None:
+        """The fitted posterior of ``sites`` to hand to the next prior (``None``: nothing, for
+        point estimates); checked finite."""
+        if self.point_estimate:
+            return None
+        return checked_posterior(guide.posterior(sites))
+
+
+def checked_posterior(posterior: Posterior) -> Posterior:
+    """``posterior`` unchanged, or a :class:`DivergenceError` if any site is not finite or has a
+    zero scale."""
+    for name, q in posterior.items():
+        if not all(torch.isfinite(value).all() for value in distribution_parameters(q).values()):
+            raise DivergenceError(f"the posterior of site {name!r} is not finite")
+        base = base_distribution(q)
+        if hasattr(base, "scale") and not (base.scale > 0).all():
+            raise DivergenceError(f"the posterior of site {name!r} has a zero variance")
+    return posterior

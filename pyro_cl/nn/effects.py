@@ -1,0 +1,144 @@
+"""Pyro effect handlers (Messengers) for what pyro_cl's modules do beyond ``pyro.sample``.
+
+Every effect that crosses a module boundary is a small handler here, entered as a context
+manager, exactly as Pyro's own ``poutine`` handlers are. A module asks for the innermost active
+handler of a kind with :func:`innermost` (as :func:`pyro_cl.nn.local_reparam.normal_source`
+does); nothing sets attributes on modules from outside, and there is no module-global stack
+besides Pyro's own ``_PYRO_STACK``.
+
+* :class:`SubstituteSites` — the fast path: layers take their sites' values or distributions
+  from the handler instead of running ``pyro.sample`` (all particles along a leading dimension);
+* :class:`RecordLayers` — layers append ``(layer, input, output)`` (per-example gradients);
+* :class:`CollectLocalKL` — structured modules report per-point ``log q - log p`` on the fast
+  path (H-IBP supplement eq. 14's last term);
+* :class:`PosteriorConditionals` — structured sites are drawn from their posterior conditional;
+* :class:`RecordMasks` — masked layers append the masks they apply;
+* :class:`DataPlate` — the one ``pyro.plate("data")`` of a model run, shared by the likelihood
+  and local latent sites.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import pyro
+import torch
+from pyro.poutine.messenger import Messenger
+from pyro.poutine.runtime import _PYRO_STACK
+
+__all__ = [
+    "CollectLocalKL",
+    "DataPlate",
+    "PosteriorConditionals",
+    "RecordLayers",
+    "RecordMasks",
+    "SubstituteSites",
+    "current_data_plate",
+    "innermost",
+]
+
+HandlerType = TypeVar("HandlerType", bound=Messenger)
+
+
+def innermost(handler_type: type[HandlerType]) -> HandlerType | None:
+    """The innermost active handler of ``handler_type`` on Pyro's stack, or ``None``."""
+    for frame in reversed(_PYRO_STACK):
+        if isinstance(frame, handler_type):
+            return frame
+    return None
+
+
+class SubstituteSites(Messenger):
+    """Hand pyro_cl modules their site values directly (the fast path, no ``pyro.sample``).
+
+    :param values: ``{module: {attribute: value or distribution}}``; a module listed with an
+        empty dict is on the fast path with every site drawn from its prior; modules not listed
+        run as ordinary Pyro programs.
+    :param num_particles: if given, inputs carry a leading particle dimension of size 1 or
+        ``num_particles`` and every draw has ``num_particles`` rows along it.
+    """
+
+    def __init__(self, values: dict, num_particles: int | None = None) -> None:
+        super().__init__()
+        self.values = values
+        self.num_particles = num_particles
+
+
+class RecordLayers(Messenger):
+    """Collects ``(layer, input, output)`` of every pyro_cl layer call while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list = []
+
+    def __enter__(self) -> list:
+        super().__enter__()
+        return self.records
+
+
+class CollectLocalKL(Messenger):
+    """Collects the per-point Monte Carlo ``log q(z_n) - log p(z_n)`` of local structured sites
+    drawn on the fast path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.terms: list[torch.Tensor] = []
+
+    def __enter__(self) -> CollectLocalKL:
+        super().__enter__()
+        return self
+
+    def per_point(self) -> torch.Tensor | float:
+        """The reported terms summed over modules, shape ``(particles, points)``; 0 if none."""
+        total = 0.0
+        for term in self.terms:
+            total = total + term
+        return total
+
+
+class PosteriorConditionals(Messenger):
+    """Within this handler structured sites are drawn from their posterior conditional
+    (temperature ``λ1`` instead of ``λ2`` for Concrete masks, H-IBP supplement eq. 11)."""
+
+
+class RecordMasks(Messenger):
+    """Collects every mask ``z`` that masked layers apply, in layer order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.masks: list[torch.Tensor] = []
+
+    def __enter__(self) -> list[torch.Tensor]:
+        super().__enter__()
+        return self.masks
+
+
+class DataPlate(Messenger):
+    """Makes ``plate`` the data plate of everything run inside (a Pyro program's one data plate:
+    creating a subsampled plate records a site, so a program may create it only once)."""
+
+    def __init__(self, plate: pyro.plate) -> None:
+        super().__init__()
+        self.plate = plate
+
+    def __enter__(self) -> pyro.plate:
+        super().__enter__()
+        return self.plate
+
+
+def new_data_plate(batch: int, device: torch.device, size: int | None = None) -> pyro.plate:
+    """A new ``pyro.plate("data")`` over a minibatch of ``batch`` points out of ``size``
+    (default ``batch``), which scales its sites by ``size / batch``."""
+    size = batch if size is None else int(size)
+    return pyro.plate("data", size=size, subsample=torch.arange(batch, device=device))
+
+
+def current_data_plate(batch: int, device: torch.device, size: int | None = None) -> pyro.plate:
+    """The innermost :class:`DataPlate`'s plate if it covers ``batch`` points (out of ``size``,
+    where given), else a new :func:`new_data_plate`."""
+    handler = innermost(DataPlate)
+    if handler is not None:
+        plate = handler.plate
+        if plate.subsample_size == batch and (size is None or plate.size == int(size)):
+            return plate
+    return new_data_plate(batch, device, size)
