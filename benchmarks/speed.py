@@ -20,6 +20,9 @@ import time
 import torch
 
 from pyro_cl import VCL
+from pyro_cl.coresets import Coreset
+from pyro_cl.infer.callbacks import CallbackList
+from pyro_cl.infer.fitter import FitContext
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.objectives import negative_elbo
 from pyro_cl.infer.training import make_adam
@@ -89,11 +92,24 @@ def main() -> None:
         "IVON": IVON(num_samples=1),
     }
 
+    context = FitContext(learner.model, learner.config, device, CallbackList())
+    data = Coreset.of_task(x, y, 0)
+
     def natural_gradient_epoch(update):
-        update.fit(learner.model, learner.guide, x, y, 0, names, 1, args.batch_size, progress=False)
+        update.fit(context, learner.guide, data, names, 1, args.batch_size, "timing")
+
+    observer = VCL(
+        BayesianMLP(784, [100, 100], 10),
+        device=device,
+        num_particles=1,
+        epochs=1,
+        ml_init_epochs=0,
+        batch_size=args.batch_size,
+        progress=False,
+    )
 
     natural = {name: [] for name in updates}
-    deterministic, deterministic_fused, variational = [], [], []
+    deterministic, deterministic_fused, variational, observed = [], [], [], []
     for _ in range(args.repeats + 1):  # the first round warms up
         for name, update in updates.items():
             natural[name].append(timed(lambda u=update: natural_gradient_epoch(u), device))
@@ -106,6 +122,7 @@ def main() -> None:
         variational.append(
             timed(lambda: vcl_epoch(learner, vcl_adam, x, y, args.batch_size, fast), device)
         )
+        observed.append(timed(lambda: observer.observe((x, y)), device))
     det = statistics.median(deterministic[1:])
     det_fused = statistics.median(deterministic_fused[1:])
     var = statistics.median(variational[1:])
@@ -118,6 +135,9 @@ def main() -> None:
     print(f"VCL epoch ({args.elbo} ELBO, 1 sample, LRT, fused Adam): {1e3 * var:8.1f} ms")
     print(f"ratio VCL / deterministic (default Adam): {var / det:6.2f}x")
     print(f"ratio VCL / deterministic (fused Adam):   {var / det_fused:6.2f}x")
+    obs = statistics.median(observed[1:])
+    print(f"VCL.observe, one epoch end to end:           {1e3 * obs:8.1f} ms")
+    print(f"ratio observe / deterministic (default Adam): {obs / det:6.2f}x")
     steps = -(-args.inputs // args.batch_size)
     print(f"Adam step (torch defaults): {1e3 * det / steps:6.2f} ms")
     for name, times in natural.items():

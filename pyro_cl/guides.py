@@ -65,7 +65,8 @@ class MeanFieldGuide(nn.Module):
     even when the model draws them (prediction without targets).
 
     New means start at the prior mean plus truncated-normal noise of scale ``init_loc_std`` (the
-    VCL reference code uses 0.1); :meth:`set_locs` installs maximum-likelihood means instead.
+    VCL reference code uses 0.1); maximum-likelihood initialisation trains the means in place
+    (:func:`~pyro_cl.infer.initialisation.initialise_guide`).
 
     It is an ordinary guide: ``SVI(model, guide, Adam(...), TraceMeanField_ELBO())`` works, since
     every call registers the parameters with Pyro's param store under a name unique to the guide.
@@ -115,10 +116,6 @@ class MeanFieldGuide(nn.Module):
             names = self._discover(key, args, kwargs)
             self._sites_by_key[key] = names
         return names
-
-    def family(self, name: str) -> str:
-        """``"normal"`` or ``"beta"``: the variational family of site ``name``."""
-        return self._families[name]
 
     def _discover(self, key, args: tuple, kwargs: dict) -> list[str]:
         devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
@@ -240,12 +237,6 @@ class MeanFieldGuide(nn.Module):
 
     # ----------------------------------------------------------------- initialisation
     @torch.no_grad()
-    def set_locs(self, values: Mapping[str, torch.Tensor]) -> None:
-        """Set the means of the given sites (for example to a maximum-likelihood fit)."""
-        for name, value in values.items():
-            self.loc[_parameter_key(name)].copy_(value)
-
-    @torch.no_grad()
     def reinitialise(
         self,
         policy: str,
@@ -310,10 +301,9 @@ class MeanFieldGuide(nn.Module):
 
     def set_extra_state(self, state: dict) -> None:
         self._event_dims = {k: int(v) for k, v in state["event_dims"].items()}
-        # files written before Beta sites hold Gaussian sites only
-        self._families = dict(state.get("families", dict.fromkeys(self._event_dims, "normal")))
+        self._families = dict(state["families"])
         self._sites_by_key = {key: list(names) for key, names in state["sites_by_key"]}
-        self._structured_keys = set(state.get("structured_keys", []))
+        self._structured_keys = set(state["structured_keys"])
 
     def load_state_dict(
         self, state_dict: Mapping[str, torch.Tensor], strict: bool = True, assign: bool = False

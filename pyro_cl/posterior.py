@@ -22,6 +22,7 @@ from pyro.nn import PyroModule, PyroSample
 __all__ = [
     "Posterior",
     "sample_sites",
+    "site_name",
     "read_priors",
     "install_prior",
     "extract_posterior",
@@ -35,13 +36,18 @@ __all__ = [
 Posterior = dict[str, Distribution]
 
 
+def site_name(module: PyroModule, attribute: str) -> str:
+    """The name Pyro gives the sample site ``attribute`` of ``module`` at run time."""
+    prefix = module.__dict__["_pyro_name"]
+    return f"{prefix}.{attribute}" if prefix else attribute
+
+
 def sample_sites(model: torch.nn.Module) -> Iterator[tuple[str, PyroModule, str]]:
     """Yield ``(site name, module, attribute)`` for every ``PyroSample`` in ``model``."""
     for module in model.modules():
         if isinstance(module, PyroModule):
-            prefix = module.__dict__["_pyro_name"]  # the name Pyro gives its sites at run time
             for attribute in module._pyro_samples:
-                yield (f"{prefix}.{attribute}" if prefix else attribute), module, attribute
+                yield site_name(module, attribute), module, attribute
 
 
 def _site_index(model: torch.nn.Module) -> dict[str, tuple[PyroModule, str]]:

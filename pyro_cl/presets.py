@@ -28,7 +28,6 @@ class Preset:
 
     description: str
     stream: Callable[..., TaskStream]
-    needs_data_root: bool
     hidden_sizes: tuple[int, ...]
     training: dict = field(default_factory=dict)
     #: Coreset points per task for the coreset methods (the paper's choice for this benchmark).
@@ -52,7 +51,6 @@ PRESETS: dict[str, Preset] = {
     "split-digits": Preset(
         "split MNIST protocol on scikit-learn's 8x8 digits, multi-head 2x64",
         lambda root, seed, num_tasks, download: split_digits(seed=seed),
-        needs_data_root=False,
         hidden_sizes=(64, 64),
         training={"epochs": 60, "batch_size": 64, "num_particles": 10},
         coreset_size=40,
@@ -61,7 +59,6 @@ PRESETS: dict[str, Preset] = {
         "embedded default: permuted MNIST protocol on scikit-learn's 8x8 digits, 5 tasks, "
         "single-head 2x100",
         lambda root, seed, num_tasks, download: permuted_digits(num_tasks or 5, seed=seed),
-        needs_data_root=False,
         hidden_sizes=(100, 100),
         training={"epochs": 40, "batch_size": 64, "num_particles": 10},
         coreset_size=100,
@@ -69,7 +66,6 @@ PRESETS: dict[str, Preset] = {
     "split-mnist": Preset(
         "VCL paper: split MNIST, multi-head 2x256, whole-task batches, 120 epochs",
         lambda root, seed, num_tasks, download: split_mnist(root, download),
-        needs_data_root=True,
         hidden_sizes=(256, 256),
         training={"epochs": 120, "batch_size": None, "num_particles": 10},
         coreset_size=40,
@@ -78,7 +74,6 @@ PRESETS: dict[str, Preset] = {
         "VCL paper: split notMNIST (A/F, B/G, C/H, D/I, E/J) on the 10,000-letter subset, "
         "multi-head 4x150, whole-task batches, 120 epochs",
         lambda root, seed, num_tasks, download: split_notmnist(root),
-        needs_data_root=True,
         hidden_sizes=(150, 150, 150, 150),
         training={"epochs": 120, "batch_size": None, "num_particles": 10},
         coreset_size=40,
@@ -88,7 +83,6 @@ PRESETS: dict[str, Preset] = {
         lambda root, seed, num_tasks, download: permuted_mnist(
             root, num_tasks or 10, seed, download=download
         ),
-        needs_data_root=True,
         hidden_sizes=(100, 100),
         training={"epochs": 100, "batch_size": 256, "num_particles": 10},
         coreset_size=200,
@@ -98,7 +92,6 @@ PRESETS: dict[str, Preset] = {
         "Beta(5, 1), λ1 = λ2 = 0.7, weight prior N(0, 0.7), ML init 100 epochs, 600 epochs "
         "(720 on task 1), whole-task batches, Adam 1e-3 × 0.87 every 1000 steps",
         lambda root, seed, num_tasks, download: split_mnist(root, download),
-        needs_data_root=True,
         hidden_sizes=(100,),
         training={
             "epochs": 600,
@@ -123,7 +116,6 @@ PRESETS: dict[str, Preset] = {
         lambda root, seed, num_tasks, download: permuted_mnist(
             root, num_tasks or 10, seed, download=download
         ),
-        needs_data_root=True,
         hidden_sizes=(100,),
         training={
             "epochs": 200,
@@ -144,7 +136,6 @@ PRESETS: dict[str, Preset] = {
         "Zenke et al. (2017), multi-head, batch 256, 60 epochs on task 1 and 600 on the others, "
         "prior precision 120",
         lambda root, seed, num_tasks, download: split_cifar(root, download),
-        needs_data_root=True,
         hidden_sizes=(512,),
         training={"epochs": 600, "first_epochs": 60, "batch_size": 256, "num_particles": 10},
         coreset_size=200,
@@ -155,7 +146,6 @@ PRESETS: dict[str, Preset] = {
         "split CIFAR-10 (5 x 2 classes), the split CIFAR net, multi-head, batch 256, 60 epochs: "
         "runs where CIFAR-100 is missing",
         lambda root, seed, num_tasks, download: split_cifar10(root, download),
-        needs_data_root=True,
         hidden_sizes=(512,),
         training={"epochs": 60, "batch_size": 256, "num_particles": 10},
         coreset_size=200,

@@ -346,13 +346,13 @@ class ContinualLearner:
             sites = self.prediction_sites(x[:1], task_id)
         # Every chunk starts from the same random state, so sample s uses the same weights for
         # all inputs (a coherent function draw) when weights, not pre-activations, are sampled.
-        rng = _rng_state(self.device)
+        rng = random_state(self.device)
         parts = []
         training = self.net.training
         self.net.eval()  # test-time behaviour, e.g. Bernoulli rather than Concrete IBP masks
         try:
             for i in range(0, x.shape[0], chunk):
-                _set_rng_state(self.device, rng)
+                set_random_state(self.device, rng)
                 parts.append(
                     sample_outputs(self.model, sites, x[i : i + chunk], task_id, num_samples)
                 )
@@ -416,9 +416,7 @@ class ContinualLearner:
         net_spec = None
         if hasattr(self.net, "spec"):
             net_spec = check_rebuildable(self.net, "net")
-        rng = {"torch": torch.get_rng_state()}
-        if self.device.type == "cuda":
-            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        rng = random_state(self.device)
         return {
             "format": _FORMAT,
             "learner": type(self).__name__,
@@ -505,9 +503,7 @@ class ContinualLearner:
             for key, posterior in state["prediction_posteriors"]
         }
         learner.seed = state["seed"]
-        torch.set_rng_state(state["rng"]["torch"].cpu())
-        if "cuda" in state["rng"] and learner.device.type == "cuda":
-            torch.cuda.set_rng_state(state["rng"]["cuda"].cpu(), learner.device)
+        set_random_state(learner.device, state["rng"])
         return learner
 
 
@@ -517,14 +513,16 @@ def _checked_part(part, base: type, role: str):
     return part
 
 
-def _rng_state(device: torch.device) -> torch.Tensor:
+def random_state(device: torch.device) -> dict[str, torch.Tensor]:
+    """torch's CPU generator state, and the device's on CUDA."""
+    state = {"torch": torch.get_rng_state()}
     if device.type == "cuda":
-        return torch.cuda.get_rng_state(device)
-    return torch.get_rng_state()
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
 
 
-def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
-    if device.type == "cuda":
-        torch.cuda.set_rng_state(state, device)
-    else:
-        torch.set_rng_state(state)
+def set_random_state(device: torch.device, state: dict[str, torch.Tensor]) -> None:
+    """Restore what :func:`random_state` returned."""
+    torch.set_rng_state(state["torch"].cpu())
+    if "cuda" in state and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"].cpu(), device)

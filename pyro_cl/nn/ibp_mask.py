@@ -17,6 +17,7 @@ from pyro_cl.nn.effects import (
 from pyro_cl.nn.site_flags import STRUCTURED_FLAG
 from pyro_cl.nn.structured import StructuredSites
 from pyro_cl.nn.substitution import SubstitutableModule
+from pyro_cl.posterior import site_name
 
 __all__ = ["IBPMask"]
 
@@ -78,10 +79,6 @@ class IBPMask(StructuredSites, SubstitutableModule):
                 raise ValueError(f"the child concentration must be positive: {child_concentration}")
             self.register_buffer("child_concentration", torch.tensor(float(child_concentration)))
 
-    def _site_name(self, attribute: str) -> str:
-        prefix = self.__dict__["_pyro_name"]
-        return f"{prefix}.{attribute}" if prefix else attribute
-
     def unit_log_probabilities(self, parent_log_probabilities: torch.Tensor) -> torch.Tensor:
         """``log π`` of this layer's units: the parent's (IBNN), or a draw of eq. 3 (H-IBP)."""
         if not self.hierarchical:
@@ -93,7 +90,7 @@ class IBPMask(StructuredSites, SubstitutableModule):
             probabilities = conditional.rsample()
         else:
             probabilities = pyro.sample(
-                self._site_name("unit_probs"), conditional, infer={STRUCTURED_FLAG: True}
+                site_name(self, "unit_probs"), conditional, infer={STRUCTURED_FLAG: True}
             )
         return torch.log(probabilities.clamp(min=torch.finfo(probabilities.dtype).tiny))
 
@@ -128,7 +125,7 @@ class IBPMask(StructuredSites, SubstitutableModule):
         temperature = self.posterior_temperature if in_posterior else self.prior_temperature
         with current_data_plate(logits.shape[-2], logits.device):
             mask_logit = pyro.sample(
-                self._site_name("mask_logit"),
+                site_name(self, "mask_logit"),
                 LogitBinaryConcrete(temperature, logits).to_event(1),
                 infer={STRUCTURED_FLAG: True},
             )
@@ -140,7 +137,7 @@ class IBPMask(StructuredSites, SubstitutableModule):
             return bernoulli.sample()
         with current_data_plate(logits.shape[-2], logits.device):
             return pyro.sample(
-                self._site_name("mask"), bernoulli.to_event(1), infer={STRUCTURED_FLAG: True}
+                site_name(self, "mask"), bernoulli.to_event(1), infer={STRUCTURED_FLAG: True}
             )
 
     def extra_repr(self) -> str:
