@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import sys
@@ -25,6 +26,7 @@ from pyro_cl.nn import BayesianCNN, BayesianMLP, IndianBuffetMLP
 from pyro_cl.nn.concrete import MASK_PARAMETERISATIONS
 from pyro_cl.plotting import plot_accuracy
 from pyro_cl.presets import DEFAULT_PRESET, PRESETS
+from pyro_cl.spec import REGISTRIES
 
 __all__ = ["main", "build_parser", "run_benchmark"]
 
@@ -106,7 +108,26 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     run.add_argument("--output", type=Path, help="folder for results.json and accuracy.png")
     run.add_argument("--no-progress", action="store_true")
+    commands.add_parser("list", help="list benchmarks, methods and the registered parts")
     return parser
+
+
+def list_everything() -> str:
+    """Benchmarks, methods, and every registered part with its constructor options."""
+    lines = ["benchmarks:"]
+    lines += [f"  {name:22} {preset.description}" for name, preset in sorted(PRESETS.items())]
+    lines.append("methods:")
+    lines += [f"  {name:22} {method.description}" for name, method in METHODS.items()]
+    for kind, classes in sorted(REGISTRIES.items()):
+        lines.append(f"parts of kind {kind!r}:" + ("" if classes else " none registered"))
+        for name, cls in sorted(classes.items()):
+            options = ", ".join(
+                str(p).replace(" ", "")
+                for p in list(inspect.signature(cls.__init__).parameters.values())[1:]
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            )
+            lines.append(f"  {name:22} {cls.__module__}.{cls.__qualname__}({options})")
+    return "\n".join(lines)
 
 
 def _training_settings(args: argparse.Namespace, defaults: dict) -> dict:
@@ -345,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "run":
         run(args)
+    elif args.command == "list":
+        print(list_everything())
     return 0
 
 

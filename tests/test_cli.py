@@ -77,3 +77,11 @@ def test_cli_runs_natural_gradient_methods_with_their_settings(tmp_path):
     assert vogn["settings"]["between_tasks"] == "fresh" and vogn["settings"]["first_epochs"] == 3
     assert ivon["settings"]["fitter"]["name"] == "ivon"
     assert ivon["settings"]["fitter"]["learning_rate"] == 0.05
+
+
+def test_cli_lists_benchmarks_methods_and_parts_with_their_options(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "split-mnist" in out and "vogn-ggn" in out
+    assert "parts of kind 'transition':" in out and "no_propagation" in out
+    assert "VOGN(learning_rate:'float'=0.001, beta:'float'=0.001" in out
