@@ -8,7 +8,6 @@ from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.objectives import negative_elbo
-from pyro_cl.infer.training import minimise
 
 __all__ = ["ELBOFitter"]
 
@@ -46,16 +45,5 @@ class ELBOFitter(Fitter):
                 model, guide, data.x[index], data.y[index], ids, num_data, num_particles
             )
 
-        optimisation = context.config.optimisation
-        return minimise(
-            loss,
-            dict(guide.named_parameters()),
-            num_data,
-            epochs,
-            batch_size,
-            optimisation.learning_rate,
-            context.device,
-            description,
-            context.callbacks,
-            optimisation.decay,
-        )
+        parameters = dict(guide.named_parameters())
+        return context.minimise(loss, parameters, num_data, epochs, batch_size, description)

@@ -17,6 +17,7 @@ like the built-ins) and implementing :meth:`Fitter.fit`.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -26,7 +27,7 @@ from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.config import TrainingConfig
-from pyro_cl.infer.training import DivergenceError
+from pyro_cl.infer.training import DivergenceError, minimise
 from pyro_cl.model import SupervisedModel
 from pyro_cl.posterior import Posterior, base_distribution, distribution_parameters
 from pyro_cl.spec import Registrable
@@ -47,6 +48,32 @@ class FitContext:
     def batch_size(self, batch_size: int | str | None = "same") -> int | None:
         """``batch_size``, where ``"same"`` means the schedule's."""
         return self.config.schedule.batch_size if batch_size == "same" else batch_size
+
+    def minimise(
+        self,
+        loss: Callable[[torch.Tensor], torch.Tensor],
+        parameters: Mapping[str, torch.Tensor],
+        num_data: int,
+        epochs: int,
+        batch_size: int | None,
+        description: str,
+        callbacks: Callback | None = None,
+    ) -> list[float]:
+        """:func:`~pyro_cl.infer.training.minimise` with the configuration's Adam settings and,
+        by default, the context's callbacks."""
+        optimisation = self.config.optimisation
+        return minimise(
+            loss,
+            parameters,
+            num_data,
+            epochs,
+            batch_size,
+            optimisation.learning_rate,
+            self.device,
+            description,
+            self.callbacks if callbacks is None else callbacks,
+            optimisation.decay,
+        )
 
 
 class Fitter(Registrable, kind="fitter"):

@@ -16,7 +16,6 @@ from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback, CallbackList, StepInfo
 from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.objectives import negative_log_likelihood
-from pyro_cl.infer.training import minimise
 from pyro_cl.spec import Registrable
 
 __all__ = ["Penalty", "PointEstimateFitter", "fit_point_estimate"]
@@ -82,22 +81,10 @@ def fit_point_estimate(
         nll = negative_log_likelihood(model, values, data.x[index], data.y[index], task_id)
         return nll if penalty is None else nll + penalty(values) / num_data
 
-    callbacks = context.callbacks
+    callbacks = None
     if penalty is not None:
-        callbacks = CallbackList([callbacks, _PenaltySteps(penalty)])
-    optimisation = context.config.optimisation
-    return minimise(
-        loss,
-        values,
-        num_data,
-        epochs,
-        batch_size,
-        optimisation.learning_rate,
-        context.device,
-        description,
-        callbacks,
-        optimisation.decay,
-    )
+        callbacks = CallbackList([context.callbacks, _PenaltySteps(penalty)])
+    return context.minimise(loss, values, num_data, epochs, batch_size, description, callbacks)
 
 
 class PointEstimateFitter(Fitter):
