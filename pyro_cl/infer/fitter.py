@@ -119,8 +119,6 @@ class Fitter(Registrable, kind="fitter"):
     def posterior(self, guide: MeanFieldGuide, sites: list[str]) -> Posterior | None:
         """The fitted posterior of ``sites`` to hand to the next prior (``None``: nothing, for
         point estimates); checked finite."""
-        if self.point_estimate:
-            return None
         return checked_posterior(guide.posterior(sites))
 
 

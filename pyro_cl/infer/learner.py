@@ -18,6 +18,7 @@ Each part is a documented base class with built-ins, and saves and loads through
 from __future__ import annotations
 
 import copy
+import math
 import os
 from typing import ClassVar
 
@@ -162,7 +163,7 @@ class ContinualLearner:
         if time is None:
             return float(self.times[-1] + 1 if self.times else 0)
         time = float(time)
-        if time != time or time in (float("inf"), float("-inf")):
+        if not math.isfinite(time):
             raise ValueError(f"time must be finite, got {time}")
         if self.times and not time > self.times[-1]:
             raise ValueError(f"time {time} is not after the last step's time {self.times[-1]}")

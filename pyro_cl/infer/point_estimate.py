@@ -7,6 +7,7 @@ The fitted values are the guide's means, so the guide carries them from task to 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
 import torch
@@ -21,7 +22,7 @@ from pyro_cl.spec import Registrable
 __all__ = ["Penalty", "PointEstimateFitter", "fit_point_estimate"]
 
 
-class Penalty(Registrable, kind="penalty"):
+class Penalty(Registrable, ABC, kind="penalty"):
     """A regulariser ``R(θ)`` added to the negative log-likelihood of a point-estimate fit.
 
     ``R`` is in the units of the *total* negative log-likelihood ``-Σ_n log p(y_n | θ)`` (like
@@ -32,9 +33,9 @@ class Penalty(Registrable, kind="penalty"):
     learner's rollback see it.
     """
 
+    @abstractmethod
     def __call__(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor | float:
         """``R(θ)`` at the current ``values`` (``{site: tensor}``), differentiable."""
-        raise NotImplementedError
 
     def on_step(self, info: StepInfo) -> None:
         """After every optimiser step of the fit (``info.parameters``: the values by site)."""
@@ -124,6 +125,10 @@ class PointEstimateFitter(Fitter):
             values = {name: value.detach() for name, value in guide.locs(sites).items()}
             self.penalty.after_fit(context, values, data, data.tasks()[0])
         return history
+
+    def posterior(self, guide: MeanFieldGuide, sites: list[str]) -> None:
+        """Nothing is handed on: the fitted values stay in the guide's means."""
+        return None
 
     def state_dict(self) -> dict:
         return {} if self.penalty is None else {"penalty": self.penalty.state_dict()}

@@ -25,6 +25,7 @@ Write your own by subclassing :class:`Transition`, giving it a ``name`` and impl
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -63,17 +64,17 @@ class TransitionContext:
     net: torch.nn.Module
 
 
-class Transition(Registrable, kind="transition"):
+class Transition(Registrable, ABC, kind="transition"):
     """Base class: ``__call__(posterior, context)`` returns the prior of the next step."""
 
     #: False when the next prior never depends on the fitted posterior (then the learner does
     #: not run the propagation fit at all).
     propagates: ClassVar[bool] = True
 
+    @abstractmethod
     def __call__(self, posterior: Posterior, context: TransitionContext) -> Posterior:
         """The next prior of every site in ``posterior`` (the current priors of the trained
         sites, which hold the last posterior)."""
-        raise NotImplementedError
 
 
 class Identity(Transition):

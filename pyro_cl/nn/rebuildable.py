@@ -14,10 +14,9 @@ class RebuildableNet(Registrable, kind="net"):
     so ``ContinualLearner.load`` rebuilds the net without being handed one. A user's net gets the
     same by deriving from it, setting ``name`` and providing ``config``."""
 
-    @property
-    def config(self) -> dict[str, Any]:
-        """Constructor arguments, enough to rebuild the net."""
-        raise NotImplementedError
-
     def hyperparameters(self) -> dict[str, Any]:
-        return self.config
+        """The net's ``config``: its constructor arguments, enough to rebuild it."""
+        config = getattr(self, "config", None)
+        if not isinstance(config, dict):
+            raise TypeError(f"{type(self).__name__} has no `config` dict of constructor arguments")
+        return config
