@@ -2,47 +2,53 @@
 
     python benchmarks/coreset_sweep.py --sizes 200 1000 5000 --seeds 0
 
-One ``pyro-cl run`` per size (methods ``vcl-random`` and ``coreset-only``), written to
+One run per size (methods ``vcl-random`` and ``coreset-only``), written to
 ``--output/size-<K>``; then ``sweep.json`` and ``sweep.png`` (ACC after 10 tasks against the
-coreset size for each method). Extra arguments go to
-``pyro-cl run`` unchanged (e.g. ``--epochs 5 --refit-epochs 5`` for the short schedule).
+coreset size for each method). Every ``pyro-cl run`` option is accepted too (e.g.
+``--epochs 5 --refit-epochs 5`` for the short schedule).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
-from pyro_cl.cli import run_benchmark
+from pyro_cl.benchmark_run import BenchmarkRun, run_benchmark
+from pyro_cl.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
+
+
+def build_runs(argv: list[str] | None = None) -> dict[int, BenchmarkRun]:
+    """One run per coreset size in ``--sizes``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[200, 1000, 5000])
+    args = parse_script_arguments(parser, argv, ["permuted-mnist"], "permuted-mnist")
+    run = benchmark_run_from_args(
+        args, methods=["vcl-random", "coreset-only"], seeds=[0], output="results/coreset_sweep"
+    )
+    return {
+        size: dataclasses.replace(run, coreset_size=size, output=Path(run.output) / f"size-{size}")
+        for size in args.sizes
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[200, 1000, 5000])
-    parser.add_argument("--seeds", nargs="+", default=["0"])
-    parser.add_argument("--methods", default="vcl-random,coreset-only")
-    parser.add_argument("--data-root", default="data")
-    parser.add_argument("--output", type=Path, default=Path("results/coreset_sweep"))
-    args, extra = parser.parse_known_args(argv)
+    with command_line_errors(sys.argv[0]):
+        return run_all(build_runs(argv))
+
+
+def run_all(runs: dict) -> int:
+    """Run every size's run; write the sweep's files."""
+    output = Path(next(iter(runs.values())).output).parent
     sweep = {}
-    for size in args.sizes:
-        folder = args.output / f"size-{size}"
-        run_benchmark(
-            "permuted-mnist",
-            args.methods,
-            args.data_root,
-            args.seeds,
-            folder,
-            "--coreset-size",
-            str(size),
-            *extra,
-        )
-        sweep[size] = json.loads((folder / "results.json").read_text())["summary"]
-    (args.output / "sweep.json").write_text(json.dumps(sweep, indent=2))
-    _plot(sweep, args.output / "sweep.png")
-    print(f"wrote {args.output / 'sweep.json'} and {args.output / 'sweep.png'}")
+    for size, run in runs.items():
+        run_benchmark(run)
+        sweep[size] = json.loads((Path(run.output) / "results.json").read_text())["summary"]
+    (output / "sweep.json").write_text(json.dumps(sweep, indent=2))
+    _plot(sweep, output / "sweep.png")
+    print(f"wrote {output / 'sweep.json'} and {output / 'sweep.png'}")
     return 0
 
 

@@ -12,53 +12,67 @@ whole-task batches, permuted MNIST 200 epochs with batches of 256. The VCL basel
 Bayesian MLPs with the same schedule and weight prior (``--net mlp --hidden W``).
 ``--schedule short`` shortens only the epochs (split: 120/144, permuted: 20), which fits a
 2-core CPU. Writes ``results.json``/``accuracy.png`` per model, ``accuracy_all.png`` (all models,
-figures 5/8) and ``active_units.png`` (figure 7) to ``--output``. Extra arguments go to every
-``pyro-cl run`` unchanged.
+figures 5/8) and ``active_units.png`` (figure 7) to ``--output``. Every ``pyro-cl run``
+option is accepted too (it applies to every model).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
-from pyro_cl.cli import build_parser, run
+from pyro_cl.benchmark_run import BenchmarkRun, run_benchmark
+from pyro_cl.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
 from pyro_cl.plotting import plot_accuracy, plot_active_units
 
-#: Epoch options of the short schedules (the paper's are the presets').
+#: Epochs of the short schedules (the paper's are the presets').
 SHORT = {
-    "split-mnist-ibp": ["--epochs", "120", "--first-epochs", "144"],
-    "permuted-mnist-ibp": ["--epochs", "20"],
+    "split-mnist-ibp": {"epochs": 120, "first_epochs": 144},
+    "permuted-mnist-ibp": {"epochs": 20},
 }
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_runs(argv: list[str] | None = None) -> dict[str, BenchmarkRun]:
+    """One run per model, by name: the IBP net (``--net ibnn`` or ``hibnn``) and a VCL MLP per
+    width in ``--widths``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--benchmark", choices=sorted(SHORT), required=True)
     parser.add_argument("--schedule", choices=["paper", "short"], default="paper")
     parser.add_argument("--widths", type=int, nargs="*", default=[10, 50, 100, 400])
-    parser.add_argument("--net", choices=["ibnn", "hibnn"], default="ibnn")
-    parser.add_argument("--seeds", nargs="+", default=["0"])
-    parser.add_argument("--data-root", default="data")
-    parser.add_argument("--output")
-    args, extra = parser.parse_known_args(argv)
+    args = parse_script_arguments(parser, argv, sorted(SHORT))
+    if args.net not in (None, "ibnn", "hibnn"):
+        parser.error("--net: choose ibnn or hibnn (the VCL baselines are --widths)")
     output = Path(args.output or f"results/ibp_paper/{args.benchmark}-{args.schedule}")
-    schedule = SHORT[args.benchmark] if args.schedule == "short" else []
-    common = ["--benchmark", args.benchmark, "--methods", "vcl", "--data-root", args.data_root]
-    common += ["--seeds", *args.seeds, *schedule]
-    models = {args.net: ["--net", args.net]}
+    run = benchmark_run_from_args(
+        args,
+        methods=["vcl"],
+        seeds=[0],
+        net="ibnn",
+        training=SHORT[args.benchmark] if args.schedule == "short" else {},
+    )
+    runs = {run.net: dataclasses.replace(run, output=output / run.net)}
     for width in args.widths:
-        models[f"vcl-h{width}"] = ["--net", "mlp", "--hidden", str(width)]
+        name = f"vcl-h{width}"
+        runs[name] = dataclasses.replace(run, net="mlp", hidden_sizes=[width], output=output / name)
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    with command_line_errors(sys.argv[0]):
+        return run_all(build_runs(argv))
+
+
+def run_all(runs: dict) -> int:
+    """Run every model's (or size's) run; write the combined files."""
+    output = Path(next(iter(runs.values())).output).parent
     results = []
-    for name, options in models.items():
-        command = ["run", *common, *options, "--output", str(output / name), *extra]
-        print("pyro-cl " + " ".join(command), flush=True)
-        for result in run(build_parser().parse_args(command)):
+    for name, run in runs.items():
+        for result in run_benchmark(run):
             if name.startswith("vcl-h"):
                 result.method = name
             results.append(result)
-        if results:
-            plot_accuracy(results, output / "accuracy_all.png")
+        plot_accuracy(results, output / "accuracy_all.png")
     ibp_runs = [r for r in results if r.active_units]
     if ibp_runs:
         plot_active_units(ibp_runs[0], output / "active_units.png")

@@ -9,45 +9,51 @@ task and 4e4 on later ones with the means kept between tasks, 10 Monte Carlo sam
 training and 100 for testing. Runs on CUDA when a GPU is present (``--device`` overrides). The
 data folder needs ``cifar-10-batches-bin`` and ``cifar-100-binary`` (or the npz files, see
 :mod:`pyro_cl.data.cifar`); ``--download`` fetches them. ``split-cifar10`` (5 x 2 CIFAR-10
-classes, 60 epochs per task) runs where CIFAR-100 is missing. Extra arguments go to
-``pyro-cl run`` unchanged (e.g. ``--epochs 60 --first-epochs 6`` for a shorter schedule).
+classes, 60 epochs per task) runs where CIFAR-100 is missing. Every ``pyro-cl run``
+option is accepted too and wins over the thesis's settings (e.g.
+``--epochs 60 --first-epochs 6`` for a shorter schedule).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
-from pyro_cl.cli import run_benchmark
+from pyro_cl.benchmark_run import BenchmarkRun, run_benchmark
+from pyro_cl.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
 
-THESIS_SETTINGS = [
-    "--update-lr", "1e-3",
-    "--update-beta", "1e-4",
-    "--update-momentum", "0.9",
-    "--update-samples", "10",
-    "--predictive-samples", "100",
-    "--init-precision", "4e3",
-    "--later-init-precision", "4e4",
-    "--init-means", "fresh",
-    "--between-tasks", "reset_variance",
-    "--ml-init-epochs", "0",
-]  # fmt: skip
+#: The thesis's training settings (section 4.5).
+THESIS_TRAINING = {
+    "num_predictive_samples": 100,
+    "init_log_variance": -math.log(4e3),
+    "later_init_log_variance": -math.log(4e4),
+    "init_means": "fresh",
+    "between_tasks": "reset_variance",
+    "ml_init_epochs": 0,
+}
+#: The thesis's VOGN hyperparameters.
+THESIS_FITTER = {"learning_rate": 1e-3, "beta": 1e-4, "momentum": 0.9, "num_samples": 10}
+
+
+def build_run(argv: list[str] | None = None) -> BenchmarkRun:
+    """The run that the command line ``argv`` describes (default benchmark: split-cifar)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args = parse_script_arguments(parser, argv, ["split-cifar", "split-cifar10"], "split-cifar")
+    return benchmark_run_from_args(
+        args,
+        methods=["vogn"],
+        seeds=[0],
+        output=f"results/vogn_cifar/{args.benchmark}",
+        training=THESIS_TRAINING,
+        fitter_options=THESIS_FITTER,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--benchmark", choices=["split-cifar", "split-cifar10"], default="split-cifar"
-    )
-    parser.add_argument("--seeds", nargs="+", default=["0"])
-    parser.add_argument("--methods", default="vogn")
-    parser.add_argument("--data-root", default="data")
-    parser.add_argument("--output")
-    args, extra = parser.parse_known_args(argv)
-    output = args.output or f"results/vogn_cifar/{args.benchmark}"
-    return run_benchmark(
-        args.benchmark, args.methods, args.data_root, args.seeds, output, *THESIS_SETTINGS, *extra
-    )
+    with command_line_errors(sys.argv[0]):
+        run_benchmark(build_run(argv))
+    return 0
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ means and precisions re-initialised (PyTorch's initialisation) before every task
 2x100 on permuted MNIST, multi-head 1x200 on split MNIST. ``--schedule short`` keeps every
 setting but uses 1 Monte Carlo sample per training step (the number of steps, and so the
 precision's moving average, is unchanged), which fits a 2-core CPU. Output as
-benchmarks/vcl_paper.py: ``results.json`` and ``accuracy.png`` in ``--output``. Extra arguments
-go to ``pyro-cl run`` unchanged.
+benchmarks/vcl_paper.py: ``results.json`` and ``accuracy.png`` in ``--output``. Every ``pyro-cl
+run`` option is accepted too, and wins over the thesis's settings.
 """
 
 from __future__ import annotations
@@ -19,35 +19,39 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyro_cl.cli import run_benchmark
+from pyro_cl.benchmark_run import BenchmarkRun, run_benchmark
+from pyro_cl.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
 
-#: ``pyro-cl run`` arguments that give the thesis's settings for each benchmark.
+#: The thesis's net and schedule for each benchmark.
 THESIS_SETTINGS = {
-    "permuted-mnist": ["--hidden", "100", "100", "--epochs", "100", "--batch-size", "256"],
-    "split-mnist": ["--hidden", "200", "--epochs", "100", "--batch-size", "256"],
+    "permuted-mnist": {"hidden_sizes": [100, 100], "training": {"epochs": 100, "batch_size": 256}},
+    "split-mnist": {"hidden_sizes": [200], "training": {"epochs": 100, "batch_size": 256}},
 }
-COMMON = [
-    "--update-lr", "1e-3",
-    "--update-beta", "1e-3",
-    "--predictive-samples", "100",
-]  # fmt: skip
-SAMPLES = {"paper": ["--update-samples", "10"], "short": ["--update-samples", "1"]}
+#: Monte Carlo samples per training step of each schedule.
+SAMPLES = {"paper": 10, "short": 1}
+
+
+def build_run(argv: list[str] | None = None) -> BenchmarkRun:
+    """The run that the command line ``argv`` describes."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--schedule", choices=sorted(SAMPLES), default="paper")
+    args = parse_script_arguments(parser, argv, sorted(THESIS_SETTINGS))
+    settings = THESIS_SETTINGS[args.benchmark]
+    return benchmark_run_from_args(
+        args,
+        methods=["vogn"],
+        seeds=[0, 1, 2],
+        output=f"results/vogn_paper/{args.benchmark}-{args.schedule}",
+        hidden_sizes=settings["hidden_sizes"],
+        training={**settings["training"], "num_predictive_samples": 100},
+        fitter_options={"learning_rate": 1e-3, "beta": 1e-3, "num_samples": SAMPLES[args.schedule]},
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--benchmark", choices=sorted(THESIS_SETTINGS), required=True)
-    parser.add_argument("--schedule", choices=sorted(SAMPLES), default="paper")
-    parser.add_argument("--seeds", nargs="+", default=["0", "1", "2"])
-    parser.add_argument("--methods", default="vogn")
-    parser.add_argument("--data-root", default="data")
-    parser.add_argument("--output")
-    args, extra = parser.parse_known_args(argv)
-    output = args.output or f"results/vogn_paper/{args.benchmark}-{args.schedule}"
-    settings = [*THESIS_SETTINGS[args.benchmark], *COMMON, *SAMPLES[args.schedule]]
-    return run_benchmark(
-        args.benchmark, args.methods, args.data_root, args.seeds, output, *settings, *extra
-    )
+    with command_line_errors(sys.argv[0]):
+        run_benchmark(build_run(argv))
+    return 0
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ differ from :class:`~pyro_cl.infer.config.TrainingConfig`'s defaults. Creating a
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass, field
 
@@ -22,6 +21,7 @@ from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.transitions import Transition
 from pyro_cl.infer.vcl import VCL
 from pyro_cl.infer.vogn import VOGN
+from pyro_cl.part_options import accepted
 
 __all__ = ["Method", "METHODS", "VOGN_MNIST_SETTINGS", "make_method"]
 
@@ -57,9 +57,7 @@ class Method:
 
     def fitter_parameters(self) -> set[str]:
         """Names of the keyword arguments the method's fitter takes (none without one)."""
-        if self.fitter is None:
-            return set()
-        return set(inspect.signature(self.fitter).parameters)
+        return set() if self.fitter is None else accepted(self.fitter)
 
     def build(
         self,

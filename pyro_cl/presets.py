@@ -37,6 +37,9 @@ class Preset:
     architecture: str = "mlp"
     #: Further arguments of the net (e.g. its prior scale).
     net_options: dict = field(default_factory=dict)
+    #: Whether the number of tasks is a choice (permuted streams) rather than fixed by the
+    #: classes (split streams).
+    takes_num_tasks: bool = False
 
 
 #: The H-IBP supplement's training settings common to its MNIST benchmarks (section 6).
@@ -62,6 +65,7 @@ PRESETS: dict[str, Preset] = {
         hidden_sizes=(100, 100),
         training={"epochs": 40, "batch_size": 64, "num_particles": 10},
         coreset_size=100,
+        takes_num_tasks=True,
     ),
     "split-mnist": Preset(
         "VCL paper: split MNIST, multi-head 2x256, whole-task batches, 120 epochs",
@@ -86,6 +90,7 @@ PRESETS: dict[str, Preset] = {
         hidden_sizes=(100, 100),
         training={"epochs": 100, "batch_size": 256, "num_particles": 10},
         coreset_size=200,
+        takes_num_tasks=True,
     ),
     "split-mnist-ibp": Preset(
         "H-IBP supplement section 6: split MNIST, multi-head, one IBNN layer of K = 100, sticks "
@@ -130,6 +135,7 @@ PRESETS: dict[str, Preset] = {
             "posterior_temperature": 1.0,
             "prior_temperature": 1.0,
         },
+        takes_num_tasks=True,
     ),
     "split-cifar": Preset(
         "VOGN thesis: split CIFAR-10/100 (CIFAR-10, then 5 x 10 CIFAR-100 classes), conv net of "

@@ -1,6 +1,14 @@
+import importlib.util
 import json
+from pathlib import Path
 
-from pyro_cl.cli import main
+import pytest
+
+from pyro_cl.benchmark_run import BenchmarkRun, run_benchmark
+from pyro_cl.cli import build_parser, main
+from pyro_cl.infer.elbo_fitter import ELBOFitter
+from pyro_cl.part_options import given_part_options
+from pyro_cl.spec import REGISTRIES
 
 
 def test_cli_runs_a_short_benchmark_and_writes_results(tmp_path, capsys):
@@ -59,8 +67,15 @@ def test_cli_runs_natural_gradient_methods_with_their_settings(tmp_path):
     out = tmp_path / "vogn"
     argv = ["run", "--benchmark", "split-digits", "--hidden", "8", "--epochs", "2"]
     argv += ["--first-epochs", "3", "--predictive-samples", "2", "--no-progress"]
-    argv += ["--methods", "vogn,ivon", "--update-samples", "2", "--update-lr", "0.05"]
-    argv += ["--update-beta", "0.2", "--init-precision", "1e3"]
+    argv += [
+        "--methods",
+        "vogn,ivon",
+        "--fitter-num-samples",
+        "2",
+        "--fitter-learning-rate",
+        "0.05",
+    ]
+    argv += ["--fitter-beta", "0.2", "--init-precision", "1e3"]
     assert main([*argv, "--output", str(out)]) == 0
     runs = json.loads((out / "results.json").read_text())["runs"]
     vogn, ivon = runs
@@ -85,3 +100,109 @@ def test_cli_lists_benchmarks_methods_and_parts_with_their_options(capsys):
     assert "split-mnist" in out and "vogn-ggn" in out
     assert "parts of kind 'transition':" in out and "no_propagation" in out
     assert "VOGN(learning_rate:'float'=0.001, beta:'float'=0.001" in out
+
+
+def test_cli_builds_a_transition_from_its_registered_options(tmp_path):
+    out = tmp_path / "hibnn"
+    argv = ["run", "--benchmark", "split-digits", "--hidden", "8", "--epochs", "1"]
+    argv += ["--particles", "1", "--predictive-samples", "2", "--no-progress", "--methods", "vcl"]
+    argv += ["--net", "hibnn", "--transition", "child_concentration_growth"]
+    argv += ["--transition-factor", "2"]
+    assert main([*argv, "--output", str(out)]) == 0
+    (run,) = json.loads((out / "results.json").read_text())["runs"]
+    assert run["method"] == "vcl-hibnn"
+    assert run["settings"]["transition"] == {
+        "kind": "transition",
+        "name": "child_concentration_growth",
+        "factor": 2.0,
+    }
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--methods", "vcl", "--fitter-beta", "0.1"], "--fitter-beta: not an option"),
+        (["--methods", "ivon", "--fitter-momentum", "0.9"], "--fitter-momentum: not an option"),
+        (["--transition-factor", "2"], "need --transition"),
+        (["--transition", "child_concentration_growth"], "missing 1 required positional"),
+        (["--transition", "child_concentration_growth", "--transition-factor", "2"], "H-IBP"),
+        (["--methods", "vcl,nope"], "unknown methods ['nope']"),
+        (["--benchmark", "split-digits", "--num-tasks", "3"], "fixed number of tasks"),
+        (["--benchmark", "split-mnist", "--data-root", "/nonexistent"], "no MNIST IDX files"),
+    ],
+)
+def test_cli_mistakes_are_one_line_errors(options, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--no-progress", *options])
+    text = str(exit_.value.code)
+    assert text.startswith("pyro-cl run: ") and message in text and "\n" not in text
+
+
+def test_fitter_options_come_from_constructor_signatures():
+    class ScaledSGD(ELBOFitter):
+        """A user fitter: one new float option appears as --fitter-step-scale."""
+
+        name = "test_scaled_sgd"
+
+        def __init__(self, step_scale: float = 1.0, warmup: int | None = None) -> None:
+            self.step_scale, self.warmup = step_scale, warmup
+
+    try:
+        args = build_parser().parse_args(["run", "--fitter-step-scale", "0.5"])
+        assert given_part_options(args, "fitter") == {"step_scale": 0.5}
+        help_text = build_parser()._subparsers._group_actions[0].choices["run"].format_help()
+        assert "--fitter-step-scale FLOAT" in help_text and "--fitter-warmup INT" in help_text
+    finally:
+        del REGISTRIES["fitter"]["test_scaled_sgd"]
+
+
+def _script(name):
+    path = Path(__file__).parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_scripts_build_runs_in_python_and_command_line_options_win():
+    run = _script("vcl_paper").build_run(
+        ["--benchmark", "permuted-mnist", "--schedule", "short", "--epochs", "7", "--seeds", "4"]
+    )
+    assert run.training == {"epochs": 7, "refit_epochs": 100} and list(run.seeds) == [4]
+    assert run.methods == ["vcl", "vcl-random", "vcl-kcenter", "coreset-only"]
+    assert str(run.output) == "results/vcl_paper/permuted-mnist-short"
+    vogn = _script("vogn_paper").build_run(
+        ["--benchmark", "split-mnist", "--fitter-learning-rate", "0.1", "--hidden", "50"]
+    )
+    assert vogn.fitter_options == {"learning_rate": 0.1, "beta": 1e-3, "num_samples": 10}
+    assert list(vogn.hidden_sizes) == [50] and vogn.training["batch_size"] == 256
+    runs = _script("ibp_paper").build_runs(["--benchmark", "split-mnist-ibp", "--widths", "10"])
+    assert {name: (r.net, r.hidden_sizes) for name, r in runs.items()} == {
+        "ibnn": ("ibnn", None),
+        "vcl-h10": ("mlp", [10]),
+    }
+    sizes = _script("coreset_sweep").build_runs(["--sizes", "5", "9"])
+    assert [(r.benchmark, r.coreset_size) for r in sizes.values()] == [
+        ("permuted-mnist", 5),
+        ("permuted-mnist", 9),
+    ]
+    assert _script("vogn_cifar").build_run([]).fitter_options["momentum"] == 0.9
+    with pytest.raises(SystemExit):
+        _script("vcl_paper").build_run(["--benchmark", "split-digits"])
+
+
+def test_benchmark_run_in_python_runs_and_rejects_unknown_options(tmp_path):
+    run = BenchmarkRun(
+        "split-digits",
+        methods=["vcl"],
+        hidden_sizes=[8],
+        training={"epochs": 1, "num_particles": 1, "num_predictive_samples": 2},
+        progress=False,
+    )
+    (result,) = run_benchmark(run)
+    assert result.accuracy.shape == (5, 5) and result.settings["epochs"] == 1
+    with pytest.raises(ValueError, match="not an option"):
+        BenchmarkRun(fitter_options={"learning_rat": 0.1})
+    with pytest.raises(ValueError, match="not fields of BenchmarkRun"):
+        run.with_defaults(epochs=3)
+    assert run.with_defaults(training={"epochs": 9, "batch_size": 4}).training["epochs"] == 1

@@ -115,6 +115,7 @@ class ContinualLearner:
             likelihood or CategoricalLikelihood(),
             self.config.monte_carlo.elbo,
         )
+        self.transition.check(self.net)
         self.guide = MeanFieldGuide(
             self.model,
             init_log_variance=self.config.initialisation.init_log_variance,

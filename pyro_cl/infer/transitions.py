@@ -76,6 +76,13 @@ class Transition(Registrable, ABC, kind="transition"):
         """The next prior of every site in ``posterior`` (the current priors of the trained
         sites, which hold the last posterior)."""
 
+    def check(self, net: torch.nn.Module) -> None:
+        """Refuse a net this transition cannot act on, when the learner is built rather than at
+        the second step (default: any net).
+
+        :raises TypeError: naming what the net lacks.
+        """
+
 
 class Identity(Transition):
     """``prior_{t_k} = posterior_{t_{k-1}}`` whatever the elapsed time (VCL eq. 1)."""
@@ -111,14 +118,21 @@ class ChildConcentrationGrowth(Transition):
             raise ValueError(f"the growth factor must be positive, got {factor}")
         self.factor = float(factor)
 
+    def check(self, net: torch.nn.Module) -> None:
+        if not _hierarchical_masks(net):
+            raise TypeError(
+                "ChildConcentrationGrowth needs an H-IBP net (IndianBuffetMLP(hierarchical=True))"
+            )
+
     @torch.no_grad()
     def __call__(self, posterior: Posterior, context: TransitionContext) -> Posterior:
-        layers = [m for m in modules_of_type(context.net, IBPMask) if m.hierarchical]
-        if not layers:
-            raise TypeError("ChildConcentrationGrowth needs an H-IBP net (hierarchical masks)")
-        for mask in layers:
+        for mask in _hierarchical_masks(context.net):
             mask.child_concentration.mul_(self.factor)
         return posterior
+
+
+def _hierarchical_masks(net: torch.nn.Module) -> list[IBPMask]:
+    return [m for m in modules_of_type(net, IBPMask) if m.hierarchical]
 
 
 class Chain(Transition):
@@ -134,6 +148,10 @@ class Chain(Transition):
         if not all(isinstance(t, Transition) for t in self.transitions):
             raise TypeError(f"Chain takes transitions, got {self.transitions!r}")
         self.propagates = all(t.propagates for t in self.transitions)
+
+    def check(self, net: torch.nn.Module) -> None:
+        for transition in self.transitions:
+            transition.check(net)
 
     def __call__(self, posterior: Posterior, context: TransitionContext) -> Posterior:
         for transition in self.transitions:

@@ -1,0 +1,289 @@
+"""One benchmark run as a Python value: a preset, methods, seeds and what differs from defaults.
+
+``pyro-cl run`` parses its command line into a :class:`BenchmarkRun` and calls
+:func:`run_benchmark`; the scripts under ``benchmarks/`` build one directly::
+
+    from pyro_cl.benchmark_run import BenchmarkRun, run_benchmark
+
+    run = BenchmarkRun("permuted-mnist", methods=("vcl", "vcl-kcenter"), training={"epochs": 5})
+    results = run_benchmark(run)
+
+Every field left at ``None`` (or an empty dict) means "the preset's choice";
+:meth:`BenchmarkRun.with_defaults` fills those from a script's schedule, so options a user gives
+win over the schedule's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from pyro_cl.experiment import (
+    ContinualResult,
+    mean_result,
+    run_stream,
+    scratch_accuracies,
+    summarise,
+)
+from pyro_cl.infer.transitions import Transition
+from pyro_cl.methods import METHODS
+from pyro_cl.nn import BayesianCNN, BayesianMLP, IndianBuffetMLP
+from pyro_cl.part_options import check_taken
+from pyro_cl.plotting import plot_accuracy
+from pyro_cl.presets import DEFAULT_PRESET, PRESETS, Preset
+from pyro_cl.spec import REGISTRIES
+
+__all__ = [
+    "ARCHITECTURES",
+    "BenchmarkRun",
+    "IBP_OPTIONS",
+    "fill_unset",
+    "run_benchmark",
+    "write_report",
+]
+
+#: The nets a run can use: ``mlp``, ``cnn``, and MLPs with IBP (``ibnn``) or H-IBP (``hibnn``)
+#: masks on every hidden layer.
+ARCHITECTURES = ("mlp", "cnn", "ibnn", "hibnn")
+
+#: Net options only Indian Buffet nets take.
+IBP_OPTIONS = (
+    "alpha",
+    "beta",
+    "hierarchical",
+    "child_concentration",
+    "posterior_temperature",
+    "prior_temperature",
+    "mask_parameterisation",
+)
+
+
+@dataclass(frozen=True)
+class BenchmarkRun:
+    """What to run; ``None`` and empty dicts mean the preset's (or the library's) default.
+
+    :ivar benchmark: a name in :data:`~pyro_cl.presets.PRESETS`.
+    :ivar methods: names in :data:`~pyro_cl.methods.METHODS` (default: vcl and finetune).
+    :ivar seeds: one run of every method per seed (default: seed 0).
+    :ivar net: one of :data:`ARCHITECTURES` (default: the preset's).
+    :ivar net_options: constructor arguments of the net over the preset's (prior scale, IBP
+        options, ...); IBP options are dropped for plain MLPs.
+    :ivar training: :class:`~pyro_cl.infer.config.TrainingConfig` settings over the preset's.
+    :ivar fitter_options: arguments of the methods' fitters (``learning_rate``, ``beta``, ...);
+        each fitter gets those it takes.
+    :ivar transition: the transition between tasks (default: each method's).
+    :ivar output: folder for ``results.json`` and ``accuracy.png`` (nothing written if None).
+    """
+
+    benchmark: str = DEFAULT_PRESET
+    methods: Sequence[str] | None = None
+    seeds: Sequence[int] | None = None
+    data_root: str | Path = "data"
+    download: bool = False
+    device: str | None = None
+    output: str | Path | None = None
+    net: str | None = None
+    hidden_sizes: Sequence[int] | None = None
+    num_tasks: int | None = None
+    coreset_size: int | None = None
+    net_options: dict = field(default_factory=dict)
+    training: dict = field(default_factory=dict)
+    fitter_options: dict = field(default_factory=dict)
+    transition: Transition | None = None
+    local_reparameterization: bool = True
+    forward_transfer: bool = False
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.benchmark not in PRESETS:
+            raise ValueError(f"unknown benchmark {self.benchmark!r}; choose from {sorted(PRESETS)}")
+        unknown = [m for m in self.method_names if m not in METHODS]
+        if unknown:
+            raise ValueError(f"unknown methods {unknown}; choose from {list(METHODS)}")
+        if self.num_tasks is not None and not self.preset.takes_num_tasks:
+            raise ValueError(
+                f"{self.benchmark} has a fixed number of tasks; num_tasks is for permuted streams"
+            )
+        if self.net is not None and self.net not in ARCHITECTURES:
+            raise ValueError(f"unknown net {self.net!r}; choose from {ARCHITECTURES}")
+        if self.net in ("ibnn", "hibnn") and self.preset.architecture == "cnn":
+            raise ValueError(
+                f"net {self.net} needs an MLP benchmark; {self.benchmark} is a conv net"
+            )
+        # Options only some of the methods' fitters take go to those (a schedule may set VOGN's
+        # beta and still run IVON); a name no registered fitter takes is a mistake.
+        check_taken(self.fitter_options, "fitter", REGISTRIES["fitter"].values())
+
+    def with_defaults(self, **defaults) -> BenchmarkRun:
+        """A copy in which ``defaults`` fill the fields left unset (None, or missing dict keys);
+        what this run sets wins."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return BenchmarkRun(**fill_unset(fields, defaults))
+
+    @property
+    def preset(self) -> Preset:
+        return PRESETS[self.benchmark]
+
+    @property
+    def method_names(self) -> list[str]:
+        return list(self.methods) if self.methods is not None else ["vcl", "finetune"]
+
+    @property
+    def architecture(self) -> str:
+        return self.net or self.preset.architecture
+
+    def resolved_net_options(self) -> dict:
+        """The preset's net options, this run's over them, and only what the net takes."""
+        options = {**self.preset.net_options, **self.net_options}
+        if self.architecture in ("ibnn", "hibnn"):
+            options["hierarchical"] = self.architecture == "hibnn"
+        else:
+            options = {key: value for key, value in options.items() if key not in IBP_OPTIONS}
+        return options
+
+    def resolved_training(self) -> dict:
+        return {**self.preset.training, "progress": self.progress, **self.training}
+
+    def build_net(self, stream) -> torch.nn.Module:
+        """A fresh net of this run's architecture for ``stream``."""
+        heads = len(stream) if stream.multi_head else 1
+        hidden = tuple(self.hidden_sizes or self.preset.hidden_sizes)
+        common = {
+            "heads": heads,
+            "local_reparameterization": self.local_reparameterization,
+            **self.resolved_net_options(),
+        }
+        if self.architecture == "cnn":
+            return BayesianCNN(
+                stream.input_shape, hidden_sizes=hidden, out_features=stream.num_classes, **common
+            )
+        net_class = IndianBuffetMLP if self.architecture in ("ibnn", "hibnn") else BayesianMLP
+        return net_class(stream.in_features, hidden, stream.num_classes, **common)
+
+    def label(self, method: str) -> str:
+        """The method's name in results: ``vcl``, or ``vcl-ibnn`` for an Indian Buffet net."""
+        return method if self.architecture in ("mlp", "cnn") else f"{method}-{self.architecture}"
+
+
+def fill_unset(fields: dict, defaults: dict) -> dict:
+    """``fields`` with ``defaults`` in the places left unset: a None value takes the default, a
+    dict takes the default's keys it lacks.
+
+    :raises ValueError: for a default that names no field of :class:`BenchmarkRun`.
+    """
+    names = {f.name for f in dataclasses.fields(BenchmarkRun)}
+    unknown = sorted(set(defaults) - names)
+    if unknown:
+        raise ValueError(f"{unknown} are not fields of BenchmarkRun; choose from {sorted(names)}")
+    filled = dict(fields)
+    for name, value in defaults.items():
+        current = filled.get(name)
+        if isinstance(current, dict):
+            filled[name] = {**value, **current}
+        elif current is None:
+            filled[name] = value
+    return filled
+
+
+def run_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
+    """Run every method of ``run`` on every seed's stream; print each accuracy matrix and the
+    summary, and (with ``run.output``) write ``results.json`` and ``accuracy.png`` after every
+    run, so an interrupted sweep keeps the runs it finished.
+
+    :raises ValueError: when a method cannot be built with the run's options (the message names
+        the method).
+    """
+    device = run.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    training = run.resolved_training()
+    coreset_size = run.coreset_size or run.preset.coreset_size
+    hidden = tuple(run.hidden_sizes or run.preset.hidden_sizes)
+    output = None if run.output is None else Path(run.output)
+    labels = [run.label(m) for m in run.method_names]
+    results = []
+    for seed in run.seeds if run.seeds is not None else (0,):
+        stream = run.preset.stream(str(run.data_root), seed, run.num_tasks, run.download)
+        print(
+            f"{stream.name}: {len(stream)} tasks, net {stream.in_features}-"
+            f"{'-'.join(map(str, hidden))}-{stream.num_classes}"
+            f"{' multi-head' if stream.multi_head else ''}, device {device}, seed {seed}"
+        )
+        for method in run.method_names:
+            spec = METHODS[method]
+
+            def make_learner(spec=spec, stream=stream, seed=seed):
+                options = {
+                    k: v for k, v in run.fitter_options.items() if k in spec.fitter_parameters()
+                }
+                return spec.build(
+                    run.build_net(stream),
+                    coreset_size,
+                    device,
+                    seed,
+                    fitter_options=options if spec.fitter is not None else None,
+                    transition=run.transition,
+                    **training,
+                )
+
+            try:
+                learner = make_learner()
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"method {method!r}: {error}") from error
+            flat = learner.config.flat()
+            settings = {
+                "benchmark": run.benchmark,
+                "net": run.architecture,
+                "net_options": run.resolved_net_options(),
+                "hidden_sizes": list(hidden),
+                "seed": seed,
+                "device": device,
+                "coreset_size": coreset_size if spec.memory is not None else None,
+                **training,
+                **{k: flat[k] for k in spec.defaults},
+                "fitter": learner.fitter.spec(),
+                "transition": learner.transition.spec(),
+            }
+            result = run_stream(learner, stream, run.label(method), settings)
+            if run.forward_transfer:
+                result.scratch_accuracy = scratch_accuracies(make_learner, stream)
+            results.append(result)
+            if output is not None:
+                write_report(results, labels, output)
+            _print_result(result, seed)
+    _print_summary(results, run.seeds)
+    if output is not None:
+        print(f"\nwrote {output / 'results.json'} and {output / 'accuracy.png'}")
+    return results
+
+
+def _print_result(result: ContinualResult, seed: int) -> None:
+    label = result.method
+    print(f"\n{label} (seed {seed}): accuracy after each task (rows) on each task")
+    print(result.format_matrix())
+    bwt = "" if result.bwt is None else f", BWT {100 * result.bwt:+.2f}"
+    fwt = "" if result.fwt is None else f", FWT {100 * result.fwt:+.2f}"
+    print(f"{label}: ACC {100 * result.acc:.2f}%{bwt}{fwt}  ({result.wall_time_s:.1f} s)")
+
+
+def _print_summary(results: list[ContinualResult], seeds: Sequence[int] | None) -> None:
+    if seeds is not None and len(seeds) > 1:
+        print("\nmean ± std over seeds " + ", ".join(map(str, seeds)))
+    for method, row in summarise(results).items():
+        print(
+            f"{method}: ACC {100 * row['ACC_mean']:.2f} ± {100 * row['ACC_std']:.2f}% "
+            f"over {row['runs']} run(s), {row['wall_time_s_mean']:.0f} s each"
+        )
+
+
+def write_report(results: list[ContinualResult], methods: list[str], output: Path) -> Path:
+    """``results.json`` (summary and every run) and ``accuracy.png`` (mean over seeds)."""
+    output.mkdir(parents=True, exist_ok=True)
+    report = {"summary": summarise(results), "runs": [r.to_json() for r in results]}
+    (output / "results.json").write_text(json.dumps(report, indent=2))
+    done = [m for m in methods if any(r.method == m for r in results)]
+    means = [mean_result([r for r in results if r.method == m]) for m in done]
+    return plot_accuracy(means, output / "accuracy.png")
