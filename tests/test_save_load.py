@@ -1,11 +1,15 @@
+import hashlib
 import os
 import pickle
+import random
+import stat
 
 import pytest
 import torch
 
 from pyro_cl import VCL
 from pyro_cl.nn import BayesianMLP
+from pyro_cl.serialization import MAGIC, CorruptFileError, atomic_save
 from tests.helpers import two_class_data
 
 
@@ -62,16 +66,77 @@ def test_continuing_after_reload_gives_the_same_posterior_as_never_stopping(tmp_
 
 
 class _Exploit:
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
     def __reduce__(self):
-        return (os.system, ("echo pwned > /dev/null",))
+        return (os.system, (f"touch {self.marker}",))
 
 
 def test_loading_refuses_arbitrary_pickled_objects(tmp_path):
+    marker = tmp_path / "pwned"
+    payload = pickle.dumps({"format": "pyro_cl.learner/2", "payload": _Exploit(str(marker))})
+    digest = hashlib.sha256(payload).hexdigest().encode()
     path = tmp_path / "evil.pt"
-    with open(path, "wb") as f:
-        pickle.dump({"format": "pyro_cl.learner/1", "payload": _Exploit()}, f)
-    with pytest.raises(pickle.UnpicklingError):
+    path.write_bytes(MAGIC + digest + b"\n" + payload)  # a valid digest over a malicious pickle
+    with pytest.raises(CorruptFileError, match="evil.pt holds no readable") as error:
         VCL.load(path)
+    assert isinstance(error.value.__cause__, pickle.UnpicklingError)
+    assert not marker.exists()
+    path.write_bytes(payload)  # no header at all
+    with pytest.raises(CorruptFileError, match="not a pyro_cl state file"):
+        VCL.load(path)
+
+
+def test_flipped_bits_and_truncation_are_reported_as_corruption_naming_the_file(tmp_path):
+    learner = _learner()
+    learner.observe(two_class_data(50, 4), task_id=0)
+    path = tmp_path / "state.pt"
+    learner.save(path)
+    original = path.read_bytes()
+    generator = random.Random(0)
+    for _trial in range(60):
+        data = bytearray(original)
+        for _ in range(4):
+            position = generator.randrange(len(data))
+            data[position] ^= 1 << generator.randrange(8)
+        path.write_bytes(bytes(data))
+        with pytest.raises(CorruptFileError, match="state.pt"):
+            VCL.load(path)
+    for length in (0, 5, len(MAGIC) + 10, len(original) // 2, len(original) - 1):
+        path.write_bytes(original[:length])
+        with pytest.raises(CorruptFileError, match="state.pt (is|is not)"):
+            VCL.load(path)
+    path.write_bytes(original)
+    assert VCL.load(path).tasks_seen == [0]
+
+
+def test_an_edited_net_configuration_is_refused_before_building_the_net(tmp_path):
+    learner = _learner()
+    learner.observe(two_class_data(50, 4), task_id=0)
+    state = learner.state()
+    state["net"]["hidden_sizes"] = [400_000_000]  # ~100 GB if it were built
+    path = tmp_path / "crafted.pt"
+    atomic_save(state, path)
+    with pytest.raises(CorruptFileError, match="does not match the saved weights"):
+        VCL.load(path)
+
+
+def test_saving_keeps_the_mode_and_symlink_and_removes_stale_temporary_files(tmp_path):
+    learner = _learner()
+    real = tmp_path / "real.pt"
+    learner.save(real)
+    os.chmod(real, 0o640)
+    link = tmp_path / "link.pt"
+    link.symlink_to(real)
+    stale = tmp_path / ".real.pt.999999999.abc.tmp"  # from a process that no longer runs
+    stale.write_bytes(b"half")
+    learner.save(link)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert not stale.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.pt", "real.pt"]
+    assert VCL.load(link).tasks_seen == []
 
 
 def test_a_crash_while_saving_leaves_the_previous_file_intact(tmp_path, monkeypatch):

@@ -44,7 +44,7 @@ from pyro_cl.posterior import (
     posterior_to_state,
     read_priors,
 )
-from pyro_cl.serialization import atomic_save, safe_load
+from pyro_cl.serialization import CorruptFileError, atomic_save, safe_load
 from pyro_cl.spec import check_rebuildable, from_spec, tensors_to
 
 __all__ = ["ALL_TASKS", "ContinualLearner"]
@@ -476,7 +476,7 @@ class ContinualLearner:
         if net is None:
             if state["net"] is None:
                 raise ValueError("this learner's net is not a pyro_cl net: pass net=...")
-            net = from_spec(state["net"], "net")
+            net = _net_matching_its_weights(state["net"], state["net_state"], path)
         parts = state["parts"]
         learner = cls(
             net,
@@ -507,6 +507,34 @@ class ContinualLearner:
         learner.seed = state["seed"]
         set_random_state(learner.device, state["rng"])
         return learner
+
+
+def _net_matching_its_weights(spec: dict, weights: dict, path) -> torch.nn.Module:
+    """The net ``spec`` describes, after checking (on the meta device, which allocates nothing)
+    that it has exactly the saved weights' names and shapes: a file whose configuration was
+    edited, e.g. to a hidden layer of 4e8 units, is refused before anything large is built.
+
+    :raises CorruptFileError: naming the file and the first mismatch.
+    """
+    torch_distribution = torch.distributions.Distribution
+    validate = torch_distribution._validate_args
+    torch_distribution.set_default_validate_args(False)  # meta tensors hold no values to check
+    try:
+        with torch.device("meta"):
+            skeleton = from_spec(spec, "net")
+    finally:
+        torch_distribution.set_default_validate_args(validate)
+    expected = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
+    saved = {name: tuple(t.shape) for name, t in weights.items() if torch.is_tensor(t)}
+    if expected != saved:
+        mismatch = sorted(
+            name for name in expected.keys() | saved.keys() if expected.get(name) != saved.get(name)
+        )[0]
+        raise CorruptFileError(
+            f"{path}: the saved net configuration does not match the saved weights "
+            f"({mismatch}: configuration {expected.get(mismatch)}, weights {saved.get(mismatch)})"
+        )
+    return from_spec(spec, "net")
 
 
 def _checked_part(part, base: type, role: str):
