@@ -5,12 +5,12 @@ from pyro_cl.baselines import CoresetOnly, FineTuning
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.config import TrainingConfig
+from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.elbo_fitter import ELBOFitter
 from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.point_estimate import Penalty, PointEstimateFitter
-from pyro_cl.infer.training import DivergenceError
 from pyro_cl.infer.transitions import (
     Chain,
     ChildConcentrationGrowth,

@@ -2,7 +2,8 @@
 
 :class:`TrainingConfig` groups them: the schedule (epochs, batches), the optimiser (Adam's
 learning rate and its decay), Monte Carlo (particles, predictive samples, the ELBO's route),
-the guide's initialisation, the coreset refit and the display. Each field name is unique across
+the guide's initialisation, the coreset refit, the display, and when a fit counts as
+diverged. Each field name is unique across
 groups, so learners and the command line take them as flat keywords
 (``VCL(net, epochs=5, learning_rate=1e-2)``), and :meth:`TrainingConfig.replace` routes each to
 its group. Defaults follow the VCL paper's permuted MNIST set-up (appendix A).
@@ -18,10 +19,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from pyro_cl.guides import DEFAULT_INIT_LOG_VARIANCE, REINIT_POLICIES
+from pyro_cl.infer.divergence import Divergence
 from pyro_cl.model import ROUTES
 
 __all__ = [
     "Display",
+    "Divergence",
     "Initialisation",
     "MonteCarlo",
     "Optimisation",
@@ -167,6 +170,7 @@ _GROUPS = {
     "initialisation": Initialisation,
     "refit": Refit,
     "display": Display,
+    "divergence": Divergence,
 }
 
 
@@ -180,6 +184,7 @@ class TrainingConfig:
     initialisation: Initialisation = field(default_factory=Initialisation)
     refit: Refit = field(default_factory=Refit)
     display: Display = field(default_factory=Display)
+    divergence: Divergence = field(default_factory=Divergence)
 
     @staticmethod
     def field_names() -> dict[str, str]:
@@ -215,4 +220,4 @@ class TrainingConfig:
 
     @classmethod
     def from_state(cls, state: dict[str, dict[str, Any]]) -> TrainingConfig:
-        return cls(**{group: _GROUPS[group](**state[group]) for group in _GROUPS})
+        return cls(**{group: _GROUPS[group](**state.get(group, {})) for group in _GROUPS})

@@ -27,7 +27,8 @@ from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.config import TrainingConfig
-from pyro_cl.infer.training import DivergenceError, minimise
+from pyro_cl.infer.divergence import DivergenceError
+from pyro_cl.infer.training import minimise, run_epochs
 from pyro_cl.model import SupervisedModel
 from pyro_cl.posterior import Posterior, base_distribution, distribution_parameters
 from pyro_cl.spec import Registrable
@@ -73,6 +74,30 @@ class FitContext:
             description,
             self.callbacks if callbacks is None else callbacks,
             optimisation.decay,
+            self.config.divergence,
+        )
+
+    def run_epochs(
+        self,
+        step: Callable[[torch.Tensor], torch.Tensor],
+        parameters: Mapping[str, torch.Tensor],
+        num_data: int,
+        epochs: int,
+        batch_size: int | None,
+        description: str,
+    ) -> list[float]:
+        """:func:`~pyro_cl.infer.training.run_epochs` with the context's device, callbacks and
+        divergence test, for fitters with their own update rule (natural gradients)."""
+        return run_epochs(
+            step,
+            num_data,
+            epochs,
+            batch_size,
+            self.device,
+            description,
+            self.callbacks,
+            parameters,
+            self.config.divergence,
         )
 
 

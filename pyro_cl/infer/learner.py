@@ -274,6 +274,7 @@ class ContinualLearner:
         history = self.fitter.fit(
             context, self.guide, data, sites, epochs, context.batch_size(), description
         )
+        self.config.divergence.check_values(self.guide.locs(sites), description)
         posterior = self.fitter.posterior(self.guide, sites)
         if posterior is not None:
             install_prior(self.net, posterior)
@@ -303,6 +304,7 @@ class ContinualLearner:
             description = "coreset refit" + ("" if key == ALL_TASKS else f" task {key}")
             batch_size = context.batch_size(refit.refit_batch_size)
             self.fitter.fit(context, guide, points, sites, epochs, batch_size, description)
+            self.config.divergence.check_values(guide.locs(sites), description)
             posterior = self.fitter.posterior(guide, sites)
             if posterior is not None:
                 refits[key] = {name: detach_distribution(q) for name, q in posterior.items()}

@@ -28,7 +28,6 @@ from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.objectives import task_groups
 from pyro_cl.infer.per_example import GradientStatistics, gradient_statistics
-from pyro_cl.infer.training import run_epochs
 from pyro_cl.kl import gaussian_kl
 from pyro_cl.nn.structured import has_structured_sites
 from pyro_cl.posterior import base_distribution, read_priors
@@ -144,9 +143,7 @@ class NaturalGradientUpdate(Fitter):
                 kl = sum(_kl(state) for state in states.values())
             return total / (batch * self.num_samples) + kl / effective_size
 
-        history = run_epochs(
-            step, num_data, epochs, batch_size, x.device, description, context.callbacks, locs
-        )
+        history = context.run_epochs(step, locs, num_data, epochs, batch_size, description)
         guide.set_precisions({name: state.precision for name, state in states.items()})
         return history
 

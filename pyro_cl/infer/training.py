@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 
 import torch
 
 from pyro_cl.infer.callbacks import Callback, CallbackList, StepInfo
+from pyro_cl.infer.divergence import Divergence, DivergenceError
 
 __all__ = ["DivergenceError", "make_adam", "minimise", "run_epochs"]
-
-
-class DivergenceError(RuntimeError):
-    """Training produced a NaN or infinite loss; the caller must not keep the result."""
 
 
 def make_adam(parameters: list[torch.nn.Parameter], learning_rate: float) -> torch.optim.Adam:
@@ -35,6 +31,7 @@ def run_epochs(
     description: str = "training",
     callbacks: Callback | None = None,
     parameters: Mapping[str, torch.Tensor] | None = None,
+    divergence: Divergence | None = None,
 ) -> list[float]:
     """Call ``step(batch_indices)`` over shuffled minibatches for ``epochs`` passes.
 
@@ -43,14 +40,19 @@ def run_epochs(
     updates whatever it trains and returns the batch's (detached) loss. ``callbacks`` see every
     step (with ``parameters``, what the steps change) and every epoch's mean loss.
 
+    :param divergence: when the losses count as diverged (default:
+        :class:`~pyro_cl.infer.config.Divergence`'s defaults); checked after every epoch against
+        the first step's loss.
     :returns: the mean loss of every epoch.
-    :raises DivergenceError: as soon as an epoch's loss is NaN or infinite.
+    :raises DivergenceError: as soon as an epoch's loss diverges.
     """
+    divergence = divergence or Divergence()
     callbacks = callbacks or CallbackList()
     parameters = parameters or {}
     batch_size = num_data if batch_size is None else min(int(batch_size), num_data)
     history = []
     steps_done = 0
+    first_loss = None
     callbacks.on_fit_start(description, epochs)
     try:
         for epoch in range(epochs):
@@ -59,15 +61,15 @@ def run_epochs(
             steps = 0
             for start in range(0, num_data, batch_size):
                 loss = step(permutation[start : start + batch_size])
+                if first_loss is None:
+                    first_loss = loss.item()
+                    divergence.check_loss(first_loss, first_loss, description)
                 callbacks.on_step(StepInfo(steps_done, loss, parameters))
                 total = total + loss
                 steps += 1
                 steps_done += 1
             mean_loss = (total / steps).item()
-            if not math.isfinite(mean_loss):
-                raise DivergenceError(
-                    f"{description}: the loss became {mean_loss} in epoch {epoch + 1}/{epochs}"
-                )
+            divergence.check_loss(mean_loss, first_loss, f"{description}, epoch {epoch + 1}")
             history.append(mean_loss)
             callbacks.on_epoch_end(epoch, mean_loss)
     finally:
@@ -86,6 +88,7 @@ def minimise(
     description: str = "training",
     callbacks: Callback | None = None,
     decay: tuple[float, int] = (1.0, 1000),
+    divergence: Divergence | None = None,
 ) -> list[float]:
     """Minimise ``loss_fn(batch_indices)`` over ``parameters`` (``{name: tensor}``) with Adam over
     shuffled minibatches (:func:`run_epochs`).
@@ -93,7 +96,7 @@ def minimise(
     :param decay: ``(rate, steps)``: the learning rate at step ``s`` is
         ``learning_rate · rate^(s / steps)`` (exponential decay; ``rate = 1`` keeps it constant).
     :returns: the mean loss of every epoch.
-    :raises DivergenceError: as soon as an epoch's loss is NaN or infinite.
+    :raises DivergenceError: as soon as an epoch's loss diverges (:func:`run_epochs`).
     """
     optimizer = make_adam(list(parameters.values()), learning_rate)
     rate, steps = decay
@@ -111,5 +114,13 @@ def minimise(
         return loss.detach()
 
     return run_epochs(
-        adam_step, num_data, epochs, batch_size, device, description, callbacks, parameters
+        adam_step,
+        num_data,
+        epochs,
+        batch_size,
+        device,
+        description,
+        callbacks,
+        parameters,
+        divergence,
     )
