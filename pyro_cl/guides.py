@@ -9,6 +9,7 @@ import pyro
 import torch
 from pyro import poutine
 from pyro.distributions import Beta, Distribution, Normal
+from pyro.params.param_store import param_with_module_name
 from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import site_is_subsample
 from torch import nn
@@ -290,7 +291,27 @@ class MeanFieldGuide(nn.Module):
         copy.load_state_dict(self.state_dict())  # creates each parameter like the source's
         return copy
 
+    def release(self) -> None:
+        """Remove this guide's parameters from Pyro's global parameter store (``elbo="pyro"``
+        registers them there; they are registered again the next time the guide runs). Call
+        it on a guide about to be discarded, e.g. a refit copy, or the store grows without end."""
+        store = pyro.get_param_store()
+        prefix = param_with_module_name(self._store_name, "")
+        for name in [name for name in store.keys() if name.startswith(prefix)]:
+            del store[name]
+
     # ----------------------------------------------------------------- saving and loading
+    def restore(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        """Return exactly to ``state_dict`` (from :meth:`state_dict`): parameters created since
+        (those of a head first used in a step that failed) are removed, here and in Pyro's
+        parameter store, so none is left behind to be picked up later."""
+        for group in _PARAMETER_GROUPS:
+            parameters = getattr(self, group)
+            for key in [key for key in parameters.keys() if f"{group}.{key}" not in state_dict]:
+                del parameters[key]
+        self.release()
+        self.load_state_dict(state_dict)
+
     def get_extra_state(self) -> dict:
         return {
             "event_dims": dict(self._event_dims),

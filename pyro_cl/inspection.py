@@ -17,6 +17,7 @@ from pyro.distributions import Distribution, Normal
 from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.site_values import sample_outputs
 from pyro_cl.nn.effects import PosteriorConditionals, RecordMasks
+from pyro_cl.nn.exclusive import exclusive_mode
 from pyro_cl.nn.structured import has_structured_sites
 from pyro_cl.posterior import base_distribution
 
@@ -48,17 +49,12 @@ def active_units(
     net = learner.net
     if not has_structured_sites(net):
         raise TypeError(f"{type(net).__name__} has no IBP masks to count active units of")
-    x = torch.as_tensor(x)
-    learner.model.check_data(x, None, task_id)
+    x, _, task_id = learner.model.prepare_data(x, None, task_id)
     x = x.to(learner.device)
     sites = learner.prediction_sites(x[:1], task_id)
-    training = net.training
-    net.train()  # relaxed masks, as in training
-    try:
-        with RecordMasks() as masks, PosteriorConditionals():
-            sample_outputs(learner.model, sites, x, task_id, num_samples, learner.fast)
-    finally:
-        net.train(training)
+    # Relaxed masks, as in training.
+    with exclusive_mode(net, training=True), RecordMasks() as masks, PosteriorConditionals():
+        sample_outputs(learner.model, sites, x, task_id, num_samples, learner.fast)
     return [(mask > threshold).sum(-1).reshape(-1, x.shape[0]) for mask in masks]
 
 

@@ -51,6 +51,10 @@ class Likelihood(Registrable, ABC, kind="likelihood"):
         if not torch.isfinite(y.float()).all():
             raise ValueError("targets contain NaN or inf")
 
+    def converted_targets(self, y: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """Checked targets in the dtype the likelihood scores (floating targets: ``dtype``)."""
+        return y.to(dtype) if y.dtype.is_floating_point else y
+
     def predictive_log_likelihood(self, samples: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Per-point ``log (1/S) Σ_s p(y_n | outputs_s)`` from ``samples`` of shape ``(S, N, ...)``."""
         log_probs = self.log_prob(samples, y)
@@ -84,6 +88,10 @@ class CategoricalLikelihood(Likelihood):
                 f"labels must lie in 0..{num_outputs - 1} for this head, got range "
                 f"{y.min().item()}..{y.max().item()}"
             )
+
+    def converted_targets(self, y: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """Labels of any integer dtype (uint8, int32, ...) as int64 indices."""
+        return y.long()
 
     def hessian_factor(self, outputs: torch.Tensor) -> torch.Tensor:
         """The Hessian of ``-log softmax(f)_y`` in ``f`` is ``diag(p) - p pᵀ`` whatever ``y``;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import numbers
 from collections.abc import Iterable
 
 import torch
@@ -12,12 +13,30 @@ from pyro_cl.nn.effects import DataPlate, new_data_plate
 from pyro_cl.nn.substitution import SubstitutableModule
 from pyro_cl.posterior import sample_sites
 
-__all__ = ["ROUTES", "SupervisedModel"]
+__all__ = ["ROUTES", "SupervisedModel", "normalised_task_id"]
 
 #: How losses, predictions and gradient statistics are computed: ``"fast"`` hands pyro_cl layers
 #: their site values directly (:mod:`pyro_cl.infer.site_values`), ``"pyro"`` runs model and guide
 #: as Pyro programs, ``"auto"`` takes the fast route whenever every site is in a pyro_cl layer.
 ROUTES = ("auto", "fast", "pyro")
+
+
+def normalised_task_id(task_id) -> int:
+    """``task_id`` as a non-negative Python int.
+
+    :raises ValueError: for booleans (``True`` is not head 1), non-integers (``1.0``, ``"a"``),
+        tensors of more than one element, and negative ids.
+    """
+    value = task_id
+    if torch.is_tensor(value):
+        if value.numel() != 1 or value.dtype.is_floating_point or value.dtype == torch.bool:
+            raise ValueError(f"task_id must be an integer, got the tensor {task_id!r}")
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"task_id must be an integer, got {task_id!r} ({type(task_id).__name__})")
+    if int(value) < 0:
+        raise ValueError(f"task_id must be non-negative, got {int(value)}")
+    return int(value)
 
 
 class SupervisedModel:
@@ -91,16 +110,42 @@ class SupervisedModel:
     def out_features(self) -> int | None:
         return getattr(self.net, "out_features", None)
 
-    def check_task_id(self, task_id: int) -> None:
+    @property
+    def dtype(self) -> torch.dtype:
+        """The floating dtype of the net's weights (inputs are converted to it)."""
+        for tensor in (*self.net.parameters(), *self.net.buffers()):
+            if tensor.dtype.is_floating_point:
+                return tensor.dtype
+        return torch.get_default_dtype()
+
+    def checked_task_id(self, task_id) -> int:
+        """``task_id`` as a Python int: integers, numpy integers and one-element integer
+        tensors are accepted; a multi-head net must have that head.
+
+        :raises ValueError: for booleans, non-integers, negative ids and unknown heads.
+        """
+        task_id = normalised_task_id(task_id)
         if hasattr(self.net, "check_task_id"):
             self.net.check_task_id(task_id)
+        return task_id
 
-    def check_data(self, x: torch.Tensor, y: torch.Tensor | None, task_id: int) -> None:
-        """Raise ``ValueError`` naming the problem if ``(x, y)`` cannot be fed to this model."""
-        self.check_task_id(task_id)
-        if not torch.is_tensor(x) or not x.dtype.is_floating_point:
-            raise ValueError("inputs must be a floating-point tensor")
-        if x.shape[0] == 0:
+    def prepare_data(self, x, y, task_id) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+        """``(x, y, task_id)`` checked and converted for this model, or a ``ValueError`` naming
+        the problem.
+
+        Inputs may be tensors or numpy arrays of any floating dtype (float64, float16,
+        bfloat16, ...): they are converted to the net's dtype (:attr:`dtype`); integer inputs
+        are refused (scale integer images to floats first). Targets are converted by the
+        likelihood (class labels of any integer dtype become int64).
+        """
+        task_id = self.checked_task_id(task_id)
+        x = torch.as_tensor(x)
+        if not x.dtype.is_floating_point:
+            raise ValueError(
+                f"inputs must be floating point, got dtype {x.dtype} (scale integer data, e.g. "
+                "uint8 pixels, to floats first)"
+            )
+        if x.dim() == 0 or x.shape[0] == 0:
             raise ValueError(f"task {task_id} is empty: it has no data points")
         if self.in_features is not None and (x.dim() != 2 or x.shape[1] != self.in_features):
             raise ValueError(
@@ -112,12 +157,18 @@ class SupervisedModel:
                 f"inputs have shape {tuple(x.shape)} but the net expects (N, "
                 f"{', '.join(map(str, input_shape))})"
             )
+        x = x.to(self.dtype)
         if not torch.isfinite(x).all():
-            raise ValueError(f"inputs of task {task_id} contain NaN or inf")
+            raise ValueError(
+                f"inputs of task {task_id} contain NaN or inf (after conversion to {self.dtype})"
+            )
         if y is not None:
-            if y.shape[0] != x.shape[0]:
-                raise ValueError(f"{x.shape[0]} inputs but {y.shape[0]} targets")
+            y = torch.as_tensor(y)
+            if y.dim() == 0 or y.shape[0] != x.shape[0]:
+                raise ValueError(f"{x.shape[0]} inputs but {y.shape[0] if y.dim() else 0} targets")
             self.likelihood.check_targets(y, self.out_features)
+            y = self.likelihood.converted_targets(y, self.dtype)
+        return x, y, task_id
 
     def net_outputs(self, x: torch.Tensor, task_id: int = 0) -> torch.Tensor:
         if self.net_takes_task_id:

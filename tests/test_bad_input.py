@@ -39,7 +39,7 @@ def test_unknown_task_id_on_a_multi_head_net(learner):
     with pytest.raises(ValueError, match="unknown task id 2"):
         learner.observe(two_class_data(10, 4), task_id=2)
     with pytest.raises(ValueError, match="unknown task id"):
-        learner.predict(two_class_data(10, 4)[0], task_id=-1)
+        learner.predict(two_class_data(10, 4)[0], task_id=5)
 
 
 def test_empty_task(learner):

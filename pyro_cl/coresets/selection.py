@@ -92,8 +92,8 @@ class CoresetSelector(Registrable, ABC, kind="memory"):
             raise ValueError(
                 f"coreset size {self.size} is larger than task {task_id}, which has {n} points"
             )
-        chosen = self.choose(x, y, self.size).to(device=x.device, dtype=torch.long)
-        _check_choice(chosen, self.size, n, type(self).__name__)
+        chosen = _checked_choice(self.choose(x, y, self.size), self.size, n, type(self).__name__)
+        chosen = chosen.to(x.device)
         keep = torch.ones(n, dtype=torch.bool, device=x.device)
         keep[chosen] = False
         new_points = Coreset.of_task(x[chosen], y[chosen], task_id)
@@ -103,13 +103,23 @@ class CoresetSelector(Registrable, ABC, kind="memory"):
         )
 
 
-def _check_choice(chosen: torch.Tensor, size: int, n: int, who: str) -> None:
+def _checked_choice(chosen, size: int, n: int, who: str) -> torch.Tensor:
+    """``chosen`` (a tensor, array or list of indices) as int64 indices, or a ``ValueError``
+    naming what is wrong with it (never truncating float indices)."""
+    try:
+        chosen = torch.as_tensor(chosen)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise ValueError(f"{who}.choose must return integer indices, got {chosen!r}") from error
+    if chosen.dtype.is_floating_point or chosen.dtype.is_complex or chosen.dtype == torch.bool:
+        raise ValueError(f"{who}.choose must return integer indices, got dtype {chosen.dtype}")
     if chosen.dim() != 1 or chosen.numel() != size:
         raise ValueError(f"{who}.choose returned {tuple(chosen.shape)} indices, expected ({size},)")
+    chosen = chosen.long()
     if chosen.numel() and (chosen.min() < 0 or chosen.max() >= n):
         raise ValueError(f"{who}.choose returned an index outside 0..{n - 1}")
     if torch.unique(chosen).numel() != size:
         raise ValueError(f"{who}.choose picked a point twice")
+    return chosen
 
 
 class RandomCoreset(CoresetSelector):
@@ -168,6 +178,12 @@ def farthest_first(x: torch.Tensor, k: int, first: int = 0) -> torch.Tensor:
     points = x.reshape(n, -1)
     if not points.is_floating_point():
         points = points.float()
+    # Distances' order is unchanged by a shift and a common scale; centring and scaling to
+    # [-1, 1] keeps |x|² finite for data of any finite magnitude (1e20 overflows float32).
+    scale = points.abs().max()
+    if scale > 0:
+        points = points / scale
+    points = points - points.mean(0)
     squared_norms = points.square().sum(1)
     chosen = torch.empty(k, dtype=torch.long, device=x.device)
     nearest = torch.full((n,), float("inf"), dtype=points.dtype, device=x.device)

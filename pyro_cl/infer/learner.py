@@ -37,6 +37,7 @@ from pyro_cl.infer.site_values import sample_outputs
 from pyro_cl.infer.transitions import Identity, Transition, TransitionContext
 from pyro_cl.likelihoods import CategoricalLikelihood, Likelihood
 from pyro_cl.model import SupervisedModel
+from pyro_cl.nn.exclusive import exclusive_mode
 from pyro_cl.posterior import (
     detach_distribution,
     install_prior,
@@ -151,14 +152,12 @@ class ContinualLearner:
         return self.fitter.point_estimate
 
     # ------------------------------------------------------------------ data
-    def _prepare(self, data, task_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _prepare(self, data, task_id) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """``data = (x, y)`` and ``task_id`` checked, converted and on the device."""
         if not isinstance(data, (tuple, list)) or len(data) != 2:
             raise ValueError("data must be a pair (inputs, targets)")
-        x, y = data
-        x = torch.as_tensor(x)
-        y = torch.as_tensor(y)
-        self.model.check_data(x, y, task_id)
-        return x.to(self.device), y.to(self.device)
+        x, y, task_id = self.model.prepare_data(data[0], data[1], task_id)
+        return x.to(self.device), y.to(self.device), task_id
 
     def _check_time(self, time: float | None) -> float:
         if time is None:
@@ -187,19 +186,22 @@ class ContinualLearner:
         :param callbacks: extra callbacks for this step only (not saved with the learner).
         :returns: the loss of every epoch of the propagation fit.
         """
-        x, y = self._prepare(data, task_id)
-        time = self._check_time(time)
-        watchers = CallbackList([*self._callbacks(), *callbacks])
-        snapshot = self._snapshot()
-        try:
-            watchers.on_task_start(self, task_id)
-            history = self._step(x, y, task_id, time, watchers)
-        except BaseException:
-            self._restore(snapshot)
-            raise
-        self.tasks_seen.append(task_id)
-        self.times.append(time)
-        watchers.on_task_end(self, task_id, history)
+        x, y, task_id = self._prepare(data, task_id)
+        # Training mode whatever the user left the net in (an IBP net in eval() would train
+        # with test-time Bernoulli masks); one model run at a time (see pyro_cl.nn.exclusive).
+        with exclusive_mode(self.net, training=True):
+            time = self._check_time(time)
+            watchers = CallbackList([*self._callbacks(), *callbacks])
+            snapshot = self._snapshot()
+            try:
+                watchers.on_task_start(self, task_id)
+                history = self._step(x, y, task_id, time, watchers)
+            except BaseException:
+                self._restore(snapshot)
+                raise
+            self.tasks_seen.append(task_id)
+            self.times.append(time)
+            watchers.on_task_end(self, task_id, history)
         return history
 
     def _callbacks(self) -> list[Callback]:
@@ -216,7 +218,7 @@ class ContinualLearner:
         }
 
     def _restore(self, snapshot: dict) -> None:
-        self.guide.load_state_dict(snapshot["guide"], strict=False)
+        self.guide.restore(snapshot["guide"])
         install_prior(self.net, snapshot["priors"])
         with torch.no_grad():  # prior buffers and per-task hyperparameters (H-IBP's α_j)
             for name, buffer in self.net.named_buffers():
@@ -300,12 +302,15 @@ class ContinualLearner:
         refits = {}
         for key, points in parts:
             guide = self.guide.clone()
-            sites = self.model.sites(guide, points.x, points.tasks())
-            description = "coreset refit" + ("" if key == ALL_TASKS else f" task {key}")
-            batch_size = context.batch_size(refit.refit_batch_size)
-            self.fitter.fit(context, guide, points, sites, epochs, batch_size, description)
-            self.config.divergence.check_values(guide.locs(sites), description)
-            posterior = self.fitter.posterior(guide, sites)
+            try:
+                sites = self.model.sites(guide, points.x, points.tasks())
+                description = "coreset refit" + ("" if key == ALL_TASKS else f" task {key}")
+                batch_size = context.batch_size(refit.refit_batch_size)
+                self.fitter.fit(context, guide, points, sites, epochs, batch_size, description)
+                self.config.divergence.check_values(guide.locs(sites), description)
+                posterior = self.fitter.posterior(guide, sites)
+            finally:
+                guide.release()  # the copy is discarded: keep Pyro's parameter store bounded
             if posterior is not None:
                 refits[key] = {name: detach_distribution(q) for name, q in posterior.items()}
         return refits
@@ -330,8 +335,7 @@ class ContinualLearner:
         self, x: torch.Tensor, task_id: int = 0, num_samples: int | None = None, chunk: int = 1024
     ) -> torch.Tensor:
         """Net outputs for ``num_samples`` posterior draws: shape ``(S, N, outputs)``."""
-        x = torch.as_tensor(x)
-        self.model.check_data(x, None, task_id)
+        x, _, task_id = self.model.prepare_data(x, None, task_id)
         return self._predictive_samples(x.to(self.device), task_id, num_samples, chunk)
 
     @torch.no_grad()
@@ -346,23 +350,23 @@ class ContinualLearner:
         """:meth:`predictive_samples` for inputs already checked and on the device, with the
         latent sites drawn from ``sites`` (default :meth:`prediction_sites`)."""
         num_samples = num_samples or self.num_predictive_samples
-        if sites is None:
-            sites = self.prediction_sites(x[:1], task_id)
-        # Every chunk starts from the same random state, so sample s uses the same weights for
-        # all inputs (a coherent function draw) when weights, not pre-activations, are sampled.
-        rng = random_state(self.device)
         parts = []
-        training = self.net.training
-        self.net.eval()  # test-time behaviour, e.g. Bernoulli rather than Concrete IBP masks
-        try:
+        # Evaluation mode: test-time behaviour, e.g. Bernoulli rather than Concrete IBP masks.
+        with exclusive_mode(self.net, training=False):
+            if sites is None:
+                sites = self.prediction_sites(x[:1], task_id)
+            # Every chunk starts from the same random state, so sample s uses the same weights
+            # for all inputs (a coherent function draw) when weights, not pre-activations, are
+            # sampled.
+            rng = random_state(self.device)
             for i in range(0, x.shape[0], chunk):
                 set_random_state(self.device, rng)
                 parts.append(
                     sample_outputs(self.model, sites, x[i : i + chunk], task_id, num_samples)
                 )
-        finally:
-            self.net.train(training)
-        return torch.cat(parts, dim=1)
+        samples = torch.cat(parts, dim=1)
+        _check_finite_outputs(samples, x)
+        return samples
 
     def predict(self, x: torch.Tensor, task_id: int = 0, num_samples: int | None = None):
         """Class probabilities ``(1/S) Σ_s softmax(f(x; θ_s))`` (classification likelihoods)."""
@@ -377,7 +381,7 @@ class ContinualLearner:
         :param sites: distributions or values of latent sites to predict with instead of
             :meth:`prediction_sites` (others come from their priors), e.g. a pruned posterior.
         """
-        x, y = self._prepare(data, task_id)
+        x, y, task_id = self._prepare(data, task_id)
         samples = self._predictive_samples(x, task_id, num_samples, sites=sites)
         return self.model.likelihood.metrics(samples, y)
 
@@ -385,6 +389,7 @@ class ContinualLearner:
     def posterior(self, task_id: int) -> dict:
         """The posterior used to predict task ``task_id``: ``{site: distribution}`` for every
         trained site (a memory refit where there is one, else the propagated posterior)."""
+        task_id = self.model.checked_task_id(task_id)
         x = self.model.example_input(self.device)
         return {**self.current_prior(), **self.prediction_sites(x, task_id)}
 
@@ -509,6 +514,22 @@ class ContinualLearner:
         learner.seed = state["seed"]
         set_random_state(learner.device, state["rng"])
         return learner
+
+
+def _check_finite_outputs(samples: torch.Tensor, x: torch.Tensor) -> None:
+    """Predictions are never computed from NaN: refuse outputs that are not finite.
+
+    :raises ValueError: naming how many inputs overflow the net and their largest magnitude.
+    """
+    finite = torch.isfinite(samples).reshape(samples.shape[0], samples.shape[1], -1)
+    bad = ~finite.all(dim=2).all(dim=0)
+    if bad.any():
+        largest = x[bad].abs().max().item()
+        raise ValueError(
+            f"the net's outputs are NaN or infinite for {int(bad.sum())} of {x.shape[0]} inputs "
+            f"(largest |input| among them: {largest:.3g}); such inputs overflow the net, so no "
+            "prediction is reported: standardise the inputs as in training"
+        )
 
 
 def _net_matching_its_weights(spec: dict, weights: dict, path) -> torch.nn.Module:

@@ -21,8 +21,10 @@ class MultiHead:
         """Return the head index for ``task_id``, or raise if the net has no such head."""
         if not self.multi_head:
             return 0
-        if not isinstance(task_id, int) or not 0 <= task_id < self.num_heads:
+        if isinstance(task_id, bool) or not isinstance(task_id, int):
+            raise ValueError(f"task_id must be an integer, got {task_id!r}")
+        if not 0 <= task_id < self.num_heads:
             raise ValueError(
-                f"unknown task id {task_id!r}: this multi-head net has heads 0..{self.num_heads - 1}"
+                f"unknown task id {task_id}: this multi-head net has heads 0..{self.num_heads - 1}"
             )
         return task_id
