@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from pyro_cl.experiment import (
     scratch_accuracies,
     summarise,
 )
+from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.transitions import Transition
 from pyro_cl.methods import METHODS
 from pyro_cl.nn import BayesianCNN, BayesianMLP, IndianBuffetMLP
@@ -100,11 +102,34 @@ class BenchmarkRun:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        """Check everything that can be checked before any training, so that a mistake in a
+        later seed or method does not surface after minutes of work.
+
+        :raises ValueError: naming the problem.
+        """
         if self.benchmark not in PRESETS:
             raise ValueError(f"unknown benchmark {self.benchmark!r}; choose from {sorted(PRESETS)}")
         unknown = [m for m in self.method_names if m not in METHODS]
         if unknown:
             raise ValueError(f"unknown methods {unknown}; choose from {list(METHODS)}")
+        if self.methods is not None and not self.method_names:
+            raise ValueError("no methods given; choose from " + ", ".join(METHODS))
+        for seed in self.seeds or ():
+            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+                raise ValueError(f"seeds must be integers in 0..2**32-1, got {seed!r}")
+        for name in ("coreset_size", "num_tasks"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.hidden_sizes is not None and not all(
+            isinstance(width, int) and width >= 1 for width in self.hidden_sizes
+        ):
+            raise ValueError(f"hidden sizes must be positive integers, got {self.hidden_sizes}")
+        _check_device(self.device)
+        try:
+            TrainingConfig().replace(**self.resolved_training())
+        except TypeError as error:
+            raise ValueError(str(error)) from error
         if self.num_tasks is not None and not self.preset.takes_num_tasks:
             raise ValueError(
                 f"{self.benchmark} has a fixed number of tasks; num_tasks is for permuted streams"
@@ -190,6 +215,27 @@ def fill_unset(fields: dict, defaults: dict) -> dict:
     return filled
 
 
+def _check_device(device: str | None) -> None:
+    if device is None:
+        return
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"unknown device {device!r} (use cpu or cuda)") from error
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but torch sees no CUDA GPU here")
+
+
+def _check_writable(output: Path) -> None:
+    """Create ``output`` and make sure a file can be written in it, before any training."""
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=output):
+            pass
+    except OSError as error:
+        raise ValueError(f"cannot write results to {output}: {error.strerror or error}") from error
+
+
 def run_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
     """Run every method of ``run`` on every seed's stream; print each accuracy matrix and the
     summary, and (with ``run.output``) write ``results.json`` and ``accuracy.png`` after every
@@ -200,9 +246,11 @@ def run_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
     """
     device = run.device or ("cuda" if torch.cuda.is_available() else "cpu")
     training = run.resolved_training()
-    coreset_size = run.coreset_size or run.preset.coreset_size
+    coreset_size = run.coreset_size if run.coreset_size is not None else run.preset.coreset_size
     hidden = tuple(run.hidden_sizes or run.preset.hidden_sizes)
     output = None if run.output is None else Path(run.output)
+    if output is not None:
+        _check_writable(output)
     labels = [run.label(m) for m in run.method_names]
     results = []
     for seed in run.seeds if run.seeds is not None else (0,):

@@ -119,6 +119,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cpu or cuda (default: cuda when there is one)")
     parser.add_argument("--output", type=Path, help="folder for results.json and accuracy.png")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
 
 
 def parse_script_arguments(
@@ -203,10 +204,12 @@ def _training_settings(args: argparse.Namespace) -> dict:
     settings = {key: getattr(args, key) for key in names if getattr(args, key) is not None}
     if args.batch_size is not None:
         settings["batch_size"] = args.batch_size or None
-    if args.init_precision is not None:
-        settings["init_log_variance"] = -math.log(args.init_precision)
-    if args.later_init_precision is not None:
-        settings["later_init_log_variance"] = -math.log(args.later_init_precision)
+    for flag in ("init_precision", "later_init_precision"):
+        precision = getattr(args, flag)
+        if precision is not None:
+            if not (math.isfinite(precision) and precision > 0):
+                raise ValueError(f"--{flag.replace('_', '-')} must be positive, got {precision}")
+            settings[flag.replace("precision", "log_variance")] = -math.log(precision)
     if args.lr_decay is not None:
         settings["learning_rate_decay"] = args.lr_decay[0]
         settings["learning_rate_decay_steps"] = int(args.lr_decay[1])
@@ -242,19 +245,24 @@ def _transition(args: argparse.Namespace) -> Transition | None:
 
 
 @contextlib.contextmanager
-def command_line_errors(program: str) -> Iterator[None]:
-    """Turn a user's mistake (a ValueError: bad options; an OSError: missing data) into a
-    one-line message and exit status 1 instead of a traceback."""
+def command_line_errors(program: str, debug: bool = False) -> Iterator[None]:
+    """Turn a user's mistake (a ValueError: bad options or data files; an OSError: missing or
+    unreadable files) into a one-line message and exit status 1 instead of a traceback; with
+    ``debug`` (``--debug``) the traceback is kept. Anything else is a bug and keeps its
+    traceback."""
     try:
         yield
     except (ValueError, OSError) as error:
-        raise SystemExit(f"{program}: {error}") from None
+        if debug:
+            raise
+        message = " ".join(str(error).split())  # one line, whatever the error's text
+        raise SystemExit(f"{program}: {message}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "run":
-        with command_line_errors("pyro-cl run"):
+        with command_line_errors("pyro-cl run", args.debug):
             run_benchmark(benchmark_run_from_args(args))
     elif args.command == "list":
         print(list_everything())

@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from pyro_cl.benchmark_run import BenchmarkRun, run_benchmark
 from pyro_cl.cli import build_parser, main
@@ -128,6 +129,14 @@ def test_cli_builds_a_transition_from_its_registered_options(tmp_path):
         (["--transition", "child_concentration_growth", "--transition-factor", "2"], "H-IBP"),
         (["--methods", "vcl,nope"], "unknown methods ['nope']"),
         (["--benchmark", "split-digits", "--num-tasks", "3"], "fixed number of tasks"),
+        (["--device", "nonsense"], "unknown device 'nonsense'"),
+        (["--init-precision", "0"], "--init-precision must be positive"),
+        (["--seeds", "0", "-1"], "seeds must be integers"),
+        (["--coreset-size", "0"], "coreset_size must be a positive integer, got 0"),
+        (["--num-tasks", "0"], "num_tasks must be a positive integer, got 0"),
+        (["--methods", ","], "no methods given"),
+        (["--hidden", "0"], "hidden sizes must be positive"),
+        (["--output", "/proc/not-here/out"], "cannot write results to /proc/not-here/out"),
         (["--benchmark", "split-mnist", "--data-root", "/nonexistent"], "no MNIST IDX files"),
     ],
 )
@@ -136,6 +145,21 @@ def test_cli_mistakes_are_one_line_errors(options, message, capsys):
         main(["run", "--no-progress", *options])
     text = str(exit_.value.code)
     assert text.startswith("pyro-cl run: ") and message in text and "\n" not in text
+
+
+def test_cli_device_without_a_gpu_and_damaged_data_are_one_line_errors(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match="torch sees no CUDA GPU"):
+        main(["run", "--device", "cuda"])
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "train-images-idx3-ubyte.gz").write_bytes(b"\x1f\x8b\x08 truncated")
+    argv = ["run", "--benchmark", "split-mnist", "--data-root", str(tmp_path)]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert "truncated or not a valid gzip" in str(exit_.value.code)
+    with pytest.raises(ValueError, match="truncated"):  # --debug keeps the traceback
+        main([*argv, "--debug"])
 
 
 def test_fitter_options_come_from_constructor_signatures():

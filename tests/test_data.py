@@ -96,3 +96,25 @@ def test_notmnist_subset_is_split_per_letter_into_a_held_out_fifth(tmp_path):
     np.testing.assert_array_equal(load_notmnist(tmp_path)[1][0], xt)  # the split is seeded
     with pytest.raises(FileNotFoundError, match="notMNIST"):
         load_notmnist(tmp_path / "nowhere")
+
+
+def test_damaged_mnist_files_are_refused_naming_the_file(fake_mnist):
+    raw = fake_mnist / "MNIST" / "raw"
+    labels = raw / "train-labels-idx1-ubyte.gz"
+    _write_idx(labels, np.arange(60) % 181)  # labels 0..59: not MNIST's ten classes
+    with pytest.raises(ValueError, match=r"train-images-idx3-ubyte: labels must lie in 0\.\.9"):
+        load_mnist(fake_mnist)
+    _write_idx(labels, np.arange(59) % 10)
+    with pytest.raises(ValueError, match="60 images but labels of shape"):
+        load_mnist(fake_mnist)
+    images = raw / "train-images-idx3-ubyte.gz"
+    _write_idx(images, np.zeros((59, 14, 56)))
+    with pytest.raises(ValueError, match=r"shape \(N, 28, 28\)"):
+        load_mnist(fake_mnist)
+    images.write_bytes(images.read_bytes()[:40])  # a truncated download
+    with pytest.raises(ValueError, match="truncated or not a valid gzip"):
+        load_mnist(fake_mnist)
+    (raw / "t10k-labels-idx1-ubyte.gz").unlink()
+    _write_idx(images, np.zeros((59, 28, 28)))
+    with pytest.raises(FileNotFoundError, match="t10k-labels-idx1-ubyte"):
+        load_mnist(fake_mnist)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +17,11 @@ def read_idx(path: str | Path) -> np.ndarray:
     """Read an IDX file (``.gz`` or raw) into a numpy array of the declared shape."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as file:
-        data = file.read()
+    try:
+        with opener(path, "rb") as file:
+            data = file.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        raise ValueError(f"{path} is truncated or not a valid gzip file ({error})") from error
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _DTYPES:
         raise ValueError(f"{path} is not an IDX file")
     ndim = data[3]

@@ -46,11 +46,44 @@ def load_idx_dataset(root: str | Path, dataset: str = "MNIST", download: bool = 
         folder = _raw_folder(root, dataset)
     splits = []
     for images_stem, labels_stem in _FILES.values():
-        images = read_idx(find_idx(folder, images_stem))
-        labels = read_idx(find_idx(folder, labels_stem))
+        images = read_idx(_required(folder, images_stem))
+        labels = read_idx(_required(folder, labels_stem))
+        _check_split(images, labels, folder / images_stem, dataset)
         x = images.reshape(images.shape[0], -1).astype(np.float32) / 255.0
         splits.append((x, labels.astype(np.int64)))
     return splits[0], splits[1]
+
+
+#: Classes of the IDX data sets (MNIST digits, Fashion-MNIST's ten kinds of clothing).
+NUM_CLASSES = 10
+IMAGE_SHAPE = (28, 28)
+
+
+def _required(folder: Path, stem: str) -> Path:
+    path = find_idx(folder, stem)
+    if path is None:
+        raise FileNotFoundError(f"{folder / stem} (or .gz) is missing")
+    return path
+
+
+def _check_split(images: np.ndarray, labels: np.ndarray, where: Path, dataset: str) -> None:
+    """Refuse files that are not the data set's: image shape, one label per image, and labels
+    among its classes (a file of labels 0..180 would otherwise train a 181-class net).
+
+    :raises ValueError: naming the file and what is wrong.
+    """
+    if images.ndim != 3 or tuple(images.shape[1:]) != IMAGE_SHAPE or images.dtype != np.uint8:
+        raise ValueError(
+            f"{where}: expected {dataset} images of shape (N, 28, 28) uint8, got "
+            f"{images.shape} {images.dtype}"
+        )
+    if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
+        raise ValueError(f"{where}: {images.shape[0]} images but labels of shape {labels.shape}")
+    if labels.size and (labels.min() < 0 or labels.max() >= NUM_CLASSES):
+        raise ValueError(
+            f"{where}: labels must lie in 0..{NUM_CLASSES - 1} for {dataset}, got "
+            f"{labels.min()}..{labels.max()}"
+        )
 
 
 def load_mnist(root: str | Path, download: bool = False):
