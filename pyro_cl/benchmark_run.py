@@ -70,7 +70,7 @@ class BenchmarkRun:
     """What to run; ``None`` and empty dicts mean the preset's (or the library's) default.
 
     :ivar benchmark: a name in :data:`~pyro_cl.presets.PRESETS`.
-    :ivar methods: names in :data:`~pyro_cl.methods.METHODS` (default: vcl and finetune).
+    :ivar methods: names in :data:`~pyro_cl.methods.METHODS` (default: the preset's).
     :ivar seeds: one run of every method per seed (default: seed 0).
     :ivar net: one of :data:`ARCHITECTURES` (default: the preset's).
     :ivar net_options: constructor arguments of the net over the preset's (prior scale, IBP
@@ -156,7 +156,7 @@ class BenchmarkRun:
 
     @property
     def method_names(self) -> list[str]:
-        return list(self.methods) if self.methods is not None else ["vcl", "finetune"]
+        return list(self.methods) if self.methods is not None else list(self.preset.methods)
 
     @property
     def architecture(self) -> str:

@@ -53,7 +53,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--methods",
         type=_comma_list,
-        help=f"comma-separated (default: vcl,finetune): {','.join(METHODS)}",
+        help=f"comma-separated (default: the benchmark's): {','.join(METHODS)}",
     )
     parser.add_argument(
         "--coreset-size", type=int, help="coreset points per task (default: the benchmark's)"

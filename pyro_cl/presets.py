@@ -37,6 +37,8 @@ class Preset:
     architecture: str = "mlp"
     #: Further arguments of the net (e.g. its prior scale).
     net_options: dict = field(default_factory=dict)
+    #: The methods ``pyro-cl run`` runs on this benchmark when none are named.
+    methods: tuple[str, ...] = ("vcl", "finetune")
     #: Whether the number of tasks is a choice (permuted streams) rather than fixed by the
     #: classes (split streams).
     takes_num_tasks: bool = False
@@ -64,7 +66,9 @@ PRESETS: dict[str, Preset] = {
         lambda root, seed, num_tasks, download: permuted_digits(num_tasks or 5, seed=seed),
         hidden_sizes=(100, 100),
         training={"epochs": 40, "batch_size": 64, "num_particles": 10},
-        coreset_size=100,
+        # 200 of a task's 1348 points: the memory that keeps old permutations (README, demo).
+        coreset_size=200,
+        methods=("vcl", "vcl-random", "ivon", "finetune"),
         takes_num_tasks=True,
     ),
     "split-mnist": Preset(
