@@ -35,7 +35,7 @@ def build_runs(argv: list[str] | None = None) -> dict[int, BenchmarkRun]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    with command_line_errors(sys.argv[0]):
+    with command_line_errors(sys.argv[0], "--debug" in (sys.argv if argv is None else argv)):
         return run_all(build_runs(argv))
 
 

@@ -51,7 +51,7 @@ def build_run(argv: list[str] | None = None) -> BenchmarkRun:
 
 
 def main(argv: list[str] | None = None) -> int:
-    with command_line_errors(sys.argv[0]):
+    with command_line_errors(sys.argv[0], "--debug" in (sys.argv if argv is None else argv)):
         run_benchmark(build_run(argv))
     return 0
 
