@@ -35,7 +35,7 @@ from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.transitions import Transition
 from pyro_cl.methods import METHODS
 from pyro_cl.nn import BayesianCNN, BayesianMLP, IndianBuffetMLP
-from pyro_cl.part_options import check_taken
+from pyro_cl.part_options import accepted, check_taken
 from pyro_cl.plotting import plot_accuracy
 from pyro_cl.presets import DEFAULT_PRESET, PRESETS, Preset
 from pyro_cl.spec import REGISTRIES
@@ -53,16 +53,8 @@ __all__ = [
 #: masks on every hidden layer.
 ARCHITECTURES = ("mlp", "cnn", "ibnn", "hibnn")
 
-#: Net options only Indian Buffet nets take.
-IBP_OPTIONS = (
-    "alpha",
-    "beta",
-    "hierarchical",
-    "child_concentration",
-    "posterior_temperature",
-    "prior_temperature",
-    "mask_parameterisation",
-)
+#: Net options only Indian Buffet nets take (read off the two constructors).
+IBP_OPTIONS = frozenset(accepted(IndianBuffetMLP) - accepted(BayesianMLP))
 
 
 @dataclass(frozen=True)
@@ -136,7 +128,7 @@ class BenchmarkRun:
             )
         if self.net is not None and self.net not in ARCHITECTURES:
             raise ValueError(f"unknown net {self.net!r}; choose from {ARCHITECTURES}")
-        if self.net in ("ibnn", "hibnn") and self.preset.architecture == "cnn":
+        if self.indian_buffet and self.preset.architecture == "cnn":
             raise ValueError(
                 f"net {self.net} needs an MLP benchmark; {self.benchmark} is a conv net"
             )
@@ -162,10 +154,23 @@ class BenchmarkRun:
     def architecture(self) -> str:
         return self.net or self.preset.architecture
 
+    @property
+    def indian_buffet(self) -> bool:
+        """Whether the net has IBP (``ibnn``) or H-IBP (``hibnn``) masks."""
+        return self.architecture in ("ibnn", "hibnn")
+
+    @property
+    def resolved_hidden_sizes(self) -> tuple[int, ...]:
+        return tuple(self.hidden_sizes or self.preset.hidden_sizes)
+
+    @property
+    def resolved_coreset_size(self) -> int:
+        return self.coreset_size if self.coreset_size is not None else self.preset.coreset_size
+
     def resolved_net_options(self) -> dict:
         """The preset's net options, this run's over them, and only what the net takes."""
         options = {**self.preset.net_options, **self.net_options}
-        if self.architecture in ("ibnn", "hibnn"):
+        if self.indian_buffet:
             options["hierarchical"] = self.architecture == "hibnn"
         else:
             options = {key: value for key, value in options.items() if key not in IBP_OPTIONS}
@@ -177,7 +182,7 @@ class BenchmarkRun:
     def build_net(self, stream) -> torch.nn.Module:
         """A fresh net of this run's architecture for ``stream``."""
         heads = len(stream) if stream.multi_head else 1
-        hidden = tuple(self.hidden_sizes or self.preset.hidden_sizes)
+        hidden = self.resolved_hidden_sizes
         common = {
             "heads": heads,
             "local_reparameterization": self.local_reparameterization,
@@ -187,12 +192,12 @@ class BenchmarkRun:
             return BayesianCNN(
                 stream.input_shape, hidden_sizes=hidden, out_features=stream.num_classes, **common
             )
-        net_class = IndianBuffetMLP if self.architecture in ("ibnn", "hibnn") else BayesianMLP
+        net_class = IndianBuffetMLP if self.indian_buffet else BayesianMLP
         return net_class(stream.in_features, hidden, stream.num_classes, **common)
 
     def label(self, method: str) -> str:
         """The method's name in results: ``vcl``, or ``vcl-ibnn`` for an Indian Buffet net."""
-        return method if self.architecture in ("mlp", "cnn") else f"{method}-{self.architecture}"
+        return f"{method}-{self.architecture}" if self.indian_buffet else method
 
 
 def fill_unset(fields: dict, defaults: dict) -> dict:
@@ -230,8 +235,7 @@ def _check_writable(output: Path) -> None:
     """Create ``output`` and make sure a file can be written in it, before any training."""
     try:
         output.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=output):
-            pass
+        tempfile.TemporaryFile(dir=output).close()
     except OSError as error:
         raise ValueError(f"cannot write results to {output}: {error.strerror or error}") from error
 
@@ -246,8 +250,8 @@ def run_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
     """
     device = run.device or ("cuda" if torch.cuda.is_available() else "cpu")
     training = run.resolved_training()
-    coreset_size = run.coreset_size if run.coreset_size is not None else run.preset.coreset_size
-    hidden = tuple(run.hidden_sizes or run.preset.hidden_sizes)
+    coreset_size = run.resolved_coreset_size
+    hidden = run.resolved_hidden_sizes
     output = None if run.output is None else Path(run.output)
     if output is not None:
         _check_writable(output)
@@ -262,11 +266,10 @@ def run_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
         )
         for method in run.method_names:
             spec = METHODS[method]
+            taken = spec.fitter_parameters()
+            options = {k: v for k, v in run.fitter_options.items() if k in taken}
 
-            def make_learner(spec=spec, stream=stream, seed=seed):
-                options = {
-                    k: v for k, v in run.fitter_options.items() if k in spec.fitter_parameters()
-                }
+            def make_learner(spec=spec, stream=stream, seed=seed, options=options):
                 return spec.build(
                     run.build_net(stream),
                     coreset_size,

@@ -3,40 +3,22 @@
 from __future__ import annotations
 
 import inspect
-import numbers
 from collections.abc import Iterable
 
 import torch
 
 from pyro_cl.likelihoods import Likelihood
 from pyro_cl.nn.effects import DataPlate, new_data_plate
+from pyro_cl.nn.heads import normalised_task_id
 from pyro_cl.nn.substitution import SubstitutableModule
 from pyro_cl.posterior import sample_sites
 
-__all__ = ["ROUTES", "SupervisedModel", "normalised_task_id"]
+__all__ = ["ROUTES", "SupervisedModel"]
 
 #: How losses, predictions and gradient statistics are computed: ``"fast"`` hands pyro_cl layers
 #: their site values directly (:mod:`pyro_cl.infer.site_values`), ``"pyro"`` runs model and guide
 #: as Pyro programs, ``"auto"`` takes the fast route whenever every site is in a pyro_cl layer.
 ROUTES = ("auto", "fast", "pyro")
-
-
-def normalised_task_id(task_id) -> int:
-    """``task_id`` as a non-negative Python int.
-
-    :raises ValueError: for booleans (``True`` is not head 1), non-integers (``1.0``, ``"a"``),
-        tensors of more than one element, and negative ids.
-    """
-    value = task_id
-    if torch.is_tensor(value):
-        if value.numel() != 1 or value.dtype.is_floating_point or value.dtype == torch.bool:
-            raise ValueError(f"task_id must be an integer, got the tensor {task_id!r}")
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"task_id must be an integer, got {task_id!r} ({type(task_id).__name__})")
-    if int(value) < 0:
-        raise ValueError(f"task_id must be non-negative, got {int(value)}")
-    return int(value)
 
 
 class SupervisedModel:

@@ -108,9 +108,8 @@ def _sync_folder(folder: Path) -> None:
     except OSError:
         return
     try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
+        with contextlib.suppress(OSError):  # some file systems refuse to sync a folder
+            os.fsync(descriptor)
     finally:
         os.close(descriptor)
 

@@ -39,6 +39,7 @@ from pyro_cl.likelihoods import CategoricalLikelihood, Likelihood
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.exclusive import exclusive_mode
 from pyro_cl.posterior import (
+    Posterior,
     detach_distribution,
     install_prior,
     posterior_from_state,
@@ -273,17 +274,35 @@ class ContinualLearner:
         self.fitter.prepare(context, self.guide, data, task_id, sites, first_task)
         epochs = self.config.schedule.task_epochs(first_task)
         description = f"{type(self.fitter).__name__} task {task_id}"
-        history = self.fitter.fit(
+        history, posterior = self._fit(
             context, self.guide, data, sites, epochs, context.batch_size(), description
         )
-        self.config.divergence.check_values(self.guide.locs(sites), description)
-        posterior = self.fitter.posterior(self.guide, sites)
         if posterior is not None:
             install_prior(self.net, posterior)
         for name in sites:
             if name not in self.trained_sites:
                 self.trained_sites.append(name)
         return history
+
+    def _fit(
+        self,
+        context: FitContext,
+        guide: MeanFieldGuide,
+        data: Coreset,
+        sites: list[str],
+        epochs: int,
+        batch_size: int | None,
+        description: str,
+    ) -> tuple[list[float], Posterior | None]:
+        """Fit ``guide`` with the fitter, then check the fitted values (the losses are checked
+        during the fit): every fit's result passes the same divergence test.
+
+        :returns: the epoch losses and the fitted posterior (``None`` for point estimates).
+        :raises DivergenceError: if the fit diverged.
+        """
+        history = self.fitter.fit(context, guide, data, sites, epochs, batch_size, description)
+        self.config.divergence.check_values(guide.locs(sites), description)
+        return history, self.fitter.posterior(guide, sites)
 
     def _refit(self, context: FitContext, coreset: Coreset) -> dict[int, dict[str, Distribution]]:
         """``q_t = proj(q̃_t p(C_t | θ))`` (VCL eq. 3) per task or for the whole memory.
@@ -306,9 +325,9 @@ class ContinualLearner:
                 sites = self.model.sites(guide, points.x, points.tasks())
                 description = "coreset refit" + ("" if key == ALL_TASKS else f" task {key}")
                 batch_size = context.batch_size(refit.refit_batch_size)
-                self.fitter.fit(context, guide, points, sites, epochs, batch_size, description)
-                self.config.divergence.check_values(guide.locs(sites), description)
-                posterior = self.fitter.posterior(guide, sites)
+                _, posterior = self._fit(
+                    context, guide, points, sites, epochs, batch_size, description
+                )
             finally:
                 guide.release()  # the copy is discarded: keep Pyro's parameter store bounded
             if posterior is not None:

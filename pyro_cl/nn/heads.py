@@ -2,7 +2,29 @@
 
 from __future__ import annotations
 
-__all__ = ["MultiHead"]
+import numbers
+
+import torch
+
+__all__ = ["MultiHead", "normalised_task_id"]
+
+
+def normalised_task_id(task_id) -> int:
+    """``task_id`` as a non-negative Python int.
+
+    :raises ValueError: for booleans (``True`` is not head 1), non-integers (``1.0``, ``"a"``),
+        tensors of more than one element, and negative ids.
+    """
+    value = task_id
+    if torch.is_tensor(value):
+        if value.numel() != 1 or value.dtype.is_floating_point or value.dtype == torch.bool:
+            raise ValueError(f"task_id must be an integer, got the tensor {task_id!r}")
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"task_id must be an integer, got {task_id!r} ({type(task_id).__name__})")
+    if int(value) < 0:
+        raise ValueError(f"task_id must be non-negative, got {int(value)}")
+    return int(value)
 
 
 class MultiHead:
@@ -21,9 +43,8 @@ class MultiHead:
         """Return the head index for ``task_id``, or raise if the net has no such head."""
         if not self.multi_head:
             return 0
-        if isinstance(task_id, bool) or not isinstance(task_id, int):
-            raise ValueError(f"task_id must be an integer, got {task_id!r}")
-        if not 0 <= task_id < self.num_heads:
+        task_id = normalised_task_id(task_id)
+        if task_id >= self.num_heads:
             raise ValueError(
                 f"unknown task id {task_id}: this multi-head net has heads 0..{self.num_heads - 1}"
             )
