@@ -160,7 +160,10 @@ def test_a_user_memory_keeps_the_worst_explained_points_after_the_fit_and_resume
     learner.observe((x, y))
     kept = {tuple(row.tolist()) for row in learner.coreset.x}
     assert kept == {tuple(row.tolist()) for row in x[flipped]}
-    assert learner.prediction_posteriors == {}  # the propagated posterior predicts
+    # the fit on D_t ∪ M_{t-1} predicts; this memory hands it on unchanged as the next prior
+    (predicting,) = learner.prediction_posteriors.values()
+    for name, q in learner.current_prior().items():
+        assert torch.equal(predicting[name].mean, q.mean)
 
     sizes = []
     original = type(learner.fitter).fit

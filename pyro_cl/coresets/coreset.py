@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -11,7 +11,8 @@ __all__ = ["Coreset"]
 
 @dataclass(frozen=True)
 class Coreset:
-    """Inputs ``x``, targets ``y`` and the task each point came from (``task_ids``), row-aligned.
+    """Inputs ``x``, targets ``y``, the task each point came from (``task_ids``) and the time stamp
+    of the step that observed it (``times``, float64; zeros where not given), row-aligned.
 
     A coreset is immutable: :class:`~pyro_cl.coresets.CoresetSelector` builds ``C_t`` from
     ``C_{t-1}`` and ``D_t`` as a new object, so a failed task never half-updates the memory.
@@ -20,13 +21,18 @@ class Coreset:
     x: torch.Tensor
     y: torch.Tensor
     task_ids: torch.Tensor
+    times: torch.Tensor | None = field(default=None)
 
     def __post_init__(self) -> None:
         n = self.x.shape[0]
-        if self.y.shape[0] != n or self.task_ids.shape != (n,):
+        if self.times is None:
+            zeros = torch.zeros(n, dtype=torch.float64, device=self.x.device)
+            object.__setattr__(self, "times", zeros)
+        if self.y.shape[0] != n or self.task_ids.shape != (n,) or self.times.shape != (n,):
             raise ValueError(
                 f"coreset rows disagree: {n} inputs, {self.y.shape[0]} targets, "
-                f"task ids of shape {tuple(self.task_ids.shape)}"
+                f"task ids of shape {tuple(self.task_ids.shape)}, "
+                f"times of shape {tuple(self.times.shape)}"
             )
 
     @classmethod
@@ -39,9 +45,15 @@ class Coreset:
         )
 
     @classmethod
-    def of_task(cls, x: torch.Tensor, y: torch.Tensor, task_id: int) -> Coreset:
-        """All of ``(x, y)`` as coreset points of task ``task_id``."""
-        return cls(x, y, torch.full((x.shape[0],), task_id, dtype=torch.long, device=x.device))
+    def of_task(cls, x: torch.Tensor, y: torch.Tensor, task_id: int, time: float = 0.0) -> Coreset:
+        """All of ``(x, y)`` as coreset points of task ``task_id`` observed at ``time``."""
+        n = x.shape[0]
+        return cls(
+            x,
+            y,
+            torch.full((n,), task_id, dtype=torch.long, device=x.device),
+            torch.full((n,), float(time), dtype=torch.float64, device=x.device),
+        )
 
     def __len__(self) -> int:
         return self.x.shape[0]
@@ -57,22 +69,25 @@ class Coreset:
 
     def select(self, index: torch.Tensor) -> Coreset:
         """The rows ``index`` (a boolean mask or integer indices)."""
-        return Coreset(self.x[index], self.y[index], self.task_ids[index])
+        return Coreset(self.x[index], self.y[index], self.task_ids[index], self.times[index])
 
     def concat(self, other: Coreset) -> Coreset:
         return Coreset(
             torch.cat([self.x, other.x]),
             torch.cat([self.y, other.y]),
             torch.cat([self.task_ids, other.task_ids]),
+            torch.cat([self.times, other.times]),
         )
 
     def to(self, device: torch.device | str) -> Coreset:
-        return Coreset(self.x.to(device), self.y.to(device), self.task_ids.to(device))
+        return Coreset(
+            self.x.to(device), self.y.to(device), self.task_ids.to(device), self.times.to(device)
+        )
 
     def state(self) -> dict[str, torch.Tensor]:
-        return {"x": self.x, "y": self.y, "task_ids": self.task_ids}
+        return {"x": self.x, "y": self.y, "task_ids": self.task_ids, "times": self.times}
 
     @classmethod
     def from_state(cls, state: dict, device: torch.device | str | None = None) -> Coreset:
-        coreset = cls(state["x"], state["y"], state["task_ids"])
+        coreset = cls(state["x"], state["y"], state["task_ids"], state.get("times"))
         return coreset if device is None else coreset.to(device)

@@ -25,8 +25,10 @@ from pyro_cl.spec import Registrable
 
 if TYPE_CHECKING:
     from pyro_cl.infer.model_view import ModelView
+    from pyro_cl.posterior import Posterior
 
 __all__ = [
+    "BUDGETS",
     "CoresetSelector",
     "CoresetUpdate",
     "RandomCoreset",
@@ -35,25 +37,40 @@ __all__ = [
 ]
 
 
+#: How a selector's ``size`` is counted: ``"task"`` — ``K`` new points from every task, kept for
+#: ever (VCL's coreset); ``"total"`` — a running memory of at most ``M`` points in all, chosen
+#: from ``D_t ∪ M_{t-1}`` at every step (Kurle et al. 2020, section 2.2).
+BUDGETS = ("task", "total")
+
+
 class CoresetUpdate(NamedTuple):
     """The result of one coreset step of Algorithm 1.
 
     :ivar coreset: the new coreset ``C_t``.
     :ivar remaining: indices of the new task's points that are *not* in ``C_t`` (``D_t \\ C_t``).
     :ivar dropped: points of ``C_{t-1}`` that are not in ``C_t`` (``C_{t-1} \\ C_t``).
+    :ivar posterior: for memories that run after the fit, the Gaussian part ``q_t`` of the
+        posterior to hand on as the next prior (e.g. the fit with the memory's factors removed,
+        Kurle et al. eq. 9); ``None`` hands on the fit itself, or, where ``remaining`` or
+        ``dropped`` hold points, a fit of them from the step's prior (the ELBO Gaussian update).
     """
 
     coreset: Coreset
     remaining: torch.Tensor
     dropped: Coreset
+    posterior: Posterior | None = None
 
 
 class CoresetSelector(Registrable, ABC, kind="memory"):
-    """Builds ``C_t`` from ``C_{t-1}`` and ``D_t`` by keeping all old points and adding ``size``
-    points of the new task chosen by :meth:`choose`.
+    """Builds ``C_t`` from ``C_{t-1}`` and ``D_t`` with :meth:`choose`: by keeping all old points
+    and adding ``size`` points of the new task (``budget="task"``), or by choosing ``size`` points
+    in all from ``C_{t-1} ∪ D_t`` (``budget="total"``, a running memory; the points not chosen are
+    propagated with the rest of the step's data).
 
-    :param size: points taken from each task (K). It must be at least 1 (a coreset of size 0 is
-        plain VCL: pass no selector) and at most the task's size, else :meth:`update` raises.
+    :param size: points taken from each task (K), or the memory's total size (M). It must be at
+        least 1 (a coreset of size 0 is plain VCL: pass no selector); with ``budget="task"`` at
+        most the task's size, else :meth:`update` raises.
+    :param budget: one of :data:`BUDGETS`.
     """
 
     #: ``"before"`` the fit (Algorithm 1's order) or ``"after"`` it (fit on ``D_t ∪ M_{t-1}``,
@@ -63,13 +80,16 @@ class CoresetSelector(Registrable, ABC, kind="memory"):
     #: eq. 3); without it the propagated posterior predicts.
     refit: ClassVar[bool] = True
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, budget: str = "task") -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(
                 f"coreset size must be a positive integer, got {size!r} "
                 "(for no coreset, use VCL without a coreset selector)"
             )
+        if budget not in BUDGETS:
+            raise ValueError(f"budget must be one of {BUDGETS}, got {budget!r}")
         self.size = size
+        self.budget = budget
 
     @abstractmethod
     def choose(self, x: torch.Tensor, y: torch.Tensor, size: int) -> torch.Tensor:
@@ -83,10 +103,16 @@ class CoresetSelector(Registrable, ABC, kind="memory"):
         task_id: int,
         view: ModelView | None = None,
     ) -> CoresetUpdate:
-        """One coreset step: ``C_t = C_{t-1} ∪ choose(D_t)``, nothing dropped.
+        """One coreset step: ``C_t = C_{t-1} ∪ choose(D_t)``, nothing dropped (``budget="task"``),
+        or ``C_t = choose(C_{t-1} ∪ D_t)`` (``budget="total"``).
 
-        :param view: the model and the current posterior, read-only (unused here; memories
-            that score points by the model override this method)."""
+        :param view: the model and the current posterior, read-only (here only its time stamp
+            is used, for the new points; memories that score points by the model override this
+            method)."""
+        time = 0.0 if view is None else view.time
+        old = coreset if coreset is not None else Coreset.empty(x, y)
+        if self.budget == "total":
+            return self._running_update(old, Coreset.of_task(x, y, task_id, time))
         n = x.shape[0]
         if self.size > n:
             raise ValueError(
@@ -96,11 +122,25 @@ class CoresetSelector(Registrable, ABC, kind="memory"):
         chosen = chosen.to(x.device)
         keep = torch.ones(n, dtype=torch.bool, device=x.device)
         keep[chosen] = False
-        new_points = Coreset.of_task(x[chosen], y[chosen], task_id)
-        old = coreset if coreset is not None else Coreset.empty(x, y)
+        new_points = Coreset.of_task(x[chosen], y[chosen], task_id, time)
         return CoresetUpdate(
             old.concat(new_points), keep.nonzero().squeeze(1), old.select(slice(0, 0))
         )
+
+    def _running_update(self, old: Coreset, new: Coreset) -> CoresetUpdate:
+        """``M_t = choose(M_{t-1} ∪ D_t)`` of at most ``size`` points; the others are propagated."""
+        candidates = old.concat(new)
+        size = min(self.size, len(candidates))
+        chosen = _checked_choice(
+            self.choose(candidates.x, candidates.y, size),
+            size,
+            len(candidates),
+            type(self).__name__,
+        ).to(candidates.x.device)
+        kept = torch.zeros(len(candidates), dtype=torch.bool, device=candidates.x.device)
+        kept[chosen] = True
+        remaining = (~kept[len(old) :]).nonzero().squeeze(1)
+        return CoresetUpdate(candidates.select(chosen), remaining, old.select(~kept[: len(old)]))
 
 
 def _checked_choice(chosen, size: int, n: int, who: str) -> torch.Tensor:
@@ -143,8 +183,8 @@ class KCenterCoreset(CoresetSelector):
 
     name = "kcenter"
 
-    def __init__(self, size: int, first: int | str = 0) -> None:
-        super().__init__(size)
+    def __init__(self, size: int, first: int | str = 0, budget: str = "task") -> None:
+        super().__init__(size, budget)
         if first != "random" and (not isinstance(first, int) or first < 0):
             raise ValueError(f"first must be a non-negative index or 'random', got {first!r}")
         self.first = first

@@ -233,25 +233,53 @@ class ContinualLearner:
         context = FitContext(self.model, self.config, self.device, callbacks)
         if self.times:
             self._apply_transition(time)
-        new = Coreset.of_task(x, y, task_id)
+        new = Coreset.of_task(x, y, task_id, time)
         memory = self.memory
         if memory is None:
             return self._propagate(context, new, task_id)
         if memory.order == "before":
-            update = memory.update(self.coreset, x, y, task_id, ModelView(self))
+            update = memory.update(self.coreset, x, y, task_id, ModelView(self, time=time))
             data = new.select(update.remaining).concat(update.dropped)
             history = self._propagate(context, data, task_id) if len(data) else []
+            prediction_posteriors = {}
         elif memory.order == "after":
-            data = new if self.coreset is None else new.concat(self.coreset)
-            history = self._propagate(context, data, task_id)
-            update = memory.update(self.coreset, x, y, task_id, ModelView(self))
+            history, update, prediction_posteriors = self._fit_then_choose(
+                context, new, task_id, time
+            )
         else:
             raise ValueError(f"a memory's order must be 'before' or 'after', got {memory.order!r}")
         # Everything that can fail has run once the refits are done; only then commit C_t, q_t.
-        prediction_posteriors = self._refit(context, update.coreset) if memory.refit else {}
+        if memory.refit:
+            prediction_posteriors = self._refit(context, update.coreset)
         self.coreset = update.coreset
         self.prediction_posteriors = prediction_posteriors
         return history
+
+    def _fit_then_choose(self, context: FitContext, new: Coreset, task_id: int, time: float):
+        """A memory chosen after the fit (Kurle et al. 2020, Algorithm 1 without forgetting)::
+
+            q̃_t = fit on D_t ∪ M_{t-1} against the step's prior p_t       (eq. 7)
+            M_t, q_t = memory.update(...)  with q̃_t and p_t in view      (eq. 8, 9a/9b)
+
+        ``q_t`` (the update's posterior, else an ELBO fit of the points that left, from ``p_t``,
+        else ``q̃_t``) becomes the prior; ``q̃_t`` predicts.
+
+        :returns: the fit's epoch losses, the memory update and the prediction posteriors.
+        """
+        data = new if self.coreset is None else self.coreset.concat(new)
+        step_prior = {name: detach_distribution(d) for name, d in read_priors(self.net).items()}
+        history = self._propagate(context, data, task_id)
+        fitted = self.current_prior()
+        view = ModelView(self, prior=step_prior, time=time)
+        update = self.memory.update(self.coreset, new.x, new.y, task_id, view)
+        if update.posterior is not None:
+            install_prior(self.net, update.posterior)
+        else:
+            rest = new.select(update.remaining).concat(update.dropped)
+            if len(rest):  # the ELBO Gaussian update: (D_t ∪ M_{t-1}) \ M_t from p_t
+                install_prior(self.net, step_prior)
+                self._propagate(context, rest, task_id)
+        return history, update, {ALL_TASKS: fitted}
 
     def _apply_transition(self, time: float) -> None:
         """``prior = transition(posterior, Δt)`` on the sites trained so far."""
@@ -343,7 +371,7 @@ class ContinualLearner:
             sites = self.model.sites(self.guide, x, [task_id])
             return {name: value.detach() for name, value in self.guide.locs(sites).items()}
         key = task_id if self.refit_per_task else ALL_TASKS
-        return self.prediction_posteriors.get(key, {})
+        return self.prediction_posteriors.get(key, self.prediction_posteriors.get(ALL_TASKS, {}))
 
     @property
     def num_predictive_samples(self) -> int:

@@ -6,10 +6,16 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from pyro_cl.infer.gaussian_factors import (
+    GaussianFactors,
+    estimate_gaussian_factors,
+    natural_parameters,
+)
 from pyro_cl.likelihoods import Likelihood
 from pyro_cl.posterior import Posterior, detach_distribution
 
 if TYPE_CHECKING:
+    from pyro_cl.coresets import Coreset
     from pyro_cl.infer.learner import ContinualLearner
 
 __all__ = ["ModelView"]
@@ -20,16 +26,34 @@ class ModelView:
 
     Nothing here changes the learner: :attr:`posterior` is a detached copy, and predictions run
     without gradients. For a memory that runs before the fit the posterior is the previous step's
-    (the prior of this step); after the fit it is the newly fitted one.
+    (the prior of this step); after the fit it is the newly fitted one, and :attr:`prior` is the
+    prior that fit started from.
+
+    :param prior: the step's prior (after the transition), for memories that run after the fit.
+    :param time: the step's time stamp (stamped on the step's new points).
     """
 
-    def __init__(self, learner: ContinualLearner) -> None:
+    def __init__(
+        self, learner: ContinualLearner, prior: Posterior | None = None, time: float = 0.0
+    ) -> None:
         self._learner = learner
+        self._prior = prior
+        self.time = float(time)
 
     @property
     def posterior(self) -> Posterior:
         """``{site: distribution}`` of every site trained so far (detached copies)."""
         return {name: detach_distribution(q) for name, q in self._learner.current_prior().items()}
+
+    @property
+    def prior(self) -> Posterior:
+        """``{site: distribution}``: the prior of this step's fit for the same sites as
+        :attr:`posterior` (detached copies).
+
+        :raises RuntimeError: for a memory that runs before the fit (there is no fit yet)."""
+        if self._prior is None:
+            raise RuntimeError("the step's prior is only in view after the fit (order='after')")
+        return {name: detach_distribution(self._prior[name]) for name in self.posterior}
 
     @property
     def likelihood(self) -> Likelihood:
@@ -50,3 +74,39 @@ class ModelView:
         posterior: shape ``(N,)``."""
         samples = self.predictive_samples(x, task_id, num_samples)
         return self.likelihood.predictive_log_likelihood(samples, y)
+
+    def gaussian_factors(
+        self, points: Coreset, num_samples: int, samples_per_chunk: int | None = None
+    ) -> GaussianFactors:
+        """Every point's Gaussian factor under :attr:`posterior`, bias-corrected so that
+        :attr:`prior` times all factors is :attr:`posterior` (Kurle et al. eq. 5, appendix C;
+        see :mod:`pyro_cl.infer.gaussian_factors`). Meaningful after a fit on exactly ``points``.
+        """
+        posterior = self.posterior
+        model = self._learner.model
+        parts = []
+        order = []
+        for task in points.tasks():
+            rows = (points.task_ids == task).nonzero().squeeze(1)
+            parts.append(
+                estimate_gaussian_factors(
+                    model,
+                    posterior,
+                    points.x[rows],
+                    points.y[rows],
+                    task,
+                    num_samples,
+                    samples_per_chunk,
+                )
+            )
+            order.append(rows)
+        rows = torch.cat(order)
+        inverse = torch.empty_like(rows)
+        inverse[rows] = torch.arange(len(rows), device=rows.device)
+        factors = GaussianFactors(
+            {n: torch.cat([f.precision[n] for f in parts])[inverse] for n in posterior},
+            {n: torch.cat([f.shift[n] for f in parts])[inverse] for n in posterior},
+            torch.cat([f.expected_log_likelihood for f in parts])[inverse],
+            num_samples,
+        )
+        return factors.bias_corrected(natural_parameters(self.prior), natural_parameters(posterior))

@@ -35,7 +35,9 @@ from pyro_cl.nn.effects import RecordLayers
 
 __all__ = [
     "CURVATURES",
+    "ExampleGradientSums",
     "GradientStatistics",
+    "example_gradient_sums",
     "layer_statistics",
     "functional_statistics",
     "gradient_statistics",
@@ -174,3 +176,83 @@ def gradient_statistics(
         fast = model.fast
     route = layer_statistics if fast else functional_statistics
     return route(model, theta, x, y, task_id, curvature)
+
+
+class ExampleGradientSums(NamedTuple):
+    """Per-example sums over ``S`` weight samples ``θ_s`` of the log-likelihood
+    ``ℓ_{s,n} = log p(y_n | f(x_n; θ_s))`` and its gradient (see :func:`example_gradient_sums`)."""
+
+    #: ``Σ_s ℓ_{s,n}``, shape ``(N,)``.
+    log_likelihood: torch.Tensor
+    #: ``{site: Σ_s ∂ℓ_{s,n}/∂θ_s}``, shape ``(N, *site shape)``.
+    gradients: dict[str, torch.Tensor]
+    #: ``{site: Σ_s (∂ℓ_{s,n}/∂θ_s) ⊙ weights[site]_s}``, shape ``(N, *site shape)``.
+    weighted: dict[str, torch.Tensor]
+
+
+def example_gradient_sums(
+    model: SupervisedModel,
+    theta: dict[str, torch.Tensor],
+    weights: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    task_id: int,
+    fast: bool | None = None,
+) -> ExampleGradientSums:
+    """Per-example log-likelihoods and gradients at ``S`` weight samples, summed over the samples
+    (plain and weighted by ``weights[site]`` of shape ``(S, *site shape)``): what Gaussian factors
+    of single data points are made of (:mod:`pyro_cl.infer.gaussian_factors`).
+
+    Nets of pyro_cl linear layers take one batched forward/backward pass and a contraction per
+    layer (:meth:`~pyro_cl.nn.layer.BayesianLayer.example_gradient_sums`); any other net runs
+    ``torch.func.vmap`` over samples and examples of ``torch.func.grad``.
+    """
+    if fast is None:
+        fast = model.fast
+    route = _layer_example_sums if fast else _functional_example_sums
+    return route(model, theta, weights, x, y, task_id)
+
+
+def _layer_example_sums(model, theta, weights, x, y, task_id) -> ExampleGradientSums:
+    names = list(theta)
+    particles = next(iter(theta.values())).shape[0]
+    leaves = {name: theta[name].detach().requires_grad_() for name in names}
+    with RecordLayers() as records:
+        with substitute_sites(model.net, leaves, particles):
+            outputs = model.net_outputs(x.unsqueeze(0), task_id)
+    log_likelihood = model.likelihood.log_prob(outputs, y)  # (S, N)
+    output_gradients = torch.autograd.grad(log_likelihood.sum(), [out for _, _, out in records])
+    site_of = {(module, attribute): name for name, (module, attribute) in model.site_index.items()}
+    gradients, weighted = {}, {}
+    for (layer, inputs, _), g in zip(records, output_gradients, strict=True):
+        mine = {a: n for (module, a), n in site_of.items() if module is layer and n in leaves}
+        plain = layer.example_gradient_sums(inputs.detach(), g, dict.fromkeys(mine))
+        scaled = layer.example_gradient_sums(
+            inputs.detach(), g, {a: weights[n] for a, n in mine.items()}
+        )
+        for attribute, name in mine.items():
+            gradients[name] = plain[attribute]
+            weighted[name] = scaled[attribute]
+    for name in names:  # sites this task's forward pass does not use (other heads)
+        if name not in gradients:
+            gradients[name] = weighted[name] = theta[name].new_zeros(
+                (x.shape[0], *theta[name].shape[1:])
+            )
+    return ExampleGradientSums(log_likelihood.detach().sum(0), gradients, weighted)
+
+
+def _functional_example_sums(model, theta, weights, x, y, task_id) -> ExampleGradientSums:
+    def example_log_likelihood(values, xi, yi) -> torch.Tensor:
+        outputs = poutine.condition(model.net_outputs, data=values)(xi[None], task_id)
+        return model.likelihood.log_prob(outputs, yi[None]).sum()
+
+    per_example = vmap(grad(example_log_likelihood), in_dims=(None, 0, 0))
+    per_sample = vmap(per_example, in_dims=(0, None, None))
+    values = {name: value.detach() for name, value in theta.items()}
+    g = per_sample(values, x, y)  # {site: (S, N, *shape)}
+    log_likelihood = vmap(
+        vmap(example_log_likelihood, in_dims=(None, 0, 0)), in_dims=(0, None, None)
+    )(values, x, y)
+    gradients = {name: g[name].sum(0) for name in values}
+    weighted = {name: (g[name] * weights[name].unsqueeze(1)).sum(0) for name in values}
+    return ExampleGradientSums(log_likelihood.detach().sum(0), gradients, weighted)

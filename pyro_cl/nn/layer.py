@@ -127,3 +127,21 @@ class BayesianLayer(SubstitutableModule):
             "need BayesianLinear or BayesianConv2d layers (or a net outside pyro_cl's layers, "
             "which uses torch.func)"
         )
+
+    def example_gradient_sums(
+        self,
+        x: torch.Tensor,
+        output_gradient: torch.Tensor,
+        weights: dict[str, torch.Tensor | None],
+    ) -> dict[str, torch.Tensor]:
+        """Per example ``n`` and site ``θ``: ``Σ_s (∂ℓ_{s,n}/∂θ_s) ⊙ weights[θ]_s`` (shape ``(N,
+        *site shape)``; a ``None`` weight sums the per-example gradients over the samples ``s``).
+
+        ``x`` is the recorded input (``(P, N, ...)``, ``P`` 1 or ``S``) and ``output_gradient`` the
+        gradient of ``Σ_{s,n} ℓ_{s,n}`` with respect to the layer's output. Gaussian factors of
+        single data points (:mod:`pyro_cl.infer.gaussian_factors`) need these; layers that can
+        form them override this, others refuse by name."""
+        raise TypeError(
+            f"{type(self).__name__} cannot form per-example gradient sums; use BayesianLinear "
+            "layers or the Pyro route (model route 'pyro'), which uses torch.func"
+        )

@@ -79,6 +79,35 @@ class BayesianLinear(BayesianLayer):
             sums["bias"] = g2.sum((0, 1))
         return sums
 
+    def example_gradient_sums(
+        self,
+        x: torch.Tensor,
+        output_gradient: torch.Tensor,
+        weights: dict[str, torch.Tensor | None],
+    ) -> dict[str, torch.Tensor]:
+        """``∂ℓ_{s,n}/∂W_s = g_{s,n} x_{s,n}ᵀ``, so ``Σ_s (∂ℓ_{s,n}/∂W_s) ⊙ A_s`` is one contraction
+        ``Σ_s g_{s,n,o} x_{s,n,i} A_{s,o,i}`` (no per-example gradient tensor is formed), and the
+        bias's is ``Σ_s g_{s,n} ⊙ a_s``.
+
+        ``x`` is ``(P, N, in)`` with ``P`` 1 or the ``S`` samples of ``output_gradient``
+        ``(S, N, out)``; a weight ``A`` is ``(S, *site shape)`` or ``None`` (all ones).
+        """
+        g = output_gradient
+        inputs = x.expand(g.shape[0], *x.shape[1:])
+        sums = {}
+        for name, weight in weights.items():
+            if name == "weight":
+                sums[name] = (
+                    torch.einsum("sno,sni->noi", g, inputs)
+                    if weight is None
+                    else torch.einsum("sno,sni,soi->noi", g, inputs, weight)
+                )
+            elif name == "bias" and self.has_bias:
+                sums[name] = g.sum(0) if weight is None else torch.einsum("sno,so->no", g, weight)
+            else:
+                raise KeyError(f"{type(self).__name__} has no site {name!r}")
+        return sums
+
     def extra_repr(self) -> str:
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, "

@@ -1,0 +1,162 @@
+"""A running memory chosen by Gaussian Residual Scoring (Kurle et al. 2020, sections 3.2-3.3,
+appendix G's Algorithm 1 without forgetting).
+
+The posterior is a diagonal Gaussian times the likelihood of ``M`` raw data points (eq. 3).
+After the fit ``q̃_t`` on ``D_t ∪ M_{t-1}`` against the step's prior ``p_t`` (eq. 7), every
+candidate point gets a Gaussian factor ``r⁽ⁿ⁾`` (eq. 5a/5b, bias-corrected) and a score (eq. 8)::
+
+    S(d) = E_q̃[log p(d | w)] - E_q̃[log r(w; d)]
+
+The new memory ``M_t`` is the top ``M`` points by score: those whose likelihood the Gaussian
+approximates worst. The Gaussian part handed to the next step is ``q̃_t`` with the memory's
+factors taken out (eq. 9a/9b, :func:`~pyro_cl.infer.gaussian_factors.remove_memory_factors`);
+prediction uses ``q̃_t``, the fit that includes the memory.
+
+The section 6.1 / figure 8 ablations are options of the same part: ``selection="kcenter"`` or
+``"random"`` chooses ``M_t`` from the same candidates without the scores (with the factor update
+kept), and ``gaussian_update="elbo"`` hands on a fresh ELBO fit of ``(D_t ∪ M_{t-1}) \\ M_t``
+against ``p_t`` instead of the factor update (the learner runs that fit).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from pyro_cl.coresets.coreset import Coreset
+from pyro_cl.coresets.selection import CoresetSelector, CoresetUpdate, farthest_first
+from pyro_cl.infer.gaussian_factors import natural_parameters, remove_memory_factors
+
+if TYPE_CHECKING:
+    from pyro_cl.infer.model_view import ModelView
+
+__all__ = ["GaussianResidualMemory"]
+
+#: How ``M_t`` is chosen from ``D_t ∪ M_{t-1}``.
+SELECTIONS = ("residual", "kcenter", "random")
+#: How the Gaussian part is updated: factors removed (eq. 9) or an ELBO fit of the other points.
+GAUSSIAN_UPDATES = ("factors", "elbo")
+
+
+class GaussianResidualMemory(CoresetSelector):
+    """GRS: a running memory of at most ``size`` points with the highest Gaussian residual.
+
+    Runs after the fit (``order = "after"``) and needs a learner whose guide is a mean-field
+    Gaussian over single-head or multi-head nets of pyro_cl layers (or any net, slower, on the
+    Pyro route).
+
+    :param size: ``M``, the memory's total size (not per task).
+    :param num_term_samples: ``K_term``, Monte Carlo samples for the factors and the expected
+        log-likelihoods (the paper uses 50k, table 2).
+    :param selection: one of ``"residual"`` (GRS), ``"kcenter"``, ``"random"``.
+    :param gaussian_update: ``"factors"`` (eq. 9a/9b) or ``"elbo"``.
+    :param precision_floor: clip the updated precision to this fraction of the step's prior
+        precision (see :func:`~pyro_cl.infer.gaussian_factors.remove_memory_factors`).
+    :param samples_per_chunk: Monte Carlo samples per vectorised pass (default: automatic).
+
+    After each step :attr:`scores` holds the memory points' scores and :attr:`statistics` what
+    the update did (equation used, coordinates clipped); both save with the learner.
+    """
+
+    name = "gaussian_residual"
+    order = "after"
+    refit = False
+
+    def __init__(
+        self,
+        size: int,
+        num_term_samples: int = 1000,
+        selection: str = "residual",
+        gaussian_update: str = "factors",
+        precision_floor: float = 1.0,
+        samples_per_chunk: int | None = None,
+    ) -> None:
+        super().__init__(size, budget="total")
+        if selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+        if gaussian_update not in GAUSSIAN_UPDATES:
+            raise ValueError(
+                f"gaussian_update must be one of {GAUSSIAN_UPDATES}, got {gaussian_update!r}"
+            )
+        if isinstance(num_term_samples, bool) or not (
+            isinstance(num_term_samples, int) and num_term_samples >= 1
+        ):
+            raise ValueError(
+                f"num_term_samples must be a positive integer, got {num_term_samples!r}"
+            )
+        if not precision_floor > 0:
+            raise ValueError(f"precision_floor must be positive, got {precision_floor!r}")
+        self.num_term_samples = num_term_samples
+        self.selection = selection
+        self.gaussian_update = gaussian_update
+        self.precision_floor = float(precision_floor)
+        self.samples_per_chunk = samples_per_chunk
+        #: Gaussian residual scores of the memory's points, row-aligned with it.
+        self.scores = torch.zeros(0)
+        #: What the last update did: ``{"equation", "clipped", "coordinates"}``.
+        self.statistics: dict[str, Any] = {}
+
+    def choose(self, x: torch.Tensor, y: torch.Tensor, size: int) -> torch.Tensor:
+        """The heuristic choices (``kcenter``, ``random``); GRS chooses by score in
+        :meth:`update`."""
+        if self.selection == "kcenter":
+            return farthest_first(x, size)
+        return torch.randperm(x.shape[0], device=x.device)[:size]
+
+    def update(
+        self,
+        coreset: Coreset | None,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        task_id: int,
+        view: ModelView | None = None,
+    ) -> CoresetUpdate:
+        """``M_t`` from ``M_{t-1} ∪ D_t`` and the Gaussian part ``q_t`` (see the module docstring).
+
+        :param view: required: the fitted ``q̃_t``, the step's prior and the model.
+        """
+        if view is None:
+            raise ValueError("GaussianResidualMemory scores points by the model: it needs a view")
+        old = coreset if coreset is not None else Coreset.empty(x, y)
+        candidates = old.concat(Coreset.of_task(x, y, task_id, view.time))
+        size = min(self.size, len(candidates))
+        fitted = view.posterior
+        factors = view.gaussian_factors(candidates, self.num_term_samples, self.samples_per_chunk)
+        scores = factors.residual_scores(fitted)
+        if self.selection == "residual":
+            chosen = torch.topk(scores, size).indices
+        else:
+            chosen = self.choose(candidates.x, candidates.y, size).to(scores.device)
+        kept = torch.zeros(len(candidates), dtype=torch.bool, device=scores.device)
+        kept[chosen] = True
+        memory = candidates.select(chosen)
+        remaining = (~kept[len(old) :]).nonzero().squeeze(1)
+        dropped = old.select(~kept[: len(old)])
+        posterior = None
+        self.statistics = {"equation": "elbo", "clipped": 0, "coordinates": 0}
+        if self.gaussian_update == "factors":
+            update = remove_memory_factors(
+                natural_parameters(view.prior),
+                natural_parameters(fitted),
+                factors,
+                kept,
+                self.precision_floor,
+            )
+            posterior = update.posterior.distributions()
+            self.statistics = {
+                "equation": update.equation,
+                "clipped": update.clipped,
+                "coordinates": update.coordinates,
+            }
+        elif not len(remaining) and not len(dropped):
+            posterior = view.prior  # every point is in the memory: the Gaussian part is the prior
+        self.scores = scores[chosen].detach()
+        return CoresetUpdate(memory, remaining, dropped, posterior)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"scores": self.scores, "statistics": dict(self.statistics)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.scores = state.get("scores", torch.zeros(0))
+        self.statistics = dict(state.get("statistics", {}))
