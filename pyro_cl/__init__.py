@@ -20,7 +20,11 @@ from pyro_cl.infer.transitions import (
 )
 from pyro_cl.infer.vcl import VCL
 from pyro_cl.infer.vogn import VOGN
-from pyro_cl.likelihoods import CategoricalLikelihood, GaussianLikelihood
+from pyro_cl.likelihoods import (
+    CategoricalLikelihood,
+    GaussianLikelihood,
+    HeteroscedasticGaussianLikelihood,
+)
 from pyro_cl.model import SupervisedModel
 from pyro_cl.posterior import extract_posterior, install_prior, read_priors
 
@@ -38,6 +42,7 @@ __all__ = [
     "FineTuning",
     "Fitter",
     "GaussianLikelihood",
+    "HeteroscedasticGaussianLikelihood",
     "IVON",
     "Identity",
     "MeanFieldGuide",

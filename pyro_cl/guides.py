@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 
@@ -274,6 +275,31 @@ class MeanFieldGuide(nn.Module):
             elif policy == "fresh":
                 bound = self._fan_in(name) ** -0.5
                 self.loc[key].uniform_(-bound, bound)
+
+    @torch.no_grad()
+    def match_prior_moments(
+        self, priors: Mapping[str, Distribution], alpha: float = 0.001, beta: float = 0.999
+    ) -> None:
+        """Kurle et al. 2020, appendix I: draw each Gaussian site's means and log-scales so that
+        ``E[μ² + σ²]`` equals the prior variance ``v`` of the site (zero-mean weights keep the
+        pre-activations' moments of the prior, appendix H): ``μ ~ N(0, β v)`` and
+        ``log σ ~ N(½ log((1-β) e^{-2α²} v), α²)``.
+
+        :param alpha: spread of the log-scales (0 gives every weight of a site the same σ).
+        :param beta: the share of ``v`` carried by the spread of the means, in ``[0, 1)``.
+        """
+        if not (alpha >= 0 and 0 <= beta < 1):
+            raise ValueError(f"need alpha >= 0 and 0 <= beta < 1, got alpha={alpha}, beta={beta}")
+        for name, prior in priors.items():
+            key = _parameter_key(name)
+            if self._families.get(name) != "normal":
+                continue
+            variance = base_distribution(prior).scale.to(self.loc[key]).square()
+            variance = variance.expand_as(self.loc[key])
+            self.loc[key].copy_(torch.randn_like(variance) * (beta * variance).sqrt())
+            log_scale = 0.5 * torch.log((1 - beta) * math.exp(-2 * alpha**2) * variance)
+            log_scale = log_scale + alpha * torch.randn_like(variance)
+            self.log_variance[key].copy_(2 * log_scale)
 
     def _fan_in(self, name: str) -> int:
         """Inputs per output unit of a site: its trailing dimensions for a weight; for a bias, those

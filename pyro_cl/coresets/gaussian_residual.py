@@ -20,6 +20,7 @@ against ``p_t`` instead of the factor update (the learner runs that fit).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -56,7 +57,8 @@ class GaussianResidualMemory(CoresetSelector):
     :param samples_per_chunk: Monte Carlo samples per vectorised pass (default: automatic).
 
     After each step :attr:`scores` holds the memory points' scores and :attr:`statistics` what
-    the update did (equation used, coordinates clipped); both save with the learner.
+    the update did (equation used, coordinates clipped, seconds spent on factors, scores and the
+    update); both save with the learner.
     """
 
     name = "gaussian_residual"
@@ -118,6 +120,7 @@ class GaussianResidualMemory(CoresetSelector):
         """
         if view is None:
             raise ValueError("GaussianResidualMemory scores points by the model: it needs a view")
+        start = time.perf_counter()
         old = coreset if coreset is not None else Coreset.empty(x, y)
         candidates = old.concat(Coreset.of_task(x, y, task_id, view.time))
         size = min(self.size, len(candidates))
@@ -151,6 +154,7 @@ class GaussianResidualMemory(CoresetSelector):
             }
         elif not len(remaining) and not len(dropped):
             posterior = view.prior  # every point is in the memory: the Gaussian part is the prior
+        self.statistics["seconds"] = time.perf_counter() - start
         self.scores = scores[chosen].detach()
         return CoresetUpdate(memory, remaining, dropped, posterior)
 

@@ -102,6 +102,10 @@ class MonteCarlo:
             raise ValueError(f"elbo must be one of {ROUTES}, got {self.elbo!r}")
 
 
+#: How the guide's means start when maximum-likelihood initialisation is off.
+INIT_MEANS = ("prior", "fresh", "moment_matched")
+
+
 @dataclass(frozen=True)
 class Initialisation:
     """How the guide starts each task.
@@ -111,8 +115,13 @@ class Initialisation:
     :param init_log_variance: log σ² of new guide sites (-6, the reference code's value).
     :param init_loc_std: scale of the random initial means of sites not set by ML.
     :param init_means: initial means when ML initialisation is off: "prior" (the prior mean plus
-        noise of scale ``init_loc_std``) or "fresh" (PyTorch's initialisation of a new layer,
-        as the VOGN thesis does; implied by ``between_tasks="fresh"``).
+        noise of scale ``init_loc_std``), "fresh" (PyTorch's initialisation of a new layer,
+        as the VOGN thesis does; implied by ``between_tasks="fresh"``) or "moment_matched"
+        (means and variances drawn so each weight's second moment is its prior variance, Kurle
+        et al. 2020 appendix I, with ``init_alpha`` and ``init_beta``; pair it with
+        ``BayesianMLP(prior_scale="moment_matched")``).
+    :param init_alpha: appendix I's α, the spread of the initial log-scales (paper: 0.001).
+    :param init_beta: appendix I's β, the share of the variance in the means (paper: 0.999).
     :param between_tasks: guide re-initialisation before each later task: "keep" (start from the
         previous posterior), "reset_variance", "reset" or "fresh" (see
         :meth:`~pyro_cl.guides.MeanFieldGuide.reinitialise`).
@@ -125,10 +134,16 @@ class Initialisation:
     init_means: str = "prior"
     between_tasks: str = "keep"
     later_init_log_variance: float | None = None
+    init_alpha: float = 0.001
+    init_beta: float = 0.999
 
     def __post_init__(self) -> None:
-        if self.init_means not in ("prior", "fresh"):
-            raise ValueError(f"init_means must be 'prior' or 'fresh', got {self.init_means!r}")
+        if self.init_means not in INIT_MEANS:
+            raise ValueError(f"init_means must be one of {INIT_MEANS}, got {self.init_means!r}")
+        if not (self.init_alpha >= 0 and 0 <= self.init_beta < 1):
+            raise ValueError(
+                f"need init_alpha >= 0 and 0 <= init_beta < 1, got {self.init_alpha}/{self.init_beta}"
+            )
         if self.between_tasks not in REINIT_POLICIES:
             raise ValueError(f"between_tasks must be one of {REINIT_POLICIES}")
 

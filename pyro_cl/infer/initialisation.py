@@ -26,8 +26,9 @@ def initialise_guide(
       posterior, as the VCL reference code does; see :meth:`MeanFieldGuide.reinitialise`), with
       ``later_init_log_variance``;
     * the first task: maximum-likelihood training of the means for ``ml_init_epochs`` epochs on
-      the task's own points (VCL appendix A), or, with that off, PyTorch's initialisation of a
-      new layer where ``init_means`` or ``between_tasks`` is "fresh" (the VOGN thesis).
+      the task's own points (VCL appendix A), or, with that off, Kurle et al.'s appendix I where
+      ``init_means`` is "moment_matched", or PyTorch's initialisation of a new layer where
+      ``init_means`` or ``between_tasks`` is "fresh" (the VOGN thesis).
     """
     settings = context.config.initialisation
     priors = read_priors(context.model.net, sites)
@@ -44,5 +45,7 @@ def initialise_guide(
             fit_point_estimate(
                 context, guide, own, task_sites, epochs, context.batch_size(), "ML initialisation"
             )
+    elif settings.init_means == "moment_matched":
+        guide.match_prior_moments(priors, settings.init_alpha, settings.init_beta)
     elif "fresh" in (settings.init_means, settings.between_tasks):
         guide.reinitialise("fresh", priors)

@@ -11,7 +11,8 @@ from pyro.nn import PyroModule
 from torch import nn
 
 from pyro_cl.nn.ibp_mask import IBPMask
-from pyro_cl.nn.mlp import _ACTIVATIONS, BayesianMLP
+from pyro_cl.nn.mlp import BayesianMLP
+from pyro_cl.nn.moment_matching import ACTIVATIONS
 from pyro_cl.nn.sticks import BetaSticks
 
 __all__ = ["IndianBuffetMLP"]
@@ -120,7 +121,7 @@ class IndianBuffetMLP(BayesianMLP):
 
     def forward(self, x: torch.Tensor, task_id: int = 0) -> torch.Tensor:
         head = self.check_task_id(task_id)
-        activation = _ACTIVATIONS[self.activation]
+        activation = ACTIVATIONS[self.activation]
         log_probabilities = self.stick_log_probabilities()
         for layer, mask, log_pi in zip(self.hidden, self.masks, log_probabilities, strict=True):
             x = mask(activation(layer(x)), log_pi)

@@ -10,11 +10,10 @@ from torch import nn
 
 from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
+from pyro_cl.nn.moment_matching import ACTIVATIONS, moment_matched_prior_scales
 from pyro_cl.nn.rebuildable import RebuildableNet
 
 __all__ = ["BayesianMLP"]
-
-_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
 
 
 class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
@@ -35,7 +34,10 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
     :param activation: "relu", "tanh" or "sigmoid".
     :param prior_loc: prior mean of all weights (a per-layer sequence is accepted).
     :param prior_scale: prior standard deviation of all weights (a per-layer sequence is accepted;
-        layers are ordered hidden layers first, then the heads' layer).
+        layers are ordered hidden layers first, then the heads' layer), or ``"moment_matched"``
+        for ``(N_{l-1} c_f)^{-½}`` per layer, which keeps every pre-activation's second moment
+        at one for standardised inputs (Kurle et al. 2020, eq. 17;
+        :mod:`pyro_cl.nn.moment_matching`).
     :param local_reparameterization: sample pre-activations instead of weights (default on).
     """
 
@@ -49,18 +51,21 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
         heads: int = 1,
         activation: str = "relu",
         prior_loc: float | Sequence[float] = 0.0,
-        prior_scale: float | Sequence[float] = 1.0,
+        prior_scale: float | Sequence[float] | str = 1.0,
         local_reparameterization: bool = True,
     ) -> None:
         super().__init__()
         if heads < 1:
             raise ValueError(f"a net needs at least one head, got heads={heads}")
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"unknown activation {activation!r}; choose from {list(_ACTIVATIONS)}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; choose from {list(ACTIVATIONS)}")
         hidden_sizes = [int(h) for h in hidden_sizes]
         num_layers = len(hidden_sizes) + 1
         locs = _per_layer(prior_loc, num_layers, "prior_loc")
-        scales = _per_layer(prior_scale, num_layers, "prior_scale")
+        if prior_scale == "moment_matched":
+            scales = moment_matched_prior_scales(in_features, hidden_sizes, activation)
+        else:
+            scales = _per_layer(prior_scale, num_layers, "prior_scale")
         sizes = [in_features] + hidden_sizes
         self.in_features = in_features
         self.out_features = out_features
@@ -108,7 +113,7 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
 
     def forward(self, x: torch.Tensor, task_id: int = 0) -> torch.Tensor:
         head = self.check_task_id(task_id)
-        activation = _ACTIVATIONS[self.activation]
+        activation = ACTIVATIONS[self.activation]
         for layer in self.hidden:
             x = activation(layer(x))
         return self.heads[head](x)

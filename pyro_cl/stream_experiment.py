@@ -1,0 +1,109 @@
+"""Running a learner along an online stream and measuring it (Kurle et al. 2020, section 6).
+
+After every step ``t_k`` the learner's predictive (``q̃_{t_k}``) is scored by
+
+* the average **test log marginal likelihood** ``1/N Σ_n log E_q̃[p(d_n | w)]`` on the held-out
+  set, a log-mean-exp over posterior samples; and, before step ``t_{k+1}`` is observed,
+* the average **one-step-ahead log marginal likelihood** on ``D_{t_{k+1}}``.
+
+:meth:`StreamResult.summary` averages both over the last 10% of the steps (table 1).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from pyro_cl.data.streams import OnlineStream
+from pyro_cl.infer.learner import ContinualLearner
+
+__all__ = ["StreamResult", "run_online", "last_fraction_mean"]
+
+
+def last_fraction_mean(values: list[float], fraction: float = 0.1) -> float:
+    """The mean of the last ``ceil(fraction · len)`` values (at least one)."""
+    if not values:
+        return math.nan
+    count = max(1, math.ceil(fraction * len(values)))
+    return float(np.mean(values[-count:]))
+
+
+@dataclass
+class StreamResult:
+    """Per-step measurements of one run (JSON-ready).
+
+    ``one_step_ahead[k]`` is the LML of step ``k + 1``'s data under the posterior after step
+    ``k``; ``memory_seconds`` the part of ``step_seconds`` spent on the memory update (factors,
+    scores and Gaussian update) where the memory reports it.
+    """
+
+    stream: str
+    method: str
+    seed: int
+    memory_size: int
+    times: list[float] = field(default_factory=list)
+    test_lml: list[float] = field(default_factory=list)
+    one_step_ahead: list[float] = field(default_factory=list)
+    memory_sizes: list[int] = field(default_factory=list)
+    step_seconds: list[float] = field(default_factory=list)
+    memory_seconds: list[float] = field(default_factory=list)
+    clipped: list[int] = field(default_factory=list)
+
+    def summary(self, fraction: float = 0.1) -> dict[str, float]:
+        """Test and one-step-ahead LML averaged over the last ``fraction`` of the steps, and the
+        mean seconds per step."""
+        return {
+            "test_lml": last_fraction_mean(self.test_lml, fraction),
+            "one_step_ahead_lml": last_fraction_mean(self.one_step_ahead, fraction),
+            "seconds_per_step": float(np.mean(self.step_seconds)) if self.step_seconds else 0.0,
+        }
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "summary": self.summary()}
+
+    def save_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=1))
+
+
+def run_online(
+    learner: ContinualLearner,
+    stream: OnlineStream,
+    method: str = "",
+    seed: int = 0,
+    num_samples: int | None = None,
+    progress: bool = True,
+    on_step=None,
+) -> StreamResult:
+    """Observe ``stream`` step by step with ``learner`` and measure it after every step.
+
+    :param num_samples: posterior samples for the marginal likelihoods (the learner's
+        ``num_predictive_samples`` by default).
+    :param on_step: called as ``on_step(learner, step)`` after each step (e.g. to draw figure 3).
+    """
+    memory = learner.memory
+    result = StreamResult(stream.name, method, seed, 0 if memory is None else memory.size)
+    steps = tqdm(stream.steps, desc=f"{stream.name} {method}", disable=not progress)
+    for step in steps:
+        if step.index > 0:
+            ahead = learner.evaluate(step.data, num_samples=num_samples)["log_likelihood"]
+            result.one_step_ahead.append(ahead)
+        start = time.perf_counter()
+        learner.observe(step.data, time=step.time)
+        result.step_seconds.append(time.perf_counter() - start)
+        statistics = getattr(memory, "statistics", {})
+        result.memory_seconds.append(float(statistics.get("seconds", 0.0)))
+        result.clipped.append(int(statistics.get("clipped", 0)))
+        result.times.append(step.time)
+        result.memory_sizes.append(0 if learner.coreset is None else len(learner.coreset))
+        lml = learner.evaluate(stream.test, num_samples=num_samples)["log_likelihood"]
+        result.test_lml.append(lml)
+        steps.set_postfix(test_lml=f"{lml:.3f}")
+        if on_step is not None:
+            on_step(learner, step)
+    return result

@@ -1,0 +1,169 @@
+"""The online streams of Kurle et al. 2020 (section 6.1, appendix B table 2) and the methods
+compared on them: their data, sizes and training settings in one table, and the learner each
+method name stands for."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pyro_cl.coresets import GaussianResidualMemory, KCenterCoreset, RandomCoreset
+from pyro_cl.data.mnist import load_idx_dataset
+from pyro_cl.data.streams import OnlineStream, online_stream, two_moons_stream
+from pyro_cl.data.uci import load_spambase, load_uci, load_wine
+from pyro_cl.infer.learner import ContinualLearner
+from pyro_cl.likelihoods import CategoricalLikelihood, HeteroscedasticGaussianLikelihood
+from pyro_cl.nn import BayesianMLP
+
+__all__ = ["ONLINE_METHODS", "STREAM_PRESETS", "StreamPreset", "make_online_learner"]
+
+
+def _mnist(root: str | Path, download: bool) -> tuple[np.ndarray, np.ndarray]:
+    (x_train, y_train), (x_test, y_test) = load_idx_dataset(root, "MNIST", download)
+    return np.concatenate([x_train, x_test]), np.concatenate([y_train, y_test])
+
+
+@dataclass(frozen=True)
+class StreamPreset:
+    """One row of table 2: ``N_{t_0}``, ``N_{t_1:K}``, memory sizes, ``K_train``, ``K_term``,
+    iterations and architecture, and where the data comes from.
+
+    :ivar memory_size: table 1's memory size; ``memory_sizes`` figure 4's sweep.
+    """
+
+    name: str
+    load: Callable[[str | Path, bool], tuple[np.ndarray, np.ndarray]] | None
+    first_size: int
+    step_size: int
+    memory_size: int
+    memory_sizes: tuple[int, ...]
+    train_samples: int
+    hidden_sizes: tuple[int, ...]
+    regression: bool
+    term_samples: int = 50_000
+    first_iterations: int = 50_000
+    iterations: int = 10_000
+
+    def stream(
+        self,
+        root: str | Path | None = None,
+        seed: int = 0,
+        download: bool = False,
+        num_steps: int | None = None,
+    ) -> OnlineStream:
+        """The stream of split ``seed`` (the data read from ``root``)."""
+        if self.load is None:
+            return two_moons_stream(self.first_size, self.step_size, num_steps or 51, seed=seed)
+        if root is None:
+            raise ValueError(f"the {self.name} stream reads data: give its root folder")
+        x, y = self.load(root, download)
+        return online_stream(
+            x,
+            y,
+            self.first_size,
+            self.step_size,
+            seed=seed,
+            regression=self.regression,
+            num_steps=num_steps,
+            name=self.name,
+        )
+
+
+def _regression(name: str) -> StreamPreset:
+    return StreamPreset(
+        name,
+        lambda root, download: load_uci(root, name, download),
+        100,
+        10,
+        15,
+        (5, 10, 15, 20, 25),
+        1000,
+        (16, 16),
+        True,
+    )
+
+
+#: Table 2's streams (the two-moons toy of figure 3 with section 6.1's sizes).
+STREAM_PRESETS: dict[str, StreamPreset] = {
+    **{name: _regression(name) for name in ("concrete", "boston", "energy", "yacht")},
+    "spam": StreamPreset(
+        "spam", load_spambase, 250, 25, 25, (10, 20, 30, 40, 50), 400, (32, 32), False
+    ),
+    "wine": StreamPreset(
+        "wine", load_wine, 250, 25, 25, (10, 20, 30, 40, 50), 400, (32, 32), False
+    ),
+    "mnist": StreamPreset(
+        "mnist", _mnist, 2500, 250, 150, (50, 100, 150, 200, 250), 40, (64, 64), False
+    ),
+    "two_moons": StreamPreset("two_moons", None, 150, 15, 30, (10, 20, 30), 100, (16, 16), False),
+}
+
+#: Section 6.1's methods (appendix B) and figure 8's ablations: ``{name: (memory, update)}``.
+#: ``grs``: residual scores, factor update; ``kcenter``/``random``: VCL's memory chosen before the
+#: fit from ``D_t ∪ M_{t-1}``, ELBO on the rest, refit on the memory to predict;
+#: ``grs-refit``: residual scores with an ELBO Gaussian update; ``kcenter-grs``: k-center memory
+#: with the factor update.
+ONLINE_METHODS = ("grs", "kcenter", "random", "grs-refit", "kcenter-grs", "none")
+
+
+def make_online_learner(
+    method: str,
+    stream: OnlineStream,
+    hidden_sizes: tuple[int, ...],
+    memory_size: int,
+    term_samples: int,
+    seed: int = 0,
+    device: str = "cpu",
+    **settings,
+) -> ContinualLearner:
+    """A learner for ``method`` (one of :data:`ONLINE_METHODS`) on ``stream``: a tanh
+    :class:`~pyro_cl.nn.BayesianMLP` with eq. 17's prior and appendix I's initial posterior, a
+    heteroscedastic Gaussian (regression) or categorical likelihood, full-batch Adam.
+
+    :param settings: :class:`~pyro_cl.infer.config.TrainingConfig` fields (``epochs`` are
+        iterations here, ``first_epochs`` those of the first step, ``num_particles`` ``K_train``).
+    """
+    if method not in ONLINE_METHODS:
+        raise ValueError(f"unknown online method {method!r}; choose from {ONLINE_METHODS}")
+    outputs = 2 if stream.regression else stream.num_outputs
+    net = BayesianMLP(
+        stream.in_features,
+        list(hidden_sizes),
+        outputs,
+        activation="tanh",
+        prior_scale="moment_matched",
+    )
+    likelihood = (
+        HeteroscedasticGaussianLikelihood() if stream.regression else CategoricalLikelihood()
+    )
+    memory = {
+        "grs": lambda: GaussianResidualMemory(memory_size, term_samples),
+        "grs-refit": lambda: GaussianResidualMemory(
+            memory_size, term_samples, gaussian_update="elbo"
+        ),
+        "kcenter-grs": lambda: GaussianResidualMemory(
+            memory_size, term_samples, selection="kcenter"
+        ),
+        "kcenter": lambda: KCenterCoreset(memory_size, budget="total"),
+        "random": lambda: RandomCoreset(memory_size, budget="total"),
+        "none": lambda: None,
+    }[method]()
+    defaults = {
+        "batch_size": None,
+        "ml_init_epochs": 0,
+        "init_means": "moment_matched",
+        "progress": False,
+        "learning_rate": 1e-2,
+    }
+    return ContinualLearner(
+        net,
+        likelihood,
+        memory=memory,
+        seed=seed,
+        device=device,
+        refit_per_task=False,
+        **{**defaults, **settings},
+    )
