@@ -96,7 +96,9 @@ class GaussianResidualMemory(CoresetSelector):
         self.samples_per_chunk = samples_per_chunk
         #: Gaussian residual scores of the memory's points, row-aligned with it.
         self.scores = torch.zeros(0)
-        #: What the last update did: ``{"equation", "clipped", "coordinates"}``.
+        #: Scores of every candidate of the last update (``M_{t-1}`` then ``D_t``; not saved).
+        self.candidate_scores = torch.zeros(0)
+        #: What the last update did: ``{"equation", "clipped", "coordinates", "seconds"}``.
         self.statistics: dict[str, Any] = {}
 
     def choose(self, x: torch.Tensor, y: torch.Tensor, size: int) -> torch.Tensor:
@@ -156,6 +158,7 @@ class GaussianResidualMemory(CoresetSelector):
             posterior = view.prior  # every point is in the memory: the Gaussian part is the prior
         self.statistics["seconds"] = time.perf_counter() - start
         self.scores = scores[chosen].detach()
+        self.candidate_scores = scores.detach()
         return CoresetUpdate(memory, remaining, dropped, posterior)
 
     def state_dict(self) -> dict[str, Any]:

@@ -231,6 +231,7 @@ def remove_memory_factors(
     factors: GaussianFactors,
     in_memory: torch.Tensor,
     precision_floor: float = 1.0,
+    equation: str | None = None,
 ) -> FactorUpdate:
     """The Gaussian update of Kurle et al. (eq. 9a, 9b, section 3.3).
 
@@ -250,16 +251,21 @@ def remove_memory_factors(
 
     :param in_memory: boolean mask over the points of ``factors``: the new memory ``M_t``.
     :param precision_floor: the floor as a fraction of the prior precision (positive).
+    :param equation: ``"9a"`` or ``"9b"`` to force one (default: the paper's rule).
     """
     if not precision_floor > 0:
         raise ValueError(f"precision_floor must be positive, got {precision_floor}")
     outside = ~in_memory
-    if int(outside.sum()) <= int(in_memory.sum()):
-        equation, rest = "9a", factors.select(outside).total()
+    if equation is None:
+        equation = "9a" if int(outside.sum()) <= int(in_memory.sum()) else "9b"
+    if equation not in ("9a", "9b"):
+        raise ValueError(f"equation must be '9a' or '9b', got {equation!r}")
+    if equation == "9a":
+        rest = factors.select(outside).total()
         precision = {n: prior.precision[n] + rest.precision[n] for n in prior.precision}
         shift = {n: prior.shift[n] + rest.shift[n] for n in prior.precision}
     else:
-        equation, memory = "9b", factors.select(in_memory).total()
+        memory = factors.select(in_memory).total()
         precision = {n: fitted.precision[n] - memory.precision[n] for n in prior.precision}
         shift = {n: fitted.shift[n] - memory.shift[n] for n in prior.precision}
     clipped = coordinates = 0
