@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pyro_cl.benchmark_run import ARCHITECTURES, BenchmarkRun, fill_unset, run_benchmark
 from pyro_cl.guides import REINIT_POLICIES
+from pyro_cl.infer.config import INIT_MEANS
 from pyro_cl.infer.transitions import Transition
 from pyro_cl.methods import METHODS
 from pyro_cl.nn.concrete import MASK_PARAMETERISATIONS
@@ -23,14 +24,18 @@ from pyro_cl.part_options import (
 )
 from pyro_cl.presets import DEFAULT_PRESET, PRESETS
 from pyro_cl.spec import REGISTRIES
+from pyro_cl.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
+from pyro_cl.stream_presets import ONLINE_METHODS, STREAM_PRESETS
 
 __all__ = [
     "add_run_arguments",
+    "add_stream_arguments",
     "benchmark_run_from_args",
     "build_parser",
     "command_line_errors",
     "main",
     "parse_script_arguments",
+    "stream_run_from_args",
 ]
 
 
@@ -39,8 +44,65 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a benchmark (default: embedded permuted digits)")
     add_run_arguments(run)
+    stream = commands.add_parser(
+        "stream", help="run an online stream with a running memory (Kurle et al. 2020)"
+    )
+    add_stream_arguments(stream)
     commands.add_parser("list", help="list benchmarks, methods and the registered parts")
     return parser
+
+
+def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
+    """``pyro-cl stream`` options: unset values come from the stream's row of table 2."""
+    parser.add_argument("stream", choices=sorted(STREAM_PRESETS), help="the data stream")
+    parser.add_argument(
+        "--methods", type=_comma_list, help=f"comma-separated: {','.join(ONLINE_METHODS)}"
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", help="one run (split) per seed")
+    parser.add_argument(
+        "--memory-sizes", type=int, nargs="+", help="memory sizes M (default: table 1's)"
+    )
+    parser.add_argument("--iterations", type=int, help="Adam steps per later time step")
+    parser.add_argument("--first-iterations", type=int, help="Adam steps at the first step")
+    parser.add_argument("--train-samples", type=int, help="K_train Monte Carlo samples")
+    parser.add_argument("--term-samples", type=int, help="K_term samples for the factors")
+    parser.add_argument("--num-steps", type=int, help="observe only the first steps")
+    parser.add_argument("--lr", type=float, dest="learning_rate", default=1e-2)
+    parser.add_argument("--predictive-samples", type=int, default=100)
+    parser.add_argument(
+        "--data-root", default="data", help="folder holding uci/, spambase/, MNIST/"
+    )
+    parser.add_argument("--download", action="store_true", help="download missing data sets")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--output", type=Path, help="folder for results.json, table.md, figures")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+
+
+def stream_run_from_args(args: argparse.Namespace) -> StreamRun:
+    """The :class:`~pyro_cl.stream_benchmark.StreamRun` that parsed ``pyro-cl stream`` options
+    describe."""
+    given = {
+        "methods": None if args.methods is None else tuple(args.methods),
+        "seeds": None if args.seeds is None else tuple(args.seeds),
+        "memory_sizes": None if args.memory_sizes is None else tuple(args.memory_sizes),
+    }
+    return StreamRun(
+        args.stream,
+        **{key: value for key, value in given.items() if value is not None},
+        data_root=args.data_root,
+        download=args.download,
+        device=args.device,
+        output=args.output,
+        iterations=args.iterations,
+        first_iterations=args.first_iterations,
+        train_samples=args.train_samples,
+        term_samples=args.term_samples,
+        num_steps=args.num_steps,
+        learning_rate=args.learning_rate,
+        predictive_samples=args.predictive_samples,
+        progress=not args.no_progress,
+    )
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +134,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ml-init-epochs", type=int)
     parser.add_argument("--init-log-variance", type=float)
     parser.add_argument("--between-tasks", choices=list(REINIT_POLICIES))
-    parser.add_argument("--init-means", choices=["prior", "fresh"])
+    parser.add_argument("--init-means", choices=list(INIT_MEANS))
     parser.add_argument(
         "--init-precision",
         type=float,
@@ -264,6 +326,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         with command_line_errors("pyro-cl run", args.debug):
             run_benchmark(benchmark_run_from_args(args))
+    elif args.command == "stream":
+        with command_line_errors("pyro-cl stream", args.debug):
+            run = stream_run_from_args(args)
+            results = run_stream_benchmark(run)
+            print(stream_table(results), end="")
     elif args.command == "list":
         print(list_everything())
     return 0

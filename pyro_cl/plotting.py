@@ -10,7 +10,13 @@ import numpy as np
 from pyro_cl.experiment import ContinualResult
 from pyro_cl.metrics import average_accuracy_curve
 
-__all__ = ["plot_accuracy", "plot_active_units"]
+__all__ = [
+    "plot_accuracy",
+    "plot_active_units",
+    "plot_memory_snapshots",
+    "plot_memory_sweep",
+    "plot_online_lml",
+]
 
 
 def plot_accuracy(results: Sequence[ContinualResult], path: str | Path) -> Path:
@@ -83,3 +89,92 @@ def _save(fig, path: str | Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_online_lml(results: Sequence, path: str | Path) -> Path:
+    """Average test log marginal likelihood after every time step, mean ± std over seeds, one line
+    per method and memory size (Kurle et al. 2020, figure 4 bottom)."""
+    plt = _pyplot()
+    groups: dict = {}
+    for result in results:
+        groups.setdefault((result.method, result.memory_size), []).append(result.test_lml)
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    for (method, size), curves in groups.items():
+        length = min(len(c) for c in curves)
+        values = np.array([c[:length] for c in curves])
+        mean, std = values.mean(0), values.std(0)
+        steps = np.arange(length)
+        ax.plot(steps, mean, label=f"{method} (M={size})")
+        ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
+    ax.set_xlabel("time step")
+    ax.set_ylabel("test LML")
+    ax.set_title(results[0].stream, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_memory_sweep(results: Sequence, path: str | Path) -> Path:
+    """Test LML averaged over the last 10% of steps against the memory size, mean ± std over
+    seeds, one line per method (Kurle et al. 2020, figure 4 top)."""
+    plt = _pyplot()
+    groups: dict = {}
+    for result in results:
+        groups.setdefault(result.method, {}).setdefault(result.memory_size, []).append(
+            result.summary()["test_lml"]
+        )
+    fig, ax = plt.subplots(figsize=(4, 3.2))
+    for method, by_size in groups.items():
+        sizes = sorted(by_size)
+        mean = np.array([np.mean(by_size[s]) for s in sizes])
+        std = np.array([np.std(by_size[s]) for s in sizes])
+        ax.errorbar(sizes, mean, yerr=std, marker="o", ms=3, capsize=2, label=method)
+    ax.set_xlabel("memory size M")
+    ax.set_ylabel("test LML (last 10% of steps)")
+    ax.set_title(results[0].stream, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_memory_snapshots(snapshots: Sequence[dict], path: str | Path) -> Path:
+    """The two-moons picture of Kurle et al. 2020, figure 3: the predictive probability in the
+    plane (grey), the data seen before (small dots) and at the step (circles), and the memory
+    (squares, size proportional to the score), at three time steps."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(snapshots), figsize=(3.3 * len(snapshots), 3.2))
+    axes = np.atleast_1d(axes)
+    for ax, shot in zip(axes, snapshots, strict=True):
+        a0, a1 = (np.array(a) for a in shot["axes"])
+        ax.contourf(a0, a1, np.array(shot["probability"]), levels=20, cmap="Greys", alpha=0.8)
+        seen = np.array(shot["seen"])
+        current = np.array(shot["current"])
+        ax.scatter(seen[:, 0], seen[:, 1], s=2, c="tab:blue", alpha=0.4)
+        ax.scatter(current[:, 0], current[:, 1], s=18, facecolors="none", edgecolors="tab:blue")
+        memory = np.array(shot["memory"])
+        scores = np.array(shot["scores"])
+        sizes = 20 + 80 * (scores - scores.min()) / max(np.ptp(scores), 1e-12)
+        colours = np.where(np.array(shot["memory_labels"]) == 1, "tab:red", "tab:green")
+        ax.scatter(memory[:, 0], memory[:, 1], s=sizes, marker="s", c=colours, edgecolors="k")
+        ax.set_title(f"t_{shot['step']}", fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)

@@ -1,0 +1,199 @@
+"""One command for the online-stream experiments of Kurle et al. 2020 (section 6.1): every
+method and seed on a stream, optionally over several memory sizes, with results.json, a
+markdown table and the papers' figures (test LML over time, against memory size, and for the
+two-moons toy the memory in the plane)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pyro_cl.plotting import plot_memory_snapshots, plot_memory_sweep, plot_online_lml
+from pyro_cl.stream_experiment import StreamResult, run_online
+from pyro_cl.stream_presets import ONLINE_METHODS, STREAM_PRESETS, make_online_learner
+
+__all__ = ["StreamRun", "run_stream_benchmark", "stream_table"]
+
+
+def _positive(value, what: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True)
+class StreamRun:
+    """Everything one online-stream benchmark run needs; unset (``None``) values come from the
+    stream's row of table 2 (:data:`~pyro_cl.stream_presets.STREAM_PRESETS`).
+
+    :ivar iterations: Adam steps per later time step (``I_{t_1:K}``); ``first_iterations`` those
+        of the first (``I_{t_0}``).
+    :ivar train_samples: ``K_train``; ``term_samples``: ``K_term``.
+    :ivar num_steps: observe only the first ``num_steps`` steps (default: the whole stream).
+    """
+
+    stream: str
+    methods: tuple[str, ...] = ("grs", "kcenter", "random")
+    seeds: tuple[int, ...] = (0,)
+    memory_sizes: tuple[int, ...] | None = None
+    data_root: str = "data"
+    download: bool = False
+    device: str = "cpu"
+    output: Path | None = None
+    iterations: int | None = None
+    first_iterations: int | None = None
+    train_samples: int | None = None
+    term_samples: int | None = None
+    num_steps: int | None = None
+    learning_rate: float = 1e-2
+    predictive_samples: int = 100
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.stream not in STREAM_PRESETS:
+            raise ValueError(
+                f"unknown stream {self.stream!r}; choose from {sorted(STREAM_PRESETS)}"
+            )
+        unknown = [m for m in self.methods if m not in ONLINE_METHODS]
+        if unknown or not self.methods:
+            raise ValueError(f"unknown online methods {unknown}; choose from {ONLINE_METHODS}")
+        if not self.seeds:
+            raise ValueError("give at least one seed")
+        for size in self.memory_sizes or ():
+            _positive(size, "memory size")
+        for name in (
+            "iterations",
+            "first_iterations",
+            "train_samples",
+            "term_samples",
+            "num_steps",
+            "predictive_samples",
+        ):
+            _positive(getattr(self, name), name.replace("_", " "))
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning rate must be positive, got {self.learning_rate}")
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device {self.device!r} requested but CUDA is not available")
+
+    def settings(self) -> dict:
+        """The schedule actually used, preset values filled in."""
+        preset = STREAM_PRESETS[self.stream]
+        return {
+            "memory_sizes": list(self.memory_sizes or (preset.memory_size,)),
+            "iterations": self.iterations or preset.iterations,
+            "first_iterations": self.first_iterations or preset.first_iterations,
+            "train_samples": self.train_samples or preset.train_samples,
+            "term_samples": self.term_samples or preset.term_samples,
+            "hidden_sizes": list(preset.hidden_sizes),
+            "first_size": preset.first_size,
+            "step_size": preset.step_size,
+        }
+
+
+def run_stream_benchmark(run: StreamRun) -> list[StreamResult]:
+    """Run every memory size × method × seed of ``run``; write results.json, table.md and the
+    figures into ``run.output`` (when set). Returns the results."""
+    output = run.output
+    if output is not None:
+        output.mkdir(parents=True, exist_ok=True)
+        probe = output / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    preset = STREAM_PRESETS[run.stream]
+    settings = run.settings()
+    results, snapshots = [], []
+    for seed in run.seeds:
+        stream = preset.stream(run.data_root, seed, run.download, run.num_steps)
+        for memory_size in settings["memory_sizes"]:
+            for method in run.methods:
+                learner = make_online_learner(
+                    method,
+                    stream,
+                    preset.hidden_sizes,
+                    memory_size,
+                    settings["term_samples"],
+                    seed=seed,
+                    device=run.device,
+                    epochs=settings["iterations"],
+                    first_epochs=settings["first_iterations"],
+                    num_particles=settings["train_samples"],
+                    num_predictive_samples=run.predictive_samples,
+                    learning_rate=run.learning_rate,
+                )
+                record = None
+                if stream.in_features == 2 and method == "grs" and seed == run.seeds[0]:
+                    record = _snapshot_recorder(stream, snapshots)
+                results.append(
+                    run_online(learner, stream, method, seed, progress=run.progress, on_step=record)
+                )
+    if output is not None:
+        _write(run, settings, results, snapshots, output)
+    return results
+
+
+def _snapshot_recorder(stream, snapshots: list):
+    """Keeps the memory, its scores and the predictive on a grid at the first, middle and
+    last steps (figure 3)."""
+    chosen = {0, len(stream) // 2, len(stream) - 1}
+
+    def record(learner, step) -> None:
+        if step.index not in chosen:
+            return
+        data = torch.cat([s.x for s in stream.steps[: step.index + 1]])
+        low, high = data.min(0).values - 0.5, data.max(0).values + 0.5
+        axes = [torch.linspace(low[i].item(), high[i].item(), 80) for i in range(2)]
+        grid = torch.stack(torch.meshgrid(*axes, indexing="xy"), -1).reshape(-1, 2)
+        probability = learner.predict(grid)[:, 1].reshape(80, 80)
+        snapshots.append(
+            {
+                "step": step.index,
+                "axes": [a.tolist() for a in axes],
+                "probability": probability.tolist(),
+                "seen": data.tolist(),
+                "current": step.x.tolist(),
+                "memory": learner.coreset.x.tolist(),
+                "memory_labels": learner.coreset.y.tolist(),
+                "scores": learner.memory.scores.tolist(),
+            }
+        )
+
+    return record
+
+
+def stream_table(results: list[StreamResult]) -> str:
+    """Markdown: mean ± std over seeds of the test LML averaged over the last 10% of steps, and
+    the one-step-ahead LML and seconds per step, per memory size and method."""
+    rows = {}
+    for result in results:
+        rows.setdefault((result.memory_size, result.method), []).append(result.summary())
+    lines = [
+        "| memory | method | test LML (last 10%) | one-step-ahead LML | s/step | seeds |",
+        "| ---: | --- | --- | --- | ---: | ---: |",
+    ]
+    for (size, method), summaries in rows.items():
+        test = np.array([s["test_lml"] for s in summaries])
+        ahead = np.array([s["one_step_ahead_lml"] for s in summaries])
+        seconds = np.mean([s["seconds_per_step"] for s in summaries])
+        lines.append(
+            f"| {size} | {method} | {test.mean():.3f} ± {test.std():.3f} | "
+            f"{ahead.mean():.3f} ± {ahead.std():.3f} | {seconds:.2f} | {len(summaries)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _write(run: StreamRun, settings: dict, results, snapshots, output: Path) -> None:
+    description = {
+        **{k: v for k, v in asdict(run).items() if k != "output"},
+        "settings": settings,
+    }
+    payload = {"run": description, "results": [r.to_json() for r in results]}
+    (output / "results.json").write_text(json.dumps(payload, indent=1, default=str))
+    (output / "table.md").write_text(stream_table(results))
+    plot_online_lml(results, output / "test_lml_over_time.png")
+    if len(settings["memory_sizes"]) > 1:
+        plot_memory_sweep(results, output / "test_lml_vs_memory_size.png")
+    if snapshots:
+        plot_memory_snapshots(snapshots, output / "memory_two_moons.png")
