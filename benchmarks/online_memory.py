@@ -1,0 +1,122 @@
+"""Table 1, figure 4 and figure 8 of Kurle et al. 2020 (online VB with a running memory).
+
+Runs GRS against the VCL-style k-center and random memories (and the figure-8 ablations with
+``--methods grs,grs-refit,kcenter-grs``) on several online streams and writes, under
+``--output``, one folder per stream (results.json, table.md, figures; see ``pyro-cl stream``)
+and ``table1.md`` with the paper's numbers beside ours.
+
+Schedules: ``--schedule paper`` is table 2 (50k/10k Adam steps, K_train up to 1000, K_term 50k:
+hours per stream on a GPU); ``--schedule short`` (the default) is what fits on 2 CPU cores:
+2000 Adam steps at the first time step, 300 at each later one, K_train 20, K_term 2000.
+
+    python benchmarks/online_memory.py --streams energy concrete --seeds 0 1 2 \\
+        --data-root ../shared/data --output results/online
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from pyro_cl.cli import command_line_errors
+from pyro_cl.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
+from pyro_cl.stream_presets import ONLINE_METHODS, STREAM_PRESETS
+
+#: Table 1 of the paper (GRS, k-center, random; mean ± std over 16 runs).
+PAPER_TABLE_1 = {
+    "concrete": ((-0.779, 0.039), (-0.798, 0.039), (-0.800, 0.039)),
+    "boston": ((-0.619, 0.111), (-0.638, 0.093), (-0.664, 0.156)),
+    "energy": ((0.365, 0.440), (-0.119, 0.128), (-0.078, 0.087)),
+    "yacht": ((1.925, 0.229), (1.658, 0.291), (1.648, 0.254)),
+    "spam": ((-0.216, 0.016), (-0.219, 0.015), (-0.217, 0.016)),
+    "wine": ((-1.165, 0.056), (-1.212, 0.059), (-1.194, 0.070)),
+    "mnist": ((-0.148, 0.005), (-0.158, 0.005), (-0.153, 0.005)),
+}
+SCHEDULES = {
+    "short": {
+        "iterations": 300,
+        "first_iterations": 2000,
+        "train_samples": 20,
+        "term_samples": 2000,
+    },
+    "paper": {},
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", nargs="+", choices=sorted(STREAM_PRESETS), required=True)
+    parser.add_argument("--methods", default="grs,kcenter,random", help=",".join(ONLINE_METHODS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--schedule", choices=sorted(SCHEDULES), default="short")
+    parser.add_argument("--memory-sizes", type=int, nargs="+", help="default: table 1's")
+    parser.add_argument("--num-steps", type=int, help="observe only the first steps")
+    parser.add_argument("--term-samples", type=int, help="override the schedule's K_term")
+    parser.add_argument("--data-root", default="data")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--output", type=Path, default=Path("results/online"))
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--debug", action="store_true")
+    return parser
+
+
+def build_runs(argv: list[str]) -> list[StreamRun]:
+    args = build_parser().parse_args(argv)
+    schedule = dict(SCHEDULES[args.schedule])
+    if args.term_samples is not None:
+        schedule["term_samples"] = args.term_samples
+    return [
+        StreamRun(
+            stream,
+            methods=tuple(m for m in args.methods.split(",") if m),
+            seeds=tuple(args.seeds),
+            memory_sizes=None if args.memory_sizes is None else tuple(args.memory_sizes),
+            data_root=args.data_root,
+            device=args.device,
+            output=args.output / stream,
+            num_steps=args.num_steps,
+            progress=not args.no_progress,
+            **schedule,
+        )
+        for stream in args.streams
+    ]
+
+
+def paper_comparison(stream: str, results) -> str:
+    """Rows of table 1: ours (mean ± std over seeds) beside the paper's."""
+    lines = []
+    for method, paper in zip(
+        ("grs", "kcenter", "random"), PAPER_TABLE_1.get(stream, ()), strict=False
+    ):
+        ours = np.array([r.summary()["test_lml"] for r in results if r.method == method])
+        if len(ours):
+            lines.append(
+                f"| {stream} | {method} | {ours.mean():.3f} ± {ours.std():.3f} ({len(ours)}) | "
+                f"{paper[0]:.3f} ± {paper[1]:.3f} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv
+    with command_line_errors("online_memory.py", debug):
+        runs = build_runs(argv)
+        rows = []
+        for run in runs:
+            results = run_stream_benchmark(run)
+            print(f"## {run.stream}\n{stream_table(results)}")
+            rows.append(paper_comparison(run.stream, results))
+        header = "| stream | method | ours: test LML (seeds) | paper |\n| --- | --- | --- | --- |\n"
+        table = header + "\n".join(r for r in rows if r) + "\n"
+        runs[0].output.parent.mkdir(parents=True, exist_ok=True)
+        (runs[0].output.parent / "table1.md").write_text(table)
+        print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
