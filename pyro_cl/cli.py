@@ -67,7 +67,7 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-samples", type=int, help="K_train Monte Carlo samples")
     parser.add_argument("--term-samples", type=int, help="K_term samples for the factors")
     parser.add_argument("--num-steps", type=int, help="observe only the first steps")
-    parser.add_argument("--lr", type=float, dest="learning_rate", default=1e-2)
+    parser.add_argument("--lr", type=float, dest="learning_rate", default=1e-3)
     parser.add_argument("--predictive-samples", type=int, default=100)
     parser.add_argument(
         "--data-root", default="data", help="folder holding uci/, spambase/, MNIST/"

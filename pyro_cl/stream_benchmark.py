@@ -48,7 +48,7 @@ class StreamRun:
     train_samples: int | None = None
     term_samples: int | None = None
     num_steps: int | None = None
-    learning_rate: float = 1e-2
+    learning_rate: float = 1e-3
     predictive_samples: int = 100
     progress: bool = True
 

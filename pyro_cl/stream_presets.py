@@ -156,7 +156,7 @@ def make_online_learner(
         "ml_init_epochs": 0,
         "init_means": "moment_matched",
         "progress": False,
-        "learning_rate": 1e-2,
+        "learning_rate": 1e-3,
     }
     return ContinualLearner(
         net,
