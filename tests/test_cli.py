@@ -230,3 +230,67 @@ def test_benchmark_run_in_python_runs_and_rejects_unknown_options(tmp_path):
     with pytest.raises(ValueError, match="not fields of BenchmarkRun"):
         run.with_defaults(epochs=3)
     assert run.with_defaults(training={"epochs": 9, "batch_size": 4}).training["epochs"] == 1
+
+
+# ---------------------------------------------------------------- online streams
+TINY_STREAM = [
+    "--num-steps",
+    "3",
+    "--iterations",
+    "3",
+    "--first-iterations",
+    "10",
+    "--train-samples",
+    "2",
+    "--term-samples",
+    "8",
+    "--predictive-samples",
+    "4",
+    "--no-progress",
+]
+
+
+def test_cli_runs_an_online_stream_and_writes_results_table_and_figures(tmp_path, capsys):
+    out = tmp_path / "moons"
+    argv = ["stream", "two_moons", "--methods", "grs,kcenter", "--memory-sizes", "5", "8"]
+    assert main([*argv, *TINY_STREAM, "--output", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "| 5 | grs |" in table and "| 8 | kcenter |" in table
+    payload = json.loads((out / "results.json").read_text())
+    assert payload["run"]["settings"]["memory_sizes"] == [5, 8]
+    first = payload["results"][0]
+    assert len(first["test_lml"]) == 3 and len(first["one_step_ahead"]) == 2
+    for figure in ("test_lml_over_time.png", "test_lml_vs_memory_size.png", "memory_two_moons.png"):
+        assert (out / figure).stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--methods", "grs,vcl"], "unknown online methods"),
+        (["--memory-sizes", "0"], "memory size must be a positive integer"),
+        (["--term-samples", "0"], "term samples must be a positive integer"),
+        (["--data-root", "/nonexistent/pyro_cl"], "no UCI energy data.txt"),
+        (
+            ["--device", "cuda:7"] if not torch.cuda.is_available() else ["--lr", "-1"],
+            "not available" if not torch.cuda.is_available() else "learning rate",
+        ),
+    ],
+)
+def test_stream_mistakes_are_one_line_errors(options, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["stream", "energy", *options, *TINY_STREAM])
+    text = str(exit_info.value)
+    assert text.startswith("pyro-cl stream:") and message in text and "\n" not in text
+
+
+def test_online_benchmark_script_builds_one_run_per_stream():
+    runs = _script("online_memory").build_runs(
+        ["--streams", "energy", "yacht", "--seeds", "0", "1", "--term-samples", "100"]
+    )
+    assert [r.stream for r in runs] == ["energy", "yacht"]
+    assert runs[0].seeds == (0, 1) and runs[0].term_samples == 100 and runs[0].iterations == 300
+    assert runs[1].settings()["memory_sizes"] == [15]
+    paper = _script("online_memory").build_runs(["--streams", "mnist", "--schedule", "paper"])
+    assert paper[0].settings()["iterations"] == 10_000
+    assert paper[0].settings()["term_samples"] == 50_000
