@@ -279,7 +279,7 @@ def test_cli_runs_an_online_stream_and_writes_results_table_and_figures(tmp_path
 )
 def test_stream_mistakes_are_one_line_errors(options, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["stream", "energy", *options, *TINY_STREAM])
+        main(["stream", "energy", *TINY_STREAM, *options])
     text = str(exit_info.value)
     assert text.startswith("pyro-cl stream:") and message in text and "\n" not in text
 
