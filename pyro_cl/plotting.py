@@ -100,6 +100,19 @@ def _pyplot():
     return plt
 
 
+def _finish(fig, ax, xlabel: str, ylabel: str, title: str, path: str | Path) -> Path:
+    """Label, grid and legend one panel, then write the figure to ``path`` and close it."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    _pyplot().close(fig)
+    return Path(path)
+
+
 def plot_online_lml(results: Sequence, path: str | Path) -> Path:
     """Average test log marginal likelihood after every time step, mean ± std over seeds, one line
     per method and memory size (Kurle et al. 2020, figure 4 bottom)."""
@@ -115,15 +128,7 @@ def plot_online_lml(results: Sequence, path: str | Path) -> Path:
         steps = np.arange(length)
         ax.plot(steps, mean, label=f"{method} (M={size})")
         ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
-    ax.set_xlabel("time step")
-    ax.set_ylabel("test LML")
-    ax.set_title(results[0].stream, fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    return _finish(fig, ax, "time step", "test LML", results[0].stream, path)
 
 
 def plot_memory_sweep(results: Sequence, path: str | Path) -> Path:
@@ -141,15 +146,9 @@ def plot_memory_sweep(results: Sequence, path: str | Path) -> Path:
         mean = np.array([np.mean(by_size[s]) for s in sizes])
         std = np.array([np.std(by_size[s]) for s in sizes])
         ax.errorbar(sizes, mean, yerr=std, marker="o", ms=3, capsize=2, label=method)
-    ax.set_xlabel("memory size M")
-    ax.set_ylabel("test LML (last 10% of steps)")
-    ax.set_title(results[0].stream, fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    return _finish(
+        fig, ax, "memory size M", "test LML (last 10% of steps)", results[0].stream, path
+    )
 
 
 def plot_memory_snapshots(snapshots: Sequence[dict], path: str | Path) -> Path:
