@@ -22,11 +22,7 @@ __all__ = [
 def plot_accuracy(results: Sequence[ContinualResult], path: str | Path) -> Path:
     """Per-task test accuracy after each training step, one panel per task plus the average
     (the layout of the VCL paper's figures 4 and 5). Returns the written path."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     names = results[0].task_names
     k = len(names)
     fig, axes = plt.subplots(1, k + 1, figsize=(2.2 * (k + 1), 2.6), sharey=True)
@@ -54,11 +50,7 @@ def plot_active_units(result: ContinualResult, path: str | Path) -> Path:
     """Active IBP units per task (the H-IBP supplement's figure 7): for each masked layer, the
     median number of active units over a task's test points after learning that task, with the
     quartiles as a box and the extremes as whiskers."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     if not result.active_units:
         raise ValueError(f"{result.method} recorded no active units (not an IBP net?)")
     layers = len(result.active_units[0])
@@ -92,6 +84,7 @@ def _save(fig, path: str | Path) -> Path:
 
 
 def _pyplot():
+    """``matplotlib.pyplot`` on the file-only Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,16 +94,13 @@ def _pyplot():
 
 
 def _finish(fig, ax, xlabel: str, ylabel: str, title: str, path: str | Path) -> Path:
-    """Label, grid and legend one panel, then write the figure to ``path`` and close it."""
+    """Label, grid and legend one panel, then :func:`_save` the figure."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    _pyplot().close(fig)
-    return Path(path)
+    return _save(fig, path)
 
 
 def plot_online_lml(results: Sequence, path: str | Path) -> Path:
@@ -173,7 +163,4 @@ def plot_memory_snapshots(snapshots: Sequence[dict], path: str | Path) -> Path:
         ax.set_title(f"t_{shot['step']}", fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    return _save(fig, path)
