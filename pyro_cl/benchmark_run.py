@@ -44,6 +44,9 @@ __all__ = [
     "ARCHITECTURES",
     "BenchmarkRun",
     "IBP_OPTIONS",
+    "check_device",
+    "check_positive",
+    "check_writable",
     "fill_unset",
     "run_benchmark",
     "write_report",
@@ -110,14 +113,12 @@ class BenchmarkRun:
             if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
                 raise ValueError(f"seeds must be integers in 0..2**32-1, got {seed!r}")
         for name in ("coreset_size", "num_tasks"):
-            value = getattr(self, name)
-            if value is not None and not (isinstance(value, int) and value >= 1):
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            check_positive(getattr(self, name), name)
         if self.hidden_sizes is not None and not all(
             isinstance(width, int) and width >= 1 for width in self.hidden_sizes
         ):
             raise ValueError(f"hidden sizes must be positive integers, got {self.hidden_sizes}")
-        _check_device(self.device)
+        check_device(self.device)
         try:
             TrainingConfig().replace(**self.resolved_training())
         except TypeError as error:
@@ -220,7 +221,15 @@ def fill_unset(fields: dict, defaults: dict) -> dict:
     return filled
 
 
-def _check_device(device: str | None) -> None:
+def check_positive(value, what: str) -> None:
+    """``value`` is ``None`` (unset) or a positive integer (not a bool), else a ``ValueError``
+    naming ``what``."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+
+
+def check_device(device: str | None) -> None:
+    """``device`` is ``None``, or a device torch knows and can use here, else a ``ValueError``."""
     if device is None:
         return
     try:
@@ -231,7 +240,7 @@ def _check_device(device: str | None) -> None:
         raise ValueError(f"device {device!r} asked for, but torch sees no CUDA GPU here")
 
 
-def _check_writable(output: Path) -> None:
+def check_writable(output: Path) -> None:
     """Create ``output`` and make sure a file can be written in it, before any training."""
     try:
         output.mkdir(parents=True, exist_ok=True)
@@ -254,7 +263,7 @@ def run_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
     hidden = run.resolved_hidden_sizes
     output = None if run.output is None else Path(run.output)
     if output is not None:
-        _check_writable(output)
+        check_writable(output)
     labels = [run.label(m) for m in run.method_names]
     results = []
     for seed in run.seeds if run.seeds is not None else (0,):

@@ -12,16 +12,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pyro_cl.benchmark_run import check_device, check_positive, check_writable
 from pyro_cl.plotting import plot_memory_snapshots, plot_memory_sweep, plot_online_lml
 from pyro_cl.stream_experiment import StreamResult, run_online
 from pyro_cl.stream_presets import ONLINE_METHODS, STREAM_PRESETS, make_online_learner
 
 __all__ = ["StreamRun", "run_stream_benchmark", "stream_table"]
-
-
-def _positive(value, what: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{what} must be a positive integer, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -63,7 +59,7 @@ class StreamRun:
         if not self.seeds:
             raise ValueError("give at least one seed")
         for size in self.memory_sizes or ():
-            _positive(size, "memory size")
+            check_positive(size, "memory size")
         for name in (
             "iterations",
             "first_iterations",
@@ -72,11 +68,10 @@ class StreamRun:
             "num_steps",
             "predictive_samples",
         ):
-            _positive(getattr(self, name), name.replace("_", " "))
+            check_positive(getattr(self, name), name.replace("_", " "))
         if not self.learning_rate > 0:
             raise ValueError(f"learning rate must be positive, got {self.learning_rate}")
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"device {self.device!r} requested but CUDA is not available")
+        check_device(self.device)
 
     def settings(self) -> dict:
         """The schedule actually used, preset values filled in."""
@@ -98,10 +93,7 @@ def run_stream_benchmark(run: StreamRun) -> list[StreamResult]:
     figures into ``run.output`` (when set). Returns the results."""
     output = run.output
     if output is not None:
-        output.mkdir(parents=True, exist_ok=True)
-        probe = output / ".write-test"
-        probe.write_text("")
-        probe.unlink()
+        check_writable(output)
     preset = STREAM_PRESETS[run.stream]
     settings = run.settings()
     results, snapshots = [], []

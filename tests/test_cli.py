@@ -273,7 +273,7 @@ def test_cli_runs_an_online_stream_and_writes_results_table_and_figures(tmp_path
         (["--data-root", "/nonexistent/pyro_cl"], "no UCI energy data.txt"),
         (
             ["--device", "cuda:7"] if not torch.cuda.is_available() else ["--lr", "-1"],
-            "not available" if not torch.cuda.is_available() else "learning rate",
+            "no CUDA GPU" if not torch.cuda.is_available() else "learning rate",
         ),
     ],
 )
