@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import torch
 from pyro import poutine
-from torch.func import grad, vmap
+from torch.func import grad, grad_and_value, vmap
 
 from pyro_cl.infer.site_values import substitute_sites
 from pyro_cl.model import SupervisedModel
@@ -63,6 +63,22 @@ def _check_curvature(curvature: str | None) -> None:
         raise ValueError(f"unknown curvature {curvature!r}; choose from {CURVATURES}")
 
 
+def _recorded_forward(model: SupervisedModel, theta: dict[str, torch.Tensor], x, task_id: int):
+    """The net's outputs with its sites set to ``theta`` (leading sample dimension ``S``) as
+    gradient leaves, every layer's input and output recorded: ``(leaves, records, outputs)``."""
+    particles = next(iter(theta.values())).shape[0]
+    leaves = {name: value.detach().requires_grad_() for name, value in theta.items()}
+    with RecordLayers() as records:
+        with substitute_sites(model.net, leaves, particles):
+            outputs = model.net_outputs(x.unsqueeze(0), task_id)
+    return leaves, records, outputs
+
+
+def _site_of(model: SupervisedModel) -> dict:
+    """``{(module, attribute): site name}`` for the model's latent sites."""
+    return {(module, attribute): name for name, (module, attribute) in model.site_index.items()}
+
+
 def layer_statistics(
     model: SupervisedModel,
     theta: dict[str, torch.Tensor],
@@ -78,11 +94,8 @@ def layer_statistics(
     """
     _check_curvature(curvature)
     names = list(theta)
-    particles = next(iter(theta.values())).shape[0]
-    leaves = [theta[name].detach().requires_grad_() for name in names]
-    with RecordLayers() as records:
-        with substitute_sites(model.net, dict(zip(names, leaves, strict=True)), particles):
-            outputs = model.net_outputs(x.unsqueeze(0), task_id)
+    leaves, records, outputs = _recorded_forward(model, theta, x, task_id)
+    leaves = [leaves[name] for name in names]
     loss = -model.likelihood.log_prob(outputs, y).sum()
     layer_outputs = [out for _, _, out in records]
     targets = leaves + (layer_outputs if curvature == "fisher" else [])
@@ -90,7 +103,7 @@ def layer_statistics(
     gradients = dict(zip(names, derivatives[: len(names)], strict=True))
     if curvature is None:
         return GradientStatistics(loss.detach(), gradients, None)
-    site_of = {(module, attribute): name for name, (module, attribute) in model.site_index.items()}
+    site_of = _site_of(model)
     squared = {name: torch.zeros_like(theta[name][0]) for name in names}
 
     def accumulate(output_gradients) -> None:
@@ -215,14 +228,10 @@ def example_gradient_sums(
 
 def _layer_example_sums(model, theta, weights, x, y, task_id) -> ExampleGradientSums:
     names = list(theta)
-    particles = next(iter(theta.values())).shape[0]
-    leaves = {name: theta[name].detach().requires_grad_() for name in names}
-    with RecordLayers() as records:
-        with substitute_sites(model.net, leaves, particles):
-            outputs = model.net_outputs(x.unsqueeze(0), task_id)
+    leaves, records, outputs = _recorded_forward(model, theta, x, task_id)
     log_likelihood = model.likelihood.log_prob(outputs, y)  # (S, N)
     output_gradients = torch.autograd.grad(log_likelihood.sum(), [out for _, _, out in records])
-    site_of = {(module, attribute): name for name, (module, attribute) in model.site_index.items()}
+    site_of = _site_of(model)
     gradients, weighted = {}, {}
     for (layer, inputs, _), g in zip(records, output_gradients, strict=True):
         mine = {a: n for (module, a), n in site_of.items() if module is layer and n in leaves}
@@ -246,13 +255,10 @@ def _functional_example_sums(model, theta, weights, x, y, task_id) -> ExampleGra
         outputs = poutine.condition(model.net_outputs, data=values)(xi[None], task_id)
         return model.likelihood.log_prob(outputs, yi[None]).sum()
 
-    per_example = vmap(grad(example_log_likelihood), in_dims=(None, 0, 0))
+    per_example = vmap(grad_and_value(example_log_likelihood), in_dims=(None, 0, 0))
     per_sample = vmap(per_example, in_dims=(0, None, None))
     values = {name: value.detach() for name, value in theta.items()}
-    g = per_sample(values, x, y)  # {site: (S, N, *shape)}
-    log_likelihood = vmap(
-        vmap(example_log_likelihood, in_dims=(None, 0, 0)), in_dims=(0, None, None)
-    )(values, x, y)
+    g, log_likelihood = per_sample(values, x, y)  # {site: (S, N, *shape)}, (S, N)
     gradients = {name: g[name].sum(0) for name in values}
     weighted = {name: (g[name] * weights[name].unsqueeze(1)).sum(0) for name in values}
     return ExampleGradientSums(log_likelihood.detach().sum(0), gradients, weighted)
