@@ -26,7 +26,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from pyro_cl.coresets.coreset import Coreset
-from pyro_cl.coresets.selection import CoresetSelector, CoresetUpdate, farthest_first
+from pyro_cl.coresets.selection import (
+    CoresetSelector,
+    CoresetUpdate,
+    farthest_first,
+    split_candidates,
+)
 from pyro_cl.infer.gaussian_factors import natural_parameters, remove_memory_factors
 
 if TYPE_CHECKING:
@@ -133,11 +138,7 @@ class GaussianResidualMemory(CoresetSelector):
             chosen = torch.topk(scores, size).indices
         else:
             chosen = self.choose(candidates.x, candidates.y, size).to(scores.device)
-        kept = torch.zeros(len(candidates), dtype=torch.bool, device=scores.device)
-        kept[chosen] = True
-        memory = candidates.select(chosen)
-        remaining = (~kept[len(old) :]).nonzero().squeeze(1)
-        dropped = old.select(~kept[: len(old)])
+        kept, split = split_candidates(old, candidates, chosen)
         posterior = None
         self.statistics = {"equation": "elbo", "clipped": 0, "coordinates": 0}
         if self.gaussian_update == "factors":
@@ -154,12 +155,12 @@ class GaussianResidualMemory(CoresetSelector):
                 "clipped": update.clipped,
                 "coordinates": update.coordinates,
             }
-        elif not len(remaining) and not len(dropped):
+        elif not len(split.remaining) and not len(split.dropped):
             posterior = view.prior  # every point is in the memory: the Gaussian part is the prior
         self.statistics["seconds"] = time.perf_counter() - start
         self.scores = scores[chosen].detach()
         self.candidate_scores = scores.detach()
-        return CoresetUpdate(memory, remaining, dropped, posterior)
+        return split._replace(posterior=posterior)
 
     def state_dict(self) -> dict[str, Any]:
         return {"scores": self.scores, "statistics": dict(self.statistics)}

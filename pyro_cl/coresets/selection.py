@@ -34,6 +34,7 @@ __all__ = [
     "RandomCoreset",
     "KCenterCoreset",
     "farthest_first",
+    "split_candidates",
 ]
 
 
@@ -137,10 +138,23 @@ class CoresetSelector(Registrable, ABC, kind="memory"):
             len(candidates),
             type(self).__name__,
         ).to(candidates.x.device)
-        kept = torch.zeros(len(candidates), dtype=torch.bool, device=candidates.x.device)
-        kept[chosen] = True
-        remaining = (~kept[len(old) :]).nonzero().squeeze(1)
-        return CoresetUpdate(candidates.select(chosen), remaining, old.select(~kept[: len(old)]))
+        return split_candidates(old, candidates, chosen)[1]
+
+
+def split_candidates(
+    old: Coreset, candidates: Coreset, chosen: torch.Tensor
+) -> tuple[torch.Tensor, CoresetUpdate]:
+    """A running memory's step: ``M_t = candidates[chosen]`` where ``candidates`` is ``M_{t-1}``
+    (``old``) followed by ``D_t``; the new points not chosen are ``remaining``, the old ones
+    ``dropped``.
+
+    :returns: the boolean mask of chosen candidates, and the update.
+    """
+    kept = torch.zeros(len(candidates), dtype=torch.bool, device=chosen.device)
+    kept[chosen] = True
+    remaining = (~kept[len(old) :]).nonzero().squeeze(1)
+    update = CoresetUpdate(candidates.select(chosen), remaining, old.select(~kept[: len(old)]))
+    return kept, update
 
 
 def _checked_choice(chosen, size: int, n: int, who: str) -> torch.Tensor:
