@@ -53,7 +53,9 @@ class ModelView:
         :raises RuntimeError: for a memory that runs before the fit (there is no fit yet)."""
         if self._prior is None:
             raise RuntimeError("the step's prior is only in view after the fit (order='after')")
-        return {name: detach_distribution(self._prior[name]) for name in self.posterior}
+        return {
+            name: detach_distribution(self._prior[name]) for name in self._learner.current_prior()
+        }
 
     @property
     def likelihood(self) -> Likelihood:
