@@ -5,9 +5,11 @@ from pyro_cl.baselines import CoresetOnly, FineTuning
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.config import TrainingConfig
+from pyro_cl.infer.diffusion import OrnsteinUhlenbeck, Wiener
 from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.elbo_fitter import ELBOFitter
 from pyro_cl.infer.fitter import Fitter
+from pyro_cl.infer.forgetting import BayesianForgetting
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.point_estimate import Penalty, PointEstimateFitter
@@ -21,6 +23,7 @@ from pyro_cl.infer.transitions import (
 from pyro_cl.infer.vcl import VCL
 from pyro_cl.infer.vogn import VOGN
 from pyro_cl.likelihoods import (
+    BernoulliLikelihood,
     CategoricalLikelihood,
     GaussianLikelihood,
     HeteroscedasticGaussianLikelihood,
@@ -31,6 +34,8 @@ from pyro_cl.posterior import extract_posterior, install_prior, read_priors
 __version__ = "0.1.0"
 
 __all__ = [
+    "BayesianForgetting",
+    "BernoulliLikelihood",
     "Callback",
     "CategoricalLikelihood",
     "Chain",
@@ -47,6 +52,7 @@ __all__ = [
     "Identity",
     "MeanFieldGuide",
     "NoPropagation",
+    "OrnsteinUhlenbeck",
     "Penalty",
     "PointEstimateFitter",
     "Transition",
@@ -54,6 +60,7 @@ __all__ = [
     "SupervisedModel",
     "TrainingConfig",
     "VCL",
+    "Wiener",
     "coresets",
     "extract_posterior",
     "install_prior",

@@ -14,6 +14,7 @@ from pyro_cl.nn.site_flags import OBSERVATION_FLAG
 from pyro_cl.spec import Registrable
 
 __all__ = [
+    "BernoulliLikelihood",
     "Likelihood",
     "CategoricalLikelihood",
     "GaussianLikelihood",
@@ -113,6 +114,46 @@ class CategoricalLikelihood(Likelihood):
         predicted = self.predictive_probabilities(samples).argmax(-1)
         out = super().metrics(samples, y)
         out["accuracy"] = (predicted == y).float().mean().item()
+        return out
+
+
+class BernoulliLikelihood(Likelihood):
+    """``y ~ Bernoulli(sigmoid(f(x)))`` for 0/1 labels, from one output (logistic regression).
+
+    Labels may be integers, booleans or floats equal to 0 or 1; :meth:`predictive_probabilities`
+    returns both classes' probabilities, so ``predict`` works as for categorical likelihoods.
+    """
+
+    name = "bernoulli"
+
+    def distribution(self, outputs: torch.Tensor) -> dist.Distribution:
+        return dist.Bernoulli(logits=outputs.squeeze(-1), validate_args=False)
+
+    def check_targets(self, y: torch.Tensor, num_outputs: int | None) -> None:
+        if num_outputs is not None and num_outputs != 1:
+            raise ValueError(f"a Bernoulli likelihood needs a net with 1 output, not {num_outputs}")
+        if y.dim() != 1:
+            raise ValueError(f"binary labels must be one-dimensional, got shape {tuple(y.shape)}")
+        if not ((y == 0) | (y == 1)).all():
+            raise ValueError("binary labels must be 0 or 1")
+
+    def converted_targets(self, y: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        return y.to(dtype)
+
+    def hessian_factor(self, outputs: torch.Tensor) -> torch.Tensor:
+        """``-∂² log p(y | f)/∂f² = p(1-p)`` whatever ``y``: ``L = √(p(1-p))``."""
+        p = torch.sigmoid(outputs)
+        return (p * (1 - p)).sqrt().unsqueeze(-1)
+
+    def predictive_probabilities(self, samples: torch.Tensor) -> torch.Tensor:
+        """``[1 - p̄, p̄]`` per input with ``p̄ = (1/S) Σ_s sigmoid(f_s(x))``, shape ``(N, 2)``."""
+        p = torch.sigmoid(samples.squeeze(-1)).mean(0)
+        return torch.stack([1 - p, p], dim=-1)
+
+    def metrics(self, samples: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        out = super().metrics(samples, y)
+        predicted = self.predictive_probabilities(samples)[:, 1] > 0.5
+        out["accuracy"] = (predicted == y.bool()).float().mean().item()
         return out
 
 

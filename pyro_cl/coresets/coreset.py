@@ -14,6 +14,10 @@ class Coreset:
     """Inputs ``x``, targets ``y``, the task each point came from (``task_ids``) and the time stamp
     of the step that observed it (``times``, float64; zeros where not given), row-aligned.
 
+    ``weights``, where given, multiply each point's log-likelihood in a fit (a forgetting
+    transition weighs memory points by age, Kurle et al. 2020 eq. 12); ``None`` means every
+    weight is 1. They describe one step's fit, so they are not saved.
+
     A coreset is immutable: :class:`~pyro_cl.coresets.CoresetSelector` builds ``C_t`` from
     ``C_{t-1}`` and ``D_t`` as a new object, so a failed task never half-updates the memory.
     """
@@ -22,18 +26,43 @@ class Coreset:
     y: torch.Tensor
     task_ids: torch.Tensor
     times: torch.Tensor | None = field(default=None)
+    weights: torch.Tensor | None = field(default=None)
 
     def __post_init__(self) -> None:
         n = self.x.shape[0]
         if self.times is None:
             zeros = torch.zeros(n, dtype=torch.float64, device=self.x.device)
             object.__setattr__(self, "times", zeros)
-        if self.y.shape[0] != n or self.task_ids.shape != (n,) or self.times.shape != (n,):
+        if (
+            self.y.shape[0] != n
+            or self.task_ids.shape != (n,)
+            or self.times.shape != (n,)
+            or (self.weights is not None and self.weights.shape != (n,))
+        ):
             raise ValueError(
                 f"coreset rows disagree: {n} inputs, {self.y.shape[0]} targets, "
                 f"task ids of shape {tuple(self.task_ids.shape)}, "
                 f"times of shape {tuple(self.times.shape)}"
+                + (
+                    ""
+                    if self.weights is None
+                    else f", weights of shape {tuple(self.weights.shape)}"
+                )
             )
+        if self.weights is not None and not bool(
+            (torch.isfinite(self.weights) & (self.weights >= 0)).all()
+        ):
+            raise ValueError("likelihood weights must be finite and non-negative")
+
+    def likelihood_weights(self) -> torch.Tensor:
+        """:attr:`weights`, with ones where none are given (in the inputs' dtype)."""
+        if self.weights is None:
+            return torch.ones(len(self), dtype=self.x.dtype, device=self.x.device)
+        return self.weights.to(self.x.dtype)
+
+    def weighted(self, weights: torch.Tensor | None) -> Coreset:
+        """The same points with likelihood ``weights`` (``None``: unweighted)."""
+        return Coreset(self.x, self.y, self.task_ids, self.times, weights)
 
     @classmethod
     def empty(cls, like_x: torch.Tensor, like_y: torch.Tensor) -> Coreset:
@@ -69,19 +98,30 @@ class Coreset:
 
     def select(self, index: torch.Tensor) -> Coreset:
         """The rows ``index`` (a boolean mask or integer indices)."""
-        return Coreset(self.x[index], self.y[index], self.task_ids[index], self.times[index])
+        weights = None if self.weights is None else self.weights[index]
+        return Coreset(
+            self.x[index], self.y[index], self.task_ids[index], self.times[index], weights
+        )
 
     def concat(self, other: Coreset) -> Coreset:
+        weights = None
+        if self.weights is not None or other.weights is not None:
+            weights = torch.cat([self.likelihood_weights(), other.likelihood_weights()])
         return Coreset(
             torch.cat([self.x, other.x]),
             torch.cat([self.y, other.y]),
             torch.cat([self.task_ids, other.task_ids]),
             torch.cat([self.times, other.times]),
+            weights,
         )
 
     def to(self, device: torch.device | str) -> Coreset:
         return Coreset(
-            self.x.to(device), self.y.to(device), self.task_ids.to(device), self.times.to(device)
+            self.x.to(device),
+            self.y.to(device),
+            self.task_ids.to(device),
+            self.times.to(device),
+            None if self.weights is None else self.weights.to(device),
         )
 
     def state(self) -> dict[str, torch.Tensor]:

@@ -19,10 +19,12 @@ class ELBOFitter(Fitter):
     with the configuration's ``num_particles`` Monte Carlo samples (local reparameterisation) and
     the analytic KL against the model's current priors, optimised with Adam at
     ``learning_rate`` (and its decay) over minibatches. Points of several tasks (a coreset) run
-    each through its own head.
+    each through its own head. Weighted data (``data.weights``) fits
+    ``KL(q || prior) - Σ_n w_n E_q[log p(y_n | θ, x_n)]`` (Kurle et al. 2020, eq. 12).
     """
 
     name = "elbo"
+    takes_weights = True
 
     def fit(
         self,
@@ -38,11 +40,27 @@ class ELBOFitter(Fitter):
         task_id = model.task_argument(data)
         num_data = len(data)
         num_particles = context.config.monte_carlo.num_particles
+        # Weighted likelihoods: N_eff = Σ w_n is the data size of the bound (a zero-weight point
+        # changes nothing), and the weights are rescaled to mean 1 so that a minibatch's
+        # (1/M) Σ w̃_n log p(y_n) estimates Σ_n w_n log p(y_n) / N_eff.
+        weights, size = None, num_data
+        if data.weights is not None:
+            size = float(data.weights.sum())
+            if not size > 0:
+                raise ValueError("every likelihood weight of the data is 0: nothing to fit")
+            weights = data.likelihood_weights() * (num_data / size)
 
         def loss(index: torch.Tensor) -> torch.Tensor:
             ids = task_id if isinstance(task_id, int) else task_id[index]
             return negative_elbo(
-                model, guide, data.x[index], data.y[index], ids, num_data, num_particles
+                model,
+                guide,
+                data.x[index],
+                data.y[index],
+                ids,
+                size,
+                num_particles,
+                weights=None if weights is None else weights[index],
             )
 
         parameters = dict(guide.named_parameters())

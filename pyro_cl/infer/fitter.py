@@ -107,6 +107,9 @@ class Fitter(Registrable, kind="fitter"):
     #: True when the fit produces point values (the guide's means) and no posterior:
     #: prediction then uses the means and nothing is handed to the next prior.
     point_estimate: ClassVar[bool] = False
+    #: True when the fit multiplies each point's log-likelihood by ``data.weights`` (Bayesian
+    #: forgetting with a memory needs it); the learner refuses weighted data otherwise.
+    takes_weights: ClassVar[bool] = False
 
     def prepare(
         self,

@@ -111,6 +111,22 @@ class GaussianFactors:
             self.num_samples,
         )
 
+    def weighted(self, weights: torch.Tensor) -> GaussianFactors:
+        """The factors of the likelihoods ``p(d_n | w)^{w_n}``: every natural parameter and
+        ``E_q[log p]`` times ``w_n`` (a weighted term's factor is the weighted factor, by eq.
+        5a/5b's linearity), so residual scores scale by ``w_n`` too (Kurle et al. 2020,
+        algorithm 1 with Bayesian forgetting)."""
+
+        def scaled(value: torch.Tensor) -> torch.Tensor:
+            return value * weights.to(value).reshape(-1, *([1] * (value.dim() - 1)))
+
+        return GaussianFactors(
+            {n: scaled(p) for n, p in self.precision.items()},
+            {n: scaled(s) for n, s in self.shift.items()},
+            scaled(self.expected_log_likelihood),
+            self.num_samples,
+        )
+
     def total(self) -> NaturalGaussian:
         """``Σ_n`` of the factors' natural parameters (a product of the factors)."""
         return NaturalGaussian(

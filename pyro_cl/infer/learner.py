@@ -237,14 +237,15 @@ class ContinualLearner:
         memory = self.memory
         if memory is None:
             return self._propagate(context, new, task_id)
+        old = self._weighted_memory(time)
         if memory.order == "before":
-            update = memory.update(self.coreset, x, y, task_id, ModelView(self, time=time))
+            update = memory.update(old, x, y, task_id, ModelView(self, time=time))
             data = new.select(update.remaining).concat(update.dropped)
             history = self._propagate(context, data, task_id) if len(data) else []
             prediction_posteriors = {}
         elif memory.order == "after":
             history, update, prediction_posteriors = self._fit_then_choose(
-                context, new, task_id, time
+                context, old, new, task_id, time
             )
         else:
             raise ValueError(f"a memory's order must be 'before' or 'after', got {memory.order!r}")
@@ -255,23 +256,37 @@ class ContinualLearner:
         self.prediction_posteriors = prediction_posteriors
         return history
 
-    def _fit_then_choose(self, context: FitContext, new: Coreset, task_id: int, time: float):
-        """A memory chosen after the fit (Kurle et al. 2020, Algorithm 1 without forgetting)::
+    def _weighted_memory(self, time: float) -> Coreset | None:
+        """``M_{t-1}`` with each point's likelihood weighted for step ``time`` by the transition
+        (by age under Bayesian forgetting, eq. 12); unweighted where the transition does not
+        weigh, and at the first step."""
+        if self.coreset is None or not self.times:
+            return self.coreset
+        ages = time - self.coreset.times
+        weights = self.transition.likelihood_weights(ages, self._transition_context(time))
+        return self.coreset.weighted(weights)
+
+    def _fit_then_choose(
+        self, context: FitContext, old: Coreset | None, new: Coreset, task_id: int, time: float
+    ):
+        """A memory chosen after the fit (Kurle et al. 2020, Algorithm 1)::
 
             q̃_t = fit on D_t ∪ M_{t-1} against the step's prior p_t       (eq. 7)
             M_t, q_t = memory.update(...)  with q̃_t and p_t in view      (eq. 8, 9a/9b)
 
-        ``q_t`` (the update's posterior, else an ELBO fit of the points that left, from ``p_t``,
-        else ``q̃_t``) becomes the prior; ``q̃_t`` predicts.
+        ``old`` is ``M_{t-1}`` with the transition's likelihood weights (Bayesian forgetting:
+        ``p_t`` includes the memory's age-weighted likelihood, and every fit, factor and score
+        below uses it). ``q_t`` (the update's posterior, else an ELBO fit of the points that
+        left, from ``p_t``, else ``q̃_t``) becomes the prior; ``q̃_t`` predicts.
 
         :returns: the fit's epoch losses, the memory update and the prediction posteriors.
         """
-        data = new if self.coreset is None else self.coreset.concat(new)
+        data = new if old is None else old.concat(new)
         step_prior = {name: detach_distribution(d) for name, d in read_priors(self.net).items()}
         history = self._propagate(context, data, task_id)
         fitted = self.current_prior()
         view = ModelView(self, prior=step_prior, time=time)
-        update = self.memory.update(self.coreset, new.x, new.y, task_id, view)
+        update = self.memory.update(old, new.x, new.y, task_id, view)
         if update.posterior is not None:
             install_prior(self.net, update.posterior)
         else:
@@ -281,16 +296,19 @@ class ContinualLearner:
                 self._propagate(context, rest, task_id)
         return history, update, {ALL_TASKS: fitted}
 
-    def _apply_transition(self, time: float) -> None:
-        """``prior = transition(posterior, Δt)`` on the sites trained so far."""
-        context = TransitionContext(
+    def _transition_context(self, time: float) -> TransitionContext:
+        return TransitionContext(
             elapsed=time - self.times[-1],
             time=time,
             initial_prior=self.initial_prior,
             net=self.net,
+            mean_lag=(time - self.times[0]) / len(self.times),
         )
+
+    def _apply_transition(self, time: float) -> None:
+        """``prior = transition(posterior, Δt)`` on the sites trained so far."""
         posterior = read_priors(self.net, self.trained_sites)
-        install_prior(self.net, self.transition(posterior, context))
+        install_prior(self.net, self.transition(posterior, self._transition_context(time)))
 
     def _propagate(self, context: FitContext, data: Coreset, task_id: int) -> list[float]:
         """Fit ``q̃_t`` on ``data`` against the current prior and install it as the new prior
@@ -327,7 +345,15 @@ class ContinualLearner:
 
         :returns: the epoch losses and the fitted posterior (``None`` for point estimates).
         :raises DivergenceError: if the fit diverged.
+        :raises ValueError: for weighted data (a forgetting memory) and a fitter that cannot
+            weigh likelihoods.
         """
+        if data.weights is not None and not self.fitter.takes_weights:
+            raise ValueError(
+                f"{type(self.fitter).__name__} cannot weigh the memory's likelihoods by age "
+                f"(the {type(self.transition).__name__} transition asks for it): use ELBOFitter, "
+                "or no memory"
+            )
         history = self.fitter.fit(context, guide, data, sites, epochs, batch_size, description)
         self.config.divergence.check_values(guide.locs(sites), description)
         return history, self.fitter.posterior(guide, sites)

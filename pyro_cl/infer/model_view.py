@@ -83,6 +83,7 @@ class ModelView:
         """Every point's Gaussian factor under :attr:`posterior`, bias-corrected so that
         :attr:`prior` times all factors is :attr:`posterior` (Kurle et al. eq. 5, appendix C;
         see :mod:`pyro_cl.infer.gaussian_factors`). Meaningful after a fit on exactly ``points``.
+        Points with likelihood weights get the weighted factors (algorithm 1 with forgetting).
         """
         posterior = self.posterior
         model = self._learner.model
@@ -111,4 +112,6 @@ class ModelView:
             torch.cat([f.expected_log_likelihood for f in parts])[inverse],
             num_samples,
         )
+        if points.weights is not None:
+            factors = factors.weighted(points.weights)
         return factors.bias_corrected(natural_parameters(self.prior), natural_parameters(posterior))

@@ -26,9 +26,10 @@ def negative_elbo(
     x: torch.Tensor,
     y: torch.Tensor,
     task_id: int | torch.Tensor,
-    dataset_size: int,
+    dataset_size: float,
     num_particles: int = 1,
     fast: bool | None = None,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``-L_VCL / N_t``: ``KL(q_t || q_{t-1}) / N_t - (1/M) Σ_{n in batch} E_q[log p(y_n | θ, x_n)]``.
 
@@ -48,13 +49,17 @@ def negative_elbo(
     Nets with local structured sites (IBP masks, :mod:`pyro_cl.nn.structured`) add each point's
     Monte Carlo ``log q(z_n) - log p(z_n)`` to its negative log-likelihood (H-IBP supplement
     eq. 14's last term); the Pyro route gets the same term from ``TraceMeanField_ELBO``.
+
+    ``weights`` (one per point of the batch) multiply each point's term: a likelihood
+    ``p(y_n | θ)^{w_n}`` (Bayesian forgetting's memory, Kurle et al. 2020 eq. 12). Both routes
+    then compute the terms explicitly.
     """
     if fast is None:
         fast = model.fast
     groups = task_groups(task_id, x.shape[0])
-    if len(groups) > 1 and not fast and has_structured_sites(model.net):
-        raise ValueError("batches mixing tasks need elbo='fast' for nets with IBP masks")
-    if len(groups) == 1 and not fast:
+    if (len(groups) > 1 or weights is not None) and not fast and has_structured_sites(model.net):
+        raise ValueError("weighted or task-mixing batches need elbo='fast' for nets with IBP masks")
+    if len(groups) == 1 and not fast and weights is None:
         elbo = TraceMeanField_ELBO(num_particles=num_particles)
         with local_reparameterization():
             loss = elbo.differentiable_loss(
@@ -71,6 +76,8 @@ def negative_elbo(
             outputs = sample_outputs(model, task_sites, x[rows], task, num_particles, fast)
         # per point: E_q[log p(y_n | θ)] - KL of its local sites (masks); mean over particles
         per_point = model.likelihood.log_prob(outputs, y[rows]) - local_kl.per_point()
+        if weights is not None:
+            per_point = per_point * weights[rows]
         log_likelihood = log_likelihood + per_point.mean(0).sum()
     return kl / dataset_size - log_likelihood / x.shape[0]
 

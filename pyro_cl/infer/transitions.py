@@ -10,14 +10,22 @@ Ornstein-Uhlenbeck or Wiener process widens it. A :class:`Transition` is that st
 The learner applies it at the start of every step after the first (when ``Δt`` is known), to the
 priors of the sites trained so far; sites never trained (an untrained head) keep their initial
 prior and are not passed in. A transition returns the next prior of every site it was given.
-Built-ins:
+A transition may also weigh the likelihood of each memory point by its age
+(:meth:`Transition.likelihood_weights`; Bayesian forgetting does). Built-ins:
 
 * :class:`Identity` — VCL's handoff;
 * :class:`NoPropagation` — the prior stays the initial one (the coreset-only baseline); a
   learner skips the propagation fit, whose result would be discarded;
 * :class:`ChildConcentrationGrowth` — H-IBP's "multiple of α after each new dataset"
   (supplement section 6.1), which changes the net's hyperparameters, not the posterior;
-* :class:`Chain` — several transitions in order.
+* :class:`Chain` — several transitions in order;
+* for drifting data (Kurle et al. 2020, section 4):
+  :class:`~pyro_cl.infer.forgetting.BayesianForgetting`,
+  :class:`~pyro_cl.infer.diffusion.OrnsteinUhlenbeck` and :class:`~pyro_cl.infer.diffusion.Wiener`.
+
+Time is measured in units of a time constant ``τ`` (``time_constant``); ``None`` takes the mean lag
+between the steps observed so far, ``(t_k - t_0) / k`` (the paper's "average of the time-lags",
+without looking ahead in the stream).
 
 Write your own by subclassing :class:`Transition`, giving it a ``name`` and implementing
 :meth:`Transition.__call__`.
@@ -31,10 +39,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
+from pyro.distributions import Normal
 
 from pyro_cl.nn.ibp_mask import IBPMask
 from pyro_cl.nn.module_walks import modules_of_type
-from pyro_cl.posterior import Posterior
+from pyro_cl.posterior import Posterior, base_distribution, read_priors
 from pyro_cl.spec import Registrable
 
 __all__ = [
@@ -44,6 +53,10 @@ __all__ = [
     "NoPropagation",
     "Transition",
     "TransitionContext",
+    "check_adaptation",
+    "check_prior_families",
+    "check_time_constant",
+    "map_gaussian_sites",
 ]
 
 
@@ -56,12 +69,25 @@ class TransitionContext:
     :ivar initial_prior: the sites' priors before the first step (e.g. for forgetting).
     :ivar net: the model's net, for transitions of its hyperparameters (rolled back with the
         rest of the step if the step fails).
+    :ivar mean_lag: ``(t_k - t_0) / k``, the mean time between the steps so far (``Δt`` at the
+        second step).
     """
 
     elapsed: float
     time: float
     initial_prior: Posterior
     net: torch.nn.Module
+    mean_lag: float | None = None
+
+    def time_constant(self, time_constant: float | None) -> float:
+        """``τ``: ``time_constant`` if given, else :attr:`mean_lag` (else ``Δt``)."""
+        if time_constant is not None:
+            return time_constant
+        return self.mean_lag if self.mean_lag is not None else self.elapsed
+
+    def scaled_elapsed(self, time_constant: float | None) -> float:
+        """``Δt / τ``."""
+        return self.elapsed / self.time_constant(time_constant)
 
 
 class Transition(Registrable, ABC, kind="transition"):
@@ -82,6 +108,18 @@ class Transition(Registrable, ABC, kind="transition"):
 
         :raises TypeError: naming what the net lacks.
         """
+
+    def likelihood_weights(
+        self, ages: torch.Tensor, context: TransitionContext
+    ) -> torch.Tensor | None:
+        """The weight of each memory point's likelihood at the step about to be learnt, from
+        its age ``t_k - t(m)`` (``None``: every weight 1, the default).
+
+        The learner multiplies each memory point's log-likelihood by its weight in every fit, and
+        memories multiply its Gaussian factor and residual score by it (Kurle et al. 2020,
+        eq. 12 and algorithm 1).
+        """
+        return None
 
 
 class Identity(Transition):
@@ -157,3 +195,63 @@ class Chain(Transition):
         for transition in self.transitions:
             posterior = transition(posterior, context)
         return posterior
+
+    def likelihood_weights(
+        self, ages: torch.Tensor, context: TransitionContext
+    ) -> torch.Tensor | None:
+        """The product of the transitions' weights."""
+        weights = None
+        for transition in self.transitions:
+            own = transition.likelihood_weights(ages, context)
+            if own is not None:
+                weights = own if weights is None else weights * own
+        return weights
+
+
+def check_time_constant(time_constant: float | None) -> float | None:
+    """``τ`` checked: positive and finite, or ``None`` (the stream's mean lag).
+
+    :raises ValueError: otherwise.
+    """
+    if time_constant is None:
+        return None
+    if isinstance(time_constant, bool) or not 0 < float(time_constant) < float("inf"):
+        raise ValueError(f"the time constant must be positive and finite, got {time_constant!r}")
+    return float(time_constant)
+
+
+def check_adaptation(value: float, name: str, upper: float = float("inf")) -> float:
+    """An adaptation parameter in ``[0, upper)``, or a ``ValueError`` naming it."""
+    if isinstance(value, bool) or not 0 <= float(value) < upper:
+        bound = "1" if upper == 1 else "infinity"
+        raise ValueError(f"{name} must lie in [0, {bound}), got {value!r}")
+    return float(value)
+
+
+def check_prior_families(net: torch.nn.Module, allowed: tuple[type, ...] = (Normal,)) -> None:
+    """Refuse a net with a latent site whose prior is not one of ``allowed`` (by name)."""
+    for name, prior in read_priors(net).items():
+        if not isinstance(base_distribution(prior), allowed):
+            kinds = " or ".join(kind.__name__ for kind in allowed)
+            raise TypeError(
+                f"this transition needs {kinds} priors; site {name!r} has a "
+                f"{type(base_distribution(prior)).__name__} prior"
+            )
+
+
+def map_gaussian_sites(posterior: Posterior, initial_prior: Posterior, update) -> Posterior:
+    """Apply ``update(loc, scale, initial_loc, initial_scale) -> (loc, scale)`` to every Normal
+    site of ``posterior`` (its event dimensions kept).
+
+    :raises TypeError: naming a site that is not Gaussian.
+    """
+    result = {}
+    for name, distribution in posterior.items():
+        q, p0 = base_distribution(distribution), base_distribution(initial_prior[name])
+        if not isinstance(q, Normal) or not isinstance(p0, Normal):
+            raise TypeError(f"site {name!r} is not Gaussian ({type(q).__name__}); see the docs")
+        loc, scale = update(q.loc, q.scale, p0.loc.to(q.loc), p0.scale.to(q.scale))
+        event_dim = len(distribution.event_shape)
+        normal = Normal(loc, scale)
+        result[name] = normal.to_event(event_dim) if event_dim else normal
+    return result
