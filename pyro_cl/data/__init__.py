@@ -1,19 +1,44 @@
 """Task streams for continual learning, and time-stamped online streams."""
 
 from pyro_cl.data.cifar import load_cifar10, load_cifar100, split_cifar, split_cifar10
+from pyro_cl.data.drift_data import (
+    DriftTable,
+    load_covertype,
+    load_drift_table,
+    load_elec2,
+    load_gas_sensor,
+    load_weather,
+)
 from pyro_cl.data.digits import permuted_digits, split_digits
 from pyro_cl.data.mnist import load_mnist, permuted_mnist, split_mnist
 from pyro_cl.data.notmnist import load_notmnist, split_notmnist
-from pyro_cl.data.streams import OnlineStream, TimeStep, online_stream, two_moons_stream
+from pyro_cl.data.streams import (
+    OnlineStream,
+    TimeStep,
+    drift_stream,
+    online_stream,
+    rotating_logistic_stream,
+    rotating_weights,
+    two_moons_stream,
+)
 from pyro_cl.data.tasks import Task, TaskStream, permuted_tasks, split_tasks
 from pyro_cl.data.toy import toy_2d_stream
 from pyro_cl.data.uci import load_spambase, load_uci, load_wine
 
 __all__ = [
+    "DriftTable",
     "OnlineStream",
     "Task",
     "TaskStream",
     "TimeStep",
+    "drift_stream",
+    "load_covertype",
+    "load_drift_table",
+    "load_elec2",
+    "load_gas_sensor",
+    "load_weather",
+    "rotating_logistic_stream",
+    "rotating_weights",
     "load_spambase",
     "load_uci",
     "load_wine",

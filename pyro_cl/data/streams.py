@@ -4,6 +4,11 @@ An *online stream* is made from a static data set (appendix B, table 2): a rando
 out as the test set, the rest is shuffled and observed as ``N_{t_0}`` points at the first step
 and ``N_{t_1:K}`` at each later one, at times ``0, 1, 2, ...``. Inputs (and regression targets)
 are standardised with the statistics of the training part.
+
+A *drift stream* (section 6.2) keeps the data's own time order and has no held-out set: each step
+is scored one step ahead, on the next step's data before it is observed. Its inputs are
+standardised with the first step's statistics only, so no step ever sees the future.
+:func:`rotating_logistic_stream` is the paper's toy with a rotating decision boundary.
 """
 
 from __future__ import annotations
@@ -14,7 +19,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["OnlineStream", "TimeStep", "online_stream", "two_moons_stream"]
+__all__ = [
+    "OnlineStream",
+    "TimeStep",
+    "drift_stream",
+    "online_stream",
+    "rotating_logistic_stream",
+    "rotating_weights",
+    "two_moons_stream",
+]
 
 
 @dataclass(frozen=True)
@@ -33,14 +46,15 @@ class TimeStep:
 
 @dataclass(frozen=True)
 class OnlineStream:
-    """Time steps of training data and one held-out test set.
+    """Time steps of training data and one held-out test set (``None`` for a drift stream,
+    which is scored one step ahead).
 
     :ivar num_outputs: classes (classification) or 1 (regression).
     """
 
     name: str
     steps: tuple[TimeStep, ...]
-    test: tuple[torch.Tensor, torch.Tensor]
+    test: tuple[torch.Tensor, torch.Tensor] | None
     in_features: int
     num_outputs: int
     regression: bool
@@ -86,15 +100,9 @@ def online_stream(
         raise ValueError(f"{len(x)} inputs but {len(y)} targets")
     if not 0 < test_fraction < 1:
         raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
-    if first_size < 1 or step_size < 1:
-        raise ValueError(f"step sizes must be positive, got {first_size}/{step_size}")
     order = np.random.default_rng(seed).permutation(len(x))
     num_test = int(round(test_fraction * len(x)))
     test, train = order[:num_test], order[num_test:]
-    if first_size > len(train):
-        raise ValueError(
-            f"first step of {first_size} points exceeds the {len(train)} training points"
-        )
     x_train, x_test = _standardised(x[train], x[test])
     if regression:
         y_train, y_test = _standardised(y[train].astype(np.float64), y[test].astype(np.float64))
@@ -103,25 +111,108 @@ def online_stream(
         y_train, y_test = y[train], y[test]
         y_dtype = torch.long
     num_outputs = 1 if regression else int(y.max()) + 1
-    bounds = [0, first_size]
-    while bounds[-1] + step_size <= len(train):
-        bounds.append(bounds[-1] + step_size)
-    if num_steps is not None:
-        bounds = bounds[: num_steps + 1]
-    steps = tuple(
-        TimeStep(
-            k,
-            float(k),
-            torch.as_tensor(x_train[start:end], dtype=torch.float32),
-            torch.as_tensor(y_train[start:end], dtype=y_dtype),
-        )
-        for k, (start, end) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
-    )
+    bounds = _step_bounds(len(train), first_size, step_size, num_steps)
+    times = [float(k) for k in range(len(bounds) - 1)]
+    steps = _time_steps(x_train, y_train, bounds, times, y_dtype)
     test_set = (
         torch.as_tensor(x_test, dtype=torch.float32),
         torch.as_tensor(y_test, dtype=y_dtype),
     )
     return OnlineStream(name, steps, test_set, x.shape[1], num_outputs, regression)
+
+
+def _step_bounds(rows: int, first_size: int, step_size: int, num_steps: int | None) -> list[int]:
+    """Row bounds of the steps: ``first_size`` rows, then ``step_size`` rows at a time (a last
+    partial step is dropped), at most ``num_steps`` steps."""
+    if first_size < 1 or step_size < 1:
+        raise ValueError(f"step sizes must be positive, got {first_size}/{step_size}")
+    if first_size > rows:
+        raise ValueError(f"first step of {first_size} points exceeds the {rows} rows")
+    bounds = [0, first_size]
+    while bounds[-1] + step_size <= rows and (num_steps is None or len(bounds) <= num_steps):
+        bounds.append(bounds[-1] + step_size)
+    return bounds
+
+
+def _time_steps(x, y, bounds, times, y_dtype) -> tuple[TimeStep, ...]:
+    return tuple(
+        TimeStep(
+            k,
+            time,
+            torch.as_tensor(x[start:end], dtype=torch.float32),
+            torch.as_tensor(y[start:end], dtype=y_dtype),
+        )
+        for k, (start, end, time) in enumerate(zip(bounds[:-1], bounds[1:], times, strict=True))
+    )
+
+
+def drift_stream(
+    x: np.ndarray,
+    y: np.ndarray,
+    times: np.ndarray | None = None,
+    first_size: int = 1000,
+    step_size: int = 100,
+    num_steps: int | None = None,
+    name: str = "drift",
+) -> OnlineStream:
+    """A classification stream in the rows' own (time) order (section 6.2, table 2): ``N_{t_0}``
+    rows, then ``N_{t_1:K}`` rows per step. A step's time is its last row's time stamp (row index
+    when ``times`` is ``None``), so time lags follow the data. Inputs are standardised with the
+    mean and standard deviation of the first step alone: nothing after a step shapes its inputs.
+    There is no test set (:attr:`OnlineStream.test` is ``None``): score it one step ahead.
+
+    :param y: integer class labels from 0.
+    """
+    x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
+    y = np.asarray(y)
+    if len(x) != len(y):
+        raise ValueError(f"{len(x)} inputs but {len(y)} targets")
+    times = np.arange(len(x), dtype=np.float64) if times is None else np.asarray(times, float)
+    if times.shape != (len(x),) or not np.isfinite(times).all() or (np.diff(times) < 0).any():
+        raise ValueError(
+            "times must be finite, one per row and non-decreasing (rows in time order)"
+        )
+    bounds = _step_bounds(len(x), first_size, step_size, num_steps)
+    step_times = [float(times[end - 1]) for end in bounds[1:]]
+    if (np.diff(step_times) <= 0).any():
+        raise ValueError("two steps end at the same time: make the steps longer")
+    first = x[: bounds[1]]
+    mean, std = first.mean(0), first.std(0)
+    standardised = (x - mean) / np.where(std > 0, std, 1.0)
+    steps = _time_steps(standardised, y, bounds, step_times, torch.long)
+    return OnlineStream(name, steps, None, x.shape[1], int(y.max()) + 1, False)
+
+
+def rotating_weights(
+    times: np.ndarray, degrees_per_time: float = 5.0, amplitude: float = 10.0
+) -> np.ndarray:
+    """The true weights of the rotating toy at ``times``: ``(A sin(αt), A cos(αt))``, ``(T, 2)``."""
+    angle = np.deg2rad(degrees_per_time * np.asarray(times, dtype=np.float64))
+    return amplitude * np.stack([np.sin(angle), np.cos(angle)], axis=-1)
+
+
+def rotating_logistic_stream(
+    num_steps: int = 721,
+    step_size: int = 100,
+    degrees_per_time: float = 5.0,
+    amplitude: float = 10.0,
+    seed: int = 0,
+) -> OnlineStream:
+    """Logistic regression with a rotating boundary (section 6.2, figure 5): at ``t = 0, 1, ...,
+    num_steps - 1``, ``step_size`` points ``x ~ U(-3, 3)²`` with ``y ~ Bernoulli(σ(w_tᵀx))`` and
+    ``w_t = (10 sin(αt), 10 cos(αt))``, ``α = 5°`` per time unit. (The paper does not give the
+    points per step; appendix A.3 uses 150 for its variant.) Labels are 0/1 for
+    :class:`~pyro_cl.likelihoods.BernoulliLikelihood`; no standardisation (``x`` is already
+    centred). Use :func:`rotating_weights` for the truth."""
+    generator = np.random.default_rng(seed)
+    times = np.arange(num_steps, dtype=np.float64)
+    weights = rotating_weights(times, degrees_per_time, amplitude)
+    x = generator.uniform(-3.0, 3.0, size=(num_steps, step_size, 2))
+    logits = np.einsum("tnd,td->tn", x, weights)
+    y = (generator.uniform(size=logits.shape) < 1 / (1 + np.exp(-logits))).astype(np.int64)
+    bounds = [k * step_size for k in range(num_steps + 1)]
+    steps = _time_steps(x.reshape(-1, 2), y.reshape(-1), bounds, list(times), torch.long)
+    return OnlineStream("rotating", steps, None, 2, 1, False)
 
 
 def two_moons_stream(

