@@ -1,6 +1,7 @@
 """Task streams for continual learning, and time-stamped online streams."""
 
 from pyro_cl.data.cifar import load_cifar10, load_cifar100, split_cifar, split_cifar10
+from pyro_cl.data.digits import permuted_digits, split_digits
 from pyro_cl.data.drift_data import (
     DriftTable,
     load_covertype,
@@ -9,7 +10,6 @@ from pyro_cl.data.drift_data import (
     load_gas_sensor,
     load_weather,
 )
-from pyro_cl.data.digits import permuted_digits, split_digits
 from pyro_cl.data.mnist import load_mnist, permuted_mnist, split_mnist
 from pyro_cl.data.notmnist import load_notmnist, split_notmnist
 from pyro_cl.data.streams import (
