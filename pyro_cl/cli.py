@@ -45,7 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a benchmark (default: embedded permuted digits)")
     add_run_arguments(run)
     stream = commands.add_parser(
-        "stream", help="run an online stream with a running memory (Kurle et al. 2020)"
+        "stream",
+        help="run an online or drift stream with a running memory and a transition "
+        "(Kurle et al. 2020)",
     )
     add_stream_arguments(stream)
     commands.add_parser("list", help="list benchmarks, methods and the registered parts")
@@ -67,16 +69,28 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-samples", type=int, help="K_train Monte Carlo samples")
     parser.add_argument("--term-samples", type=int, help="K_term samples for the factors")
     parser.add_argument("--num-steps", type=int, help="observe only the first steps")
-    parser.add_argument("--lr", type=float, dest="learning_rate", default=1e-3)
+    parser.add_argument(
+        "--lr", type=float, dest="learning_rate", help="Adam's learning rate (default: 1e-3)"
+    )
     parser.add_argument("--predictive-samples", type=int, default=100)
     parser.add_argument(
-        "--data-root", default="data", help="folder holding uci/, spambase/, MNIST/"
+        "--data-root",
+        default="data",
+        help="folder holding uci/, spambase/, MNIST/, weather/, elec2/, gas_sensor/, covertype/",
     )
     parser.add_argument("--download", action="store_true", help="download missing data sets")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--output", type=Path, help="folder for results.json, table.md, figures")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    _add_transition_arguments(parser, "between time steps (default: online VB's identity)")
+
+
+def _add_transition_arguments(parser: argparse.ArgumentParser, title: str) -> None:
+    """``--transition NAME`` and every registered transition's ``--transition-*`` option."""
+    transitions = parser.add_argument_group(f"transition {title}")
+    transitions.add_argument("--transition", choices=command_line_parts("transition"))
+    add_part_options(parser, "transition", "transition options (for --transition)")
 
 
 def stream_run_from_args(args: argparse.Namespace) -> StreamRun:
@@ -102,6 +116,7 @@ def stream_run_from_args(args: argparse.Namespace) -> StreamRun:
         learning_rate=args.learning_rate,
         predictive_samples=args.predictive_samples,
         progress=not args.no_progress,
+        transition=_transition(args),
     )
 
 
@@ -169,9 +184,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     ibp.add_argument("--child-concentration", type=float, help="H-IBP: α_j of every layer")
     ibp.add_argument("--mask-parameterisation", choices=list(MASK_PARAMETERISATIONS))
     add_part_options(parser, "fitter", "fitter options (the methods' fitters that take them)")
-    transitions = parser.add_argument_group("transition between tasks (default: the method's)")
-    transitions.add_argument("--transition", choices=command_line_parts("transition"))
-    add_part_options(parser, "transition", "transition options (for --transition)")
+    _add_transition_arguments(parser, "between tasks (default: the method's)")
     parser.add_argument(
         "--forward-transfer",
         action="store_true",

@@ -16,6 +16,9 @@ __all__ = [
     "plot_memory_snapshots",
     "plot_memory_sweep",
     "plot_online_lml",
+    "plot_adaptation_sweep",
+    "plot_transition_evolution",
+    "plot_weight_tracks",
 ]
 
 
@@ -103,42 +106,130 @@ def _finish(fig, ax, xlabel: str, ylabel: str, title: str, path: str | Path) -> 
     return _save(fig, path)
 
 
+def _lml_key(results: Sequence) -> tuple[str, str, str]:
+    """Which LML a stream is judged by: the test LML (online streams, last 10%) or the
+    one-step-ahead LML (drift streams without a test set, last 50%)."""
+    if all(result.test_lml for result in results):
+        return "test_lml", "test_lml", "test LML"
+    return "one_step_ahead", "one_step_ahead_lml", "one-step-ahead LML"
+
+
 def plot_online_lml(results: Sequence, path: str | Path) -> Path:
-    """Average test log marginal likelihood after every time step, mean ± std over seeds, one line
-    per method and memory size (Kurle et al. 2020, figure 4 bottom)."""
+    """Average test (or, for drift streams, one-step-ahead) log marginal likelihood after every
+    time step, mean ± std over seeds, one line per method and memory size (Kurle et al. 2020,
+    figure 4 bottom)."""
     plt = _pyplot()
+    field, _, name = _lml_key(results)
     groups: dict = {}
     for result in results:
-        groups.setdefault((result.method, result.memory_size), []).append(result.test_lml)
+        groups.setdefault((result.label, result.memory_size), []).append(getattr(result, field))
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    for (method, size), curves in groups.items():
+    for (label, size), curves in groups.items():
         length = min(len(c) for c in curves)
         values = np.array([c[:length] for c in curves])
         mean, std = values.mean(0), values.std(0)
-        steps = np.arange(length)
-        ax.plot(steps, mean, label=f"{method} (M={size})")
+        steps = np.arange(length) + (0 if field == "test_lml" else 1)
+        ax.plot(steps, mean, label=f"{label} (M={size})")
         ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
-    return _finish(fig, ax, "time step", "test LML", results[0].stream, path)
+    return _finish(fig, ax, "time step", name, results[0].stream, path)
 
 
 def plot_memory_sweep(results: Sequence, path: str | Path) -> Path:
-    """Test LML averaged over the last 10% of steps against the memory size, mean ± std over
-    seeds, one line per method (Kurle et al. 2020, figure 4 top)."""
+    """Test (drift streams: one-step-ahead) LML averaged over the last 10% (50%) of steps
+    against the memory size, mean ± std over seeds, one line per method (Kurle et al. 2020,
+    figure 4 top, figure 6/10 right)."""
     plt = _pyplot()
+    _, key, name = _lml_key(results)
     groups: dict = {}
     for result in results:
-        groups.setdefault(result.method, {}).setdefault(result.memory_size, []).append(
-            result.summary()["test_lml"]
+        groups.setdefault(result.label, {}).setdefault(result.memory_size, []).append(
+            result.summary()[key]
         )
     fig, ax = plt.subplots(figsize=(4, 3.2))
-    for method, by_size in groups.items():
+    for label, by_size in groups.items():
         sizes = sorted(by_size)
         mean = np.array([np.mean(by_size[s]) for s in sizes])
         std = np.array([np.std(by_size[s]) for s in sizes])
-        ax.errorbar(sizes, mean, yerr=std, marker="o", ms=3, capsize=2, label=method)
+        ax.errorbar(sizes, mean, yerr=std, marker="o", ms=3, capsize=2, label=label)
+    window = "10%" if key == "test_lml" else "50%"
     return _finish(
-        fig, ax, "memory size M", "test LML (last 10% of steps)", results[0].stream, path
+        fig, ax, "memory size M", f"{name} (last {window} of steps)", results[0].stream, path
     )
+
+
+def plot_adaptation_sweep(
+    panels: dict[str, dict[float, list[float]]], path: str | Path, title: str = ""
+) -> Path:
+    """Kurle et al. 2020, figures 6 and 10: one panel per adaptation method, the one-step-ahead
+    LML (last 50% of steps) against its adaptation parameter, mean ± std over seeds.
+
+    :param panels: ``{panel title (e.g. "OU: a"): {parameter value: [LML per seed]}}``; the
+        value 0 is online VB.
+    """
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.0), sharey=True)
+    axes = np.atleast_1d(axes)
+    for ax, (name, points) in zip(axes, panels.items(), strict=True):
+        values = sorted(points)
+        mean = np.array([np.mean(points[v]) for v in values])
+        std = np.array([np.std(points[v]) for v in values])
+        ax.errorbar(values, mean, yerr=std, marker="o", ms=3, capsize=2)
+        ax.set_xlabel(name, fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("one-step-ahead LML (last 50%)")
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, path)
+
+
+def plot_transition_evolution(
+    rows: dict[str, dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]]], path: str | Path
+) -> Path:
+    """Kurle et al. 2020, figure 2: how a transition moves a posterior's mean and standard
+    deviation back towards the prior as time passes with no data, for several adaptation values.
+
+    :param rows: ``{transition name: {adaptation value: (times, means, stds)}}``.
+    """
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(rows), 2, figsize=(7, 2.6 * len(rows)), squeeze=False)
+    for row, (name, curves) in zip(axes, rows.items(), strict=True):
+        for value, (times, means, stds) in curves.items():
+            row[0].plot(times, means, label=f"{value:g}")
+            row[1].plot(times, stds, label=f"{value:g}")
+        row[0].set_ylabel(f"{name}\nmean", fontsize=9)
+        row[1].set_ylabel("standard deviation", fontsize=9)
+        row[1].legend(fontsize=7, title="adaptation", title_fontsize=7)
+        for ax in row:
+            ax.grid(alpha=0.3)
+    for ax in axes[-1]:
+        ax.set_xlabel("time since the last data (units of τ)")
+    return _save(fig, path)
+
+
+def plot_weight_tracks(
+    tracks: dict[str, tuple[np.ndarray, np.ndarray]],
+    times: np.ndarray,
+    truth: np.ndarray,
+    path: str | Path,
+) -> Path:
+    """Kurle et al. 2020, figure 5: posterior mean ± std of each weight over time, one panel per
+    method, with the true weights dashed.
+
+    :param tracks: ``{method: (means (T, D), stds (T, D))}``; ``truth``: ``(T, D)``.
+    """
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(tracks), figsize=(4 * len(tracks), 3), sharey=True)
+    axes = np.atleast_1d(axes)
+    for ax, (method, (means, stds)) in zip(axes, tracks.items(), strict=True):
+        for d in range(means.shape[1]):
+            line = ax.plot(times, means[:, d], lw=1, label=f"w{d}")[0]
+            ax.fill_between(times, means[:, d] - stds[:, d], means[:, d] + stds[:, d], alpha=0.3)
+            ax.plot(times, truth[:, d], ls="--", lw=0.8, color=line.get_color())
+        ax.set_title(method, fontsize=9)
+        ax.set_xlabel("time step")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("weight")
+    axes[0].legend(fontsize=7)
+    return _save(fig, path)
 
 
 def plot_memory_snapshots(snapshots: Sequence[dict], path: str | Path) -> Path:

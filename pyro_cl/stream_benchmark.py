@@ -1,10 +1,12 @@
-"""One command for the online-stream experiments of Kurle et al. 2020 (section 6.1): every
-method and seed on a stream, optionally over several memory sizes, with results.json, a
-markdown table and the papers' figures (test LML over time, against memory size, and for the
-two-moons toy the memory in the plane)."""
+"""One command for the stream experiments of Kurle et al. 2020 (sections 6.1 and 6.2): every
+method and seed on a stream, optionally over several memory sizes and with a transition between
+steps (drifting data), with results.json, a markdown table and the papers' figures (test or
+one-step-ahead LML over time, against memory size, and for the two-moons toy the memory in the
+plane)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -13,6 +15,7 @@ import numpy as np
 import torch
 
 from pyro_cl.benchmark_run import check_device, check_positive, check_writable
+from pyro_cl.infer.transitions import Transition
 from pyro_cl.plotting import plot_memory_snapshots, plot_memory_sweep, plot_online_lml
 from pyro_cl.stream_experiment import StreamResult, run_online
 from pyro_cl.stream_presets import ONLINE_METHODS, STREAM_PRESETS, make_online_learner
@@ -29,6 +32,8 @@ class StreamRun:
         of the first (``I_{t_0}``).
     :ivar train_samples: ``K_train``; ``term_samples``: ``K_term``.
     :ivar num_steps: observe only the first ``num_steps`` steps (default: the whole stream).
+    :ivar transition: between steps (default: online VB's identity), e.g.
+        :class:`~pyro_cl.infer.diffusion.OrnsteinUhlenbeck` for a drift stream.
     """
 
     stream: str
@@ -44,9 +49,10 @@ class StreamRun:
     train_samples: int | None = None
     term_samples: int | None = None
     num_steps: int | None = None
-    learning_rate: float = 1e-3
+    learning_rate: float | None = None
     predictive_samples: int = 100
     progress: bool = True
+    transition: Transition | None = None
 
     def __post_init__(self) -> None:
         if self.stream not in STREAM_PRESETS:
@@ -69,9 +75,11 @@ class StreamRun:
             "predictive_samples",
         ):
             check_positive(getattr(self, name), name.replace("_", " "))
-        if not self.learning_rate > 0:
+        if self.learning_rate is not None and not self.learning_rate > 0:
             raise ValueError(f"learning rate must be positive, got {self.learning_rate}")
         check_device(self.device)
+        if self.transition is not None and not isinstance(self.transition, Transition):
+            raise TypeError(f"transition must be a Transition, got {self.transition!r}")
 
     def settings(self) -> dict:
         """The schedule actually used, preset values filled in."""
@@ -85,6 +93,11 @@ class StreamRun:
             "hidden_sizes": list(preset.hidden_sizes),
             "first_size": preset.first_size,
             "step_size": preset.step_size,
+            "training": {
+                **dict(preset.settings),
+                "learning_rate": self.learning_rate
+                or dict(preset.settings).get("learning_rate", 1e-3),
+            },
         }
 
 
@@ -109,11 +122,13 @@ def run_stream_benchmark(run: StreamRun) -> list[StreamResult]:
                     settings["term_samples"],
                     seed=seed,
                     device=run.device,
+                    transition=copy.deepcopy(run.transition),
+                    prior_scale=preset.prior_scale,
                     epochs=settings["iterations"],
                     first_epochs=settings["first_iterations"],
                     num_particles=settings["train_samples"],
                     num_predictive_samples=run.predictive_samples,
-                    learning_rate=run.learning_rate,
+                    **settings["training"],
                 )
                 record = None
                 if stream.in_features == 2 and method == "grs" and seed == run.seeds[0]:
@@ -160,25 +175,38 @@ def stream_table(results: list[StreamResult]) -> str:
     the one-step-ahead LML and seconds per step, per memory size and method."""
     rows = {}
     for result in results:
-        rows.setdefault((result.memory_size, result.method), []).append(result.summary())
+        rows.setdefault((result.memory_size, result.label), []).append(result.summary())
+    drift = all(not s["test_lml"] == s["test_lml"] for group in rows.values() for s in group)
+    window = "last 50%" if drift else "last 10%"
     lines = [
-        "| memory | method | test LML (last 10%) | one-step-ahead LML | s/step | seeds |",
-        "| ---: | --- | --- | --- | ---: | ---: |",
+        f"| memory | method | test LML ({window}) | one-step-ahead LML | one-step-ahead acc. "
+        "| s/step | seeds |",
+        "| ---: | --- | --- | --- | --- | ---: | ---: |",
     ]
-    for (size, method), summaries in rows.items():
-        test = np.array([s["test_lml"] for s in summaries])
-        ahead = np.array([s["one_step_ahead_lml"] for s in summaries])
+    for (size, label), summaries in rows.items():
+        cells = [
+            _mean_std([s[key] for s in summaries])
+            for key in ("test_lml", "one_step_ahead_lml", "one_step_ahead_accuracy")
+        ]
         seconds = np.mean([s["seconds_per_step"] for s in summaries])
         lines.append(
-            f"| {size} | {method} | {test.mean():.3f} ± {test.std():.3f} | "
-            f"{ahead.mean():.3f} ± {ahead.std():.3f} | {seconds:.2f} | {len(summaries)} |"
+            f"| {size} | {label} | {' | '.join(cells)} | {seconds:.2f} | {len(summaries)} |"
         )
     return "\n".join(lines) + "\n"
 
 
+def _mean_std(values: list[float]) -> str:
+    """``mean ± std``, or ``-`` where nothing was measured (NaN)."""
+    array = np.array(values, dtype=float)
+    if np.isnan(array).all():
+        return "-"
+    return f"{array.mean():.3f} ± {array.std():.3f}"
+
+
 def _write(run: StreamRun, settings: dict, results, snapshots, output: Path) -> None:
     description = {
-        **{k: v for k, v in asdict(run).items() if k != "output"},
+        **{k: v for k, v in asdict(run).items() if k not in ("output", "transition")},
+        "transition": None if run.transition is None else run.transition.spec(),
         "settings": settings,
     }
     payload = {"run": description, "results": [r.to_json() for r in results]}

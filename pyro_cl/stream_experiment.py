@@ -49,6 +49,8 @@ class StreamResult:
     method: str
     seed: int
     memory_size: int
+    #: The transition's spec (``{"kind", "name", **arguments}``); empty for online VB's identity.
+    transition: dict = field(default_factory=dict)
     times: list[float] = field(default_factory=list)
     test_lml: list[float] = field(default_factory=list)
     one_step_ahead: list[float] = field(default_factory=list)
@@ -69,6 +71,18 @@ class StreamResult:
             "one_step_ahead_accuracy": last_fraction_mean(self.one_step_ahead_accuracy, fraction),
             "seconds_per_step": float(np.mean(self.step_seconds)) if self.step_seconds else 0.0,
         }
+
+    @property
+    def label(self) -> str:
+        """``method`` and the transition with its arguments, e.g. ``none + wiener(diffusion=0.1)``."""
+        if not self.transition or self.transition.get("name") == "identity":
+            return self.method
+        arguments = ", ".join(
+            f"{k}={v}"
+            for k, v in self.transition.items()
+            if k not in ("kind", "name") and v is not None
+        )
+        return f"{self.method} + {self.transition['name']}({arguments})"
 
     def to_json(self) -> dict:
         return {**asdict(self), "summary": self.summary()}
@@ -94,7 +108,13 @@ def run_online(
     :param on_step: called as ``on_step(learner, step)`` after each step (e.g. to draw figure 3).
     """
     memory = learner.memory
-    result = StreamResult(stream.name, method, seed, 0 if memory is None else memory.size)
+    result = StreamResult(
+        stream.name,
+        method,
+        seed,
+        0 if memory is None else memory.size,
+        transition=learner.transition.spec(),
+    )
     steps = tqdm(stream.steps, desc=f"{stream.name} {method}", disable=not progress)
     for step in steps:
         if step.index > 0:

@@ -1,6 +1,6 @@
-"""The online streams of Kurle et al. 2020 (section 6.1, appendix B table 2) and the methods
-compared on them: their data, sizes and training settings in one table, and the learner each
-method name stands for."""
+"""The online and drift streams of Kurle et al. 2020 (sections 6.1 and 6.2, appendix B table 2)
+and the methods compared on them: their data, sizes and training settings in one table, and the
+learner each method name stands for (with any transition, for drifting data)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,23 @@ from pathlib import Path
 import numpy as np
 
 from pyro_cl.coresets import GaussianResidualMemory, KCenterCoreset, RandomCoreset
+from pyro_cl.data.drift_data import load_covertype, load_elec2, load_gas_sensor, load_weather
 from pyro_cl.data.mnist import load_idx_dataset
-from pyro_cl.data.streams import OnlineStream, online_stream, two_moons_stream
+from pyro_cl.data.streams import (
+    OnlineStream,
+    drift_stream,
+    online_stream,
+    rotating_logistic_stream,
+    two_moons_stream,
+)
 from pyro_cl.data.uci import load_spambase, load_uci, load_wine
 from pyro_cl.infer.learner import ContinualLearner
-from pyro_cl.likelihoods import CategoricalLikelihood, HeteroscedasticGaussianLikelihood
+from pyro_cl.infer.transitions import Transition
+from pyro_cl.likelihoods import (
+    BernoulliLikelihood,
+    CategoricalLikelihood,
+    HeteroscedasticGaussianLikelihood,
+)
 from pyro_cl.nn import BayesianMLP
 
 __all__ = ["ONLINE_METHODS", "STREAM_PRESETS", "StreamPreset", "make_online_learner"]
@@ -26,12 +38,24 @@ def _mnist(root: str | Path, download: bool) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([x_train, x_test]), np.concatenate([y_train, y_test])
 
 
+def _sizes(low: int, high: int, count: int = 10) -> tuple[int, ...]:
+    """``count`` memory sizes equally spaced in ``[low, high]`` (table 2's ranges)."""
+    return tuple(int(round(v)) for v in np.linspace(low, high, count))
+
+
 @dataclass(frozen=True)
 class StreamPreset:
     """One row of table 2: ``N_{t_0}``, ``N_{t_1:K}``, memory sizes, ``K_train``, ``K_term``,
     iterations and architecture, and where the data comes from.
 
-    :ivar memory_size: table 1's memory size; ``memory_sizes`` figure 4's sweep.
+    :ivar memory_size: table 1's memory size; ``memory_sizes`` figure 4's (figure 10's) sweep.
+    :ivar load: reads ``(x, y)`` (an online stream) or a
+        :class:`~pyro_cl.data.drift_data.DriftTable` (``drift``) from a root folder.
+    :ivar build: makes a synthetic stream from ``(seed, num_steps)`` instead (no data files).
+    :ivar drift: the rows keep their time order (:func:`~pyro_cl.data.streams.drift_stream`).
+    :ivar prior_scale: the net's prior scale (eq. 17's moment matching by default).
+    :ivar settings: training settings of this stream that differ from
+        :func:`make_online_learner`'s defaults (e.g. a learning rate).
     """
 
     name: str
@@ -46,6 +70,10 @@ class StreamPreset:
     term_samples: int = 50_000
     first_iterations: int = 50_000
     iterations: int = 10_000
+    build: Callable[[int, int | None], OnlineStream] | None = None
+    drift: bool = False
+    prior_scale: float | str = "moment_matched"
+    settings: tuple[tuple[str, object], ...] = ()
 
     def stream(
         self,
@@ -55,10 +83,15 @@ class StreamPreset:
         num_steps: int | None = None,
     ) -> OnlineStream:
         """The stream of split ``seed`` (the data read from ``root``)."""
-        if self.load is None:
-            return two_moons_stream(self.first_size, self.step_size, num_steps or 51, seed=seed)
+        if self.build is not None:
+            return self.build(seed, num_steps)
         if root is None:
             raise ValueError(f"the {self.name} stream reads data: give its root folder")
+        if self.drift:
+            table = self.load(root, download)
+            return drift_stream(
+                table.x, table.y, table.times, self.first_size, self.step_size, num_steps, self.name
+            )
         x, y = self.load(root, download)
         return online_stream(
             x,
@@ -98,7 +131,89 @@ STREAM_PRESETS: dict[str, StreamPreset] = {
     "mnist": StreamPreset(
         "mnist", _mnist, 2500, 250, 150, (50, 100, 150, 200, 250), 40, (64, 64), False
     ),
-    "two_moons": StreamPreset("two_moons", None, 150, 15, 30, (10, 20, 30), 100, (16, 16), False),
+    "two_moons": StreamPreset(
+        "two_moons",
+        None,
+        150,
+        15,
+        30,
+        (10, 20, 30),
+        100,
+        (16, 16),
+        False,
+        build=lambda seed, steps: two_moons_stream(150, 15, steps or 51, seed=seed),
+    ),
+    # Section 6.2's drift streams (table 2; elec2 is ours, sized like weather).
+    "weather": StreamPreset(
+        "weather",
+        load_weather,
+        1000,
+        100,
+        25,
+        _sizes(5, 50),
+        100,
+        (16, 16),
+        False,
+        term_samples=100_000,
+        drift=True,
+    ),
+    "gas_sensor": StreamPreset(
+        "gas_sensor",
+        lambda root, download: load_gas_sensor(root),
+        500,
+        50,
+        25,
+        _sizes(5, 50),
+        200,
+        (8, 8),
+        False,
+        term_samples=100_000,
+        drift=True,
+    ),
+    "covertype": StreamPreset(
+        "covertype",
+        load_covertype,
+        1000,
+        1000,
+        100,
+        _sizes(10, 200),
+        400,
+        (32, 32),
+        False,
+        term_samples=100_000,
+        drift=True,
+    ),
+    "elec2": StreamPreset(
+        "elec2",
+        load_elec2,
+        1000,
+        100,
+        25,
+        _sizes(5, 50),
+        100,
+        (16, 16),
+        False,
+        term_samples=100_000,
+        drift=True,
+    ),
+    # Figure 5's toy: logistic regression (no hidden layer), a prior as wide as the true weights.
+    "rotating": StreamPreset(
+        "rotating",
+        None,
+        100,
+        100,
+        10,
+        (5, 10, 20),
+        8,
+        (),
+        False,
+        first_iterations=200,
+        iterations=100,
+        drift=True,
+        prior_scale=10.0,
+        settings=(("learning_rate", 0.05), ("init_means", "prior")),
+        build=lambda seed, steps: rotating_logistic_stream(steps or 721, 100, seed=seed),
+    ),
 }
 
 #: Section 6.1's methods (appendix B) and figure 8's ablations: ``{name: (memory, update)}``.
@@ -117,11 +232,14 @@ def make_online_learner(
     term_samples: int,
     seed: int = 0,
     device: str = "cpu",
+    transition: Transition | None = None,
+    prior_scale: float | str = "moment_matched",
     **settings,
 ) -> ContinualLearner:
     """A learner for ``method`` (one of :data:`ONLINE_METHODS`) on ``stream``: a tanh
     :class:`~pyro_cl.nn.BayesianMLP` with eq. 17's prior and appendix I's initial posterior, a
-    heteroscedastic Gaussian (regression) or categorical likelihood, full-batch Adam.
+    heteroscedastic Gaussian (regression), Bernoulli (one output) or categorical likelihood,
+    full-batch Adam, and ``transition`` between steps (online VB's identity by default).
 
     :param settings: :class:`~pyro_cl.infer.config.TrainingConfig` fields (``epochs`` are
         iterations here, ``first_epochs`` those of the first step, ``num_particles`` ``K_train``).
@@ -134,11 +252,12 @@ def make_online_learner(
         list(hidden_sizes),
         outputs,
         activation="tanh",
-        prior_scale="moment_matched",
+        prior_scale=prior_scale,
     )
-    likelihood = (
-        HeteroscedasticGaussianLikelihood() if stream.regression else CategoricalLikelihood()
-    )
+    if stream.regression:
+        likelihood = HeteroscedasticGaussianLikelihood()
+    else:
+        likelihood = BernoulliLikelihood() if outputs == 1 else CategoricalLikelihood()
     memory = {
         "grs": lambda: GaussianResidualMemory(memory_size, term_samples),
         "grs-refit": lambda: GaussianResidualMemory(
@@ -162,6 +281,7 @@ def make_online_learner(
         net,
         likelihood,
         memory=memory,
+        transition=transition,
         seed=seed,
         device=device,
         refit_per_task=False,
