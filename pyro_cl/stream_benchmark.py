@@ -101,9 +101,12 @@ class StreamRun:
         }
 
 
-def run_stream_benchmark(run: StreamRun) -> list[StreamResult]:
+def run_stream_benchmark(run: StreamRun, on_step=None) -> list[StreamResult]:
     """Run every memory size × method × seed of ``run``; write results.json, table.md and the
-    figures into ``run.output`` (when set). Returns the results."""
+    figures into ``run.output`` (when set). Returns the results.
+
+    :param on_step: called as ``on_step(learner, step)`` after every step of every run.
+    """
     output = run.output
     if output is not None:
         check_writable(output)
@@ -130,15 +133,26 @@ def run_stream_benchmark(run: StreamRun) -> list[StreamResult]:
                     num_predictive_samples=run.predictive_samples,
                     **settings["training"],
                 )
-                record = None
+                record = on_step
                 if stream.in_features == 2 and method == "grs" and seed == run.seeds[0]:
-                    record = _snapshot_recorder(stream, snapshots)
+                    record = _both(_snapshot_recorder(stream, snapshots), on_step)
                 results.append(
                     run_online(learner, stream, method, seed, progress=run.progress, on_step=record)
                 )
     if output is not None:
         _write(run, settings, results, snapshots, output)
     return results
+
+
+def _both(first, second):
+    if second is None:
+        return first
+
+    def record(learner, step) -> None:
+        first(learner, step)
+        second(learner, step)
+
+    return record
 
 
 def _snapshot_recorder(stream, snapshots: list):

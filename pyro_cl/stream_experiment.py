@@ -87,6 +87,11 @@ class StreamResult:
     def to_json(self) -> dict:
         return {**asdict(self), "summary": self.summary()}
 
+    @classmethod
+    def from_json(cls, payload: dict) -> StreamResult:
+        """The result :meth:`to_json` wrote (its summary is recomputed)."""
+        return cls(**{k: v for k, v in payload.items() if k != "summary"})
+
     def save_json(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=1))
 
