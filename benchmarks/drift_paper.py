@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--memory-sizes", type=int, nargs="+", default=[10, 50])
     parser.add_argument("--memory-forgetting-rate", type=float, default=0.031)
     parser.add_argument("--num-steps", type=int, help="observe only the first steps")
+    parser.add_argument("--iterations", type=int, help="override the schedule's later steps")
+    parser.add_argument("--first-iterations", type=int, help="override the first step's")
     parser.add_argument("--predictive-samples", type=int, default=500)
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--device", default="cpu")
@@ -245,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         args.output.mkdir(parents=True, exist_ok=True)
         schedule = dict(SCHEDULES[args.schedule])
+        for key in ("iterations", "first_iterations"):
+            if getattr(args, key) is not None:
+                schedule[key] = getattr(args, key)
         if args.combine:
             results = []
             for folder in args.combine:
@@ -254,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.part == "evolution":
             print(transition_evolution(args.output))
         elif args.part == "rotating":
-            print(rotating(args, {k: v for k, v in schedule.items() if k == "term_samples"}))
+            given = {k: getattr(args, k) for k in ("iterations", "first_iterations")}
+            print(rotating(args, {k: v for k, v in given.items() if v is not None}))
         else:
             print(write_sweep(sweep(args, schedule), args.output))
     return 0

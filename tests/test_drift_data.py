@@ -1,0 +1,198 @@
+"""Drift data: the standard file layouts read from small files written here, drift streams that
+never standardise with future data, the rotating toy, and drift runs from the command line."""
+
+import gzip
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pyro_cl.cli import main
+from pyro_cl.data import (
+    drift_stream,
+    load_covertype,
+    load_drift_table,
+    load_elec2,
+    load_gas_sensor,
+    load_weather,
+    rotating_logistic_stream,
+    rotating_weights,
+)
+
+
+def test_weather_reads_the_two_csv_files_in_row_order(tmp_path):
+    folder = tmp_path / "weather"
+    folder.mkdir()
+    x = np.arange(40, dtype=float).reshape(5, 8)
+    np.savetxt(folder / "NEweather_data.csv", x, delimiter=",")
+    np.savetxt(folder / "NEweather_class.csv", [0, 1, 1, 0, 1], fmt="%d")
+    table = load_weather(tmp_path)
+    np.testing.assert_array_equal(table.x, x)
+    np.testing.assert_array_equal(table.y, [0, 1, 1, 0, 1])
+    np.testing.assert_array_equal(table.times, np.arange(5))
+    np.savetxt(folder / "NEweather_class.csv", [0, 1, 2, 0, 1], fmt="%d")
+    with pytest.raises(ValueError, match="NEweather_class.csv: labels must be integers in 0..1"):
+        load_weather(tmp_path)
+
+
+def test_elec2_drops_date_and_nswprice(tmp_path):
+    data = np.arange(24, dtype=float).reshape(3, 8)
+    np.savetxt(tmp_path / "elec2_data.dat", data)
+    np.savetxt(tmp_path / "elec2_label.dat", [1, 0, 1], fmt="%d")
+    table = load_elec2(tmp_path)
+    np.testing.assert_array_equal(table.x, data[:, [1, 2, 4, 5, 6, 7]])
+
+
+def test_gas_sensor_reads_the_uci_batches_in_order(tmp_path):
+    folder = tmp_path / "gas_sensor"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    expected = []
+    for batch, labels in ((1, [1, 6]), (2, [3])):
+        lines = []
+        for label in labels:
+            features = rng.normal(size=128)
+            expected.append((label - 1, features))
+            pairs = " ".join(f"{i + 1}:{v:.6f}" for i, v in enumerate(features))
+            lines.append(f"{label};{10.0 * label:.6f} {pairs}")
+        (folder / f"batch{batch}.dat").write_text("\n".join(lines) + "\n")
+    table = load_gas_sensor(tmp_path)
+    np.testing.assert_array_equal(table.y, [label for label, _ in expected])
+    np.testing.assert_allclose(table.x, np.stack([f for _, f in expected]), atol=1e-6)
+    (folder / "batch2.dat").write_text("3;10.0 1:0.5 2:oops\n")
+    with pytest.raises(ValueError, match="batch2.dat, line 1"):
+        load_gas_sensor(tmp_path)
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_covertype_reads_the_uci_table_plain_or_gzipped(tmp_path, compressed):
+    data = np.hstack(
+        [np.arange(6 * 54, dtype=float).reshape(6, 54), [[1], [7], [2], [3], [4], [5]]]
+    )
+    text = "\n".join(",".join(f"{v:g}" for v in row) for row in data) + "\n"
+    if compressed:
+        with gzip.open(tmp_path / "covtype.data.gz", "wt") as f:
+            f.write(text)
+    else:
+        (tmp_path / "covtype.data").write_text(text)
+    table = load_covertype(tmp_path)
+    assert table.x.shape == (6, 54)
+    np.testing.assert_array_equal(table.y, [0, 6, 1, 2, 3, 4])
+
+
+def test_a_missing_file_names_what_was_expected(tmp_path):
+    with pytest.raises(FileNotFoundError, match="weather/NEweather_data.csv"):
+        load_weather(tmp_path)
+    with pytest.raises(FileNotFoundError, match="gas_sensor/batch1.dat"):
+        load_gas_sensor(tmp_path)
+
+
+def test_a_users_table_is_sorted_by_time_and_its_labels_numbered(tmp_path):
+    path = tmp_path / "mine.csv"
+    path.write_text("t,a,b,label\n3,0.3,1,7\n1,0.1,1,5\n2,0.2,1,7\n2,0.25,1,9\n")
+    table = load_drift_table(path, label_column=-1, time_column=0)
+    np.testing.assert_array_equal(table.times, [1, 2, 2, 3])
+    np.testing.assert_array_equal(table.x[:, 0], [0.1, 0.2, 0.25, 0.3])  # stable for ties
+    np.testing.assert_array_equal(table.y, [0, 1, 2, 1])
+    with pytest.raises(ValueError, match="non-integer labels"):
+        load_drift_table(path, label_column=1, time_column=0)
+
+
+def test_drift_streams_standardise_with_the_first_step_only():
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(3.0, 2.0, size=(50, 3)), rng.integers(0, 2, 50)
+    times = np.cumsum(rng.uniform(0.5, 2.0, 50))
+    stream = drift_stream(x, y, times, first_size=20, step_size=10)
+    assert len(stream) == 4 and stream.test is None
+    first = stream[0].x.double()
+    torch.testing.assert_close(
+        first.mean(0), torch.zeros(3, dtype=torch.float64), atol=1e-6, rtol=0
+    )
+    assert [s.time for s in stream] == pytest.approx([times[19], times[29], times[39], times[49]])
+    future = x.copy()
+    future[20:] *= 100.0  # the future changes; no earlier step may notice
+    changed = drift_stream(future, y, times, first_size=20, step_size=10)
+    assert torch.equal(changed[0].x, stream[0].x)
+    mean, std = x[:20].mean(0), x[:20].std(0)
+    torch.testing.assert_close(
+        changed[1].x.double(), torch.as_tensor((future[20:30] - mean) / std), rtol=1e-5, atol=1e-4
+    )
+    with pytest.raises(ValueError, match="non-decreasing"):
+        drift_stream(x, y, times[::-1], first_size=20, step_size=10)
+
+
+def test_the_rotating_toy_follows_its_rotating_logistic_model():
+    stream = rotating_logistic_stream(num_steps=73, step_size=400, seed=3)
+    assert len(stream) == 73 and [s.time for s in stream[:3]] == [0.0, 1.0, 2.0]
+    np.testing.assert_allclose(rotating_weights([0.0, 18.0]), [[0.0, 10.0], [10.0, 0.0]], atol=1e-9)
+    for step in (stream[0], stream[18], stream[72]):
+        x, y = step.x.numpy(), step.y.numpy()
+        assert np.abs(x).max() <= 3
+        w = rotating_weights([step.time])[0]
+        confident = np.abs(x @ w) > 5
+        agree = ((x @ w > 0) == (y == 1))[confident].mean()
+        assert agree > 0.97
+
+
+def _drift_script():
+    path = Path(__file__).parent.parent / "benchmarks" / "drift_paper.py"
+    spec = importlib.util.spec_from_file_location("benchmark_drift_paper", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TINY_DRIFT = ["--num-steps", "3", "--iterations", "3", "--first-iterations", "5"]
+TINY_DRIFT += ["--train-samples", "2", "--term-samples", "10", "--predictive-samples", "5"]
+
+
+def test_cli_runs_a_drift_stream_with_a_chosen_transition(tmp_path, capsys):
+    out = tmp_path / "rotating"
+    argv = ["stream", "rotating", "--methods", "none", "--transition", "ornstein_uhlenbeck"]
+    argv += ["--transition-stiffness", "0.5", "--no-progress", "--output", str(out)]
+    assert main([*argv, *TINY_DRIFT]) == 0
+    assert "none + ornstein_uhlenbeck(stiffness=0.5)" in capsys.readouterr().out
+    payload = json.loads((out / "results.json").read_text())
+    assert payload["run"]["transition"]["name"] == "ornstein_uhlenbeck"
+    result = payload["results"][0]
+    assert result["test_lml"] == [] and len(result["one_step_ahead_accuracy"]) == 2
+
+
+def test_a_transition_option_of_another_transition_is_a_one_line_error():
+    with pytest.raises(SystemExit) as exit_info:
+        main(["stream", "rotating", "--transition", "wiener", "--transition-stiffness", "1"])
+    text = str(exit_info.value)
+    assert text.startswith("pyro-cl stream:") and "not an option" in text and "\n" not in text
+
+
+def test_the_drift_benchmark_draws_figure_2_and_combines_sweeps(tmp_path):
+    script = _drift_script()
+    assert script.main(["--part", "evolution", "--output", str(tmp_path)]) == 0
+    assert (tmp_path / "transition_evolution.png").stat().st_size > 0
+    argv = ["--part", "sweep", "--stream", "rotating", "--methods", "ou", "memory"]
+    argv += [
+        "--memory-sizes",
+        "3",
+        "--num-steps",
+        "3",
+        "--predictive-samples",
+        "5",
+        "--no-progress",
+    ]
+    argv += ["--iterations", "3", "--first-iterations", "5"]
+    for seed in (0, 1):
+        folder = tmp_path / f"s{seed}"
+        assert script.main([*argv, "--seeds", str(seed), "--output", str(folder)]) == 0
+    assert (
+        script.main(
+            ["--combine", str(tmp_path / "s0"), str(tmp_path / "s1"), "--output", str(tmp_path)]
+        )
+        == 0
+    )
+    table = (tmp_path / "table.md").read_text()
+    assert "| 3 | grs + bayesian_forgetting(forgetting_rate=0.031) |" in table and "| 2 |" in table
+    for figure in ("adaptation_sweep.png", "memory_sweep.png", "lml_over_time.png"):
+        assert (tmp_path / figure).stat().st_size > 0
