@@ -402,3 +402,31 @@ def test_bernoulli_likelihood_scores_and_curvature():
     )
     with pytest.raises(ValueError, match="0 or 1"):
         likelihood.check_targets(torch.tensor([0, 2]), 1)
+
+
+def test_transitions_leave_sites_no_step_has_trained_untouched():
+    net = BayesianMLP(2, [4], 2, heads=2)
+    learner = ContinualLearner(
+        net, transition=Wiener(1.0), epochs=3, batch_size=None, progress=False, seed=0
+    )
+    data = drift_data(2)
+    learner.observe(data[0], task_id=0, time=0.0)
+    learner.observe(data[1], task_id=0, time=5.0)
+    priors = read_priors(learner.net)
+    for name in ("heads.1.weight", "heads.1.bias"):
+        assert torch.equal(
+            priors[name].base_dist.scale, learner.initial_prior[name].base_dist.scale
+        )
+    assert "heads.1.weight" not in learner.trained_sites
+
+
+def test_forgetting_weighs_a_memory_chosen_before_the_fit_and_its_refit():
+    recorder = FitRecorder()
+    memory = RandomCoreset(6, budget="total")
+    learner = drift_learner(BayesianForgetting(0.5, time_constant=1.0), memory, recorder)
+    run(learner, [0.0, 1.0, 2.0])
+    # step 3: the propagation fit sees dropped old points, the refit the whole memory, weighted
+    for point_times, weights in recorder.seen[-2:]:
+        if weights is not None:
+            torch.testing.assert_close(weights, (0.5 ** (2.0 - point_times)).to(weights))
+    assert any(w is not None and (w < 1).any() for _, w in recorder.seen[-2:])
