@@ -119,6 +119,23 @@ def _regression(name: str) -> StreamPreset:
     )
 
 
+def _drift(name, load, first_size, step_size, memory, sizes, train_samples, hidden) -> StreamPreset:
+    """A drift row of table 2: ``sizes`` is the memory-size range, swept in 10 steps."""
+    return StreamPreset(
+        name,
+        load,
+        first_size,
+        step_size,
+        memory,
+        _sizes(*sizes),
+        train_samples,
+        hidden,
+        False,
+        term_samples=100_000,
+        drift=True,
+    )
+
+
 #: Table 2's streams (the two-moons toy of figure 3 with section 6.1's sizes).
 STREAM_PRESETS: dict[str, StreamPreset] = {
     **{name: _regression(name) for name in ("concrete", "boston", "energy", "yacht")},
@@ -144,58 +161,19 @@ STREAM_PRESETS: dict[str, StreamPreset] = {
         build=lambda seed, steps: two_moons_stream(150, 15, steps or 51, seed=seed),
     ),
     # Section 6.2's drift streams (table 2; elec2 is ours, sized like weather).
-    "weather": StreamPreset(
-        "weather",
-        load_weather,
-        1000,
-        100,
-        25,
-        _sizes(5, 50),
-        100,
-        (16, 16),
-        False,
-        term_samples=100_000,
-        drift=True,
-    ),
-    "gas_sensor": StreamPreset(
+    "weather": _drift("weather", load_weather, 1000, 100, 25, (5, 50), 100, (16, 16)),
+    "gas_sensor": _drift(
         "gas_sensor",
         lambda root, download: load_gas_sensor(root),
         500,
         50,
         25,
-        _sizes(5, 50),
+        (5, 50),
         200,
         (8, 8),
-        False,
-        term_samples=100_000,
-        drift=True,
-    ),
-    "covertype": StreamPreset(
-        "covertype",
-        load_covertype,
-        1000,
-        1000,
-        100,
-        _sizes(10, 200),
-        400,
-        (32, 32),
-        False,
-        term_samples=100_000,
-        drift=True,
-    ),
-    "elec2": StreamPreset(
-        "elec2",
-        load_elec2,
-        1000,
-        100,
-        25,
-        _sizes(5, 50),
-        100,
-        (16, 16),
-        False,
-        term_samples=100_000,
-        drift=True,
-    ),
+    ),  # fmt: skip
+    "covertype": _drift("covertype", load_covertype, 1000, 1000, 100, (10, 200), 400, (32, 32)),
+    "elec2": _drift("elec2", load_elec2, 1000, 100, 25, (5, 50), 100, (16, 16)),
     # Figure 5's toy: logistic regression (no hidden layer), a prior as wide as the true weights.
     "rotating": StreamPreset(
         "rotating",
