@@ -73,6 +73,8 @@ class BenchmarkRun:
     :ivar training: :class:`~pyro_cl.infer.config.TrainingConfig` settings over the preset's.
     :ivar fitter_options: arguments of the methods' fitters (``learning_rate``, ``beta``, ...);
         each fitter gets those it takes.
+    :ivar penalty_options: arguments of the methods' penalties (EWC's and SI's ``strength``,
+        ...); each penalty gets those it takes.
     :ivar transition: the transition between tasks (default: each method's).
     :ivar output: folder for ``results.json`` and ``accuracy.png`` (nothing written if None).
     """
@@ -91,6 +93,7 @@ class BenchmarkRun:
     net_options: dict = field(default_factory=dict)
     training: dict = field(default_factory=dict)
     fitter_options: dict = field(default_factory=dict)
+    penalty_options: dict = field(default_factory=dict)
     transition: Transition | None = None
     local_reparameterization: bool = True
     forward_transfer: bool = False
@@ -136,6 +139,7 @@ class BenchmarkRun:
         # Options only some of the methods' fitters take go to those (a schedule may set VOGN's
         # beta and still run IVON); a name no registered fitter takes is a mistake.
         check_taken(self.fitter_options, "fitter", REGISTRIES["fitter"].values())
+        check_taken(self.penalty_options, "penalty", REGISTRIES["penalty"].values())
 
     def with_defaults(self, **defaults) -> BenchmarkRun:
         """A copy in which ``defaults`` fill the fields left unset (None, or missing dict keys);
@@ -277,8 +281,11 @@ def run_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
             spec = METHODS[method]
             taken = spec.fitter_parameters()
             options = {k: v for k, v in run.fitter_options.items() if k in taken}
+            penalty = {
+                k: v for k, v in run.penalty_options.items() if k in spec.penalty_parameters()
+            }
 
-            def make_learner(spec=spec, stream=stream, seed=seed, options=options):
+            def make_learner(spec=spec, stream=stream, seed=seed, options=options, penalty=penalty):
                 return spec.build(
                     run.build_net(stream),
                     coreset_size,
@@ -286,6 +293,7 @@ def run_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
                     seed,
                     fitter_options=options if spec.fitter is not None else None,
                     transition=run.transition,
+                    penalty_options=penalty or None,
                     **training,
                 )
 

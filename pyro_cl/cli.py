@@ -184,6 +184,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     ibp.add_argument("--child-concentration", type=float, help="H-IBP: α_j of every layer")
     ibp.add_argument("--mask-parameterisation", choices=list(MASK_PARAMETERISATIONS))
     add_part_options(parser, "fitter", "fitter options (the methods' fitters that take them)")
+    add_part_options(
+        parser, "penalty", "penalty options (EWC, online EWC, SI: λ is --penalty-strength)"
+    )
     _add_transition_arguments(parser, "between tasks (default: the method's)")
     parser.add_argument(
         "--forward-transfer",
@@ -250,6 +253,7 @@ def benchmark_run_from_args(args: argparse.Namespace, **defaults) -> BenchmarkRu
         net_options=_net_options(args),
         training=_training_settings(args),
         fitter_options=given_part_options(args, "fitter"),
+        penalty_options=given_part_options(args, "penalty"),
         transition=_transition(args),
         local_reparameterization=not args.no_local_reparameterization,
         forward_transfer=args.forward_transfer,
@@ -259,6 +263,7 @@ def benchmark_run_from_args(args: argparse.Namespace, **defaults) -> BenchmarkRu
     run = BenchmarkRun(**fields)
     fitters = [METHODS[m].fitter for m in run.method_names]
     check_taken(given["fitter_options"], "fitter", fitters)
+    check_taken(given["penalty_options"], "penalty", [METHODS[m].penalty for m in run.method_names])
     return run
 
 

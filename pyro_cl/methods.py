@@ -14,10 +14,14 @@ from dataclasses import dataclass, field
 import torch
 
 from pyro_cl.baselines import CoresetOnly, FineTuning
+from pyro_cl.baselines.ewc import EWC, OnlineEWC
+from pyro_cl.baselines.laplace import LaplacePropagation
+from pyro_cl.baselines.synaptic_intelligence import SynapticIntelligence
 from pyro_cl.coresets import KCenterCoreset, RandomCoreset
 from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.learner import ContinualLearner
+from pyro_cl.infer.point_estimate import Penalty, PointEstimateFitter
 from pyro_cl.infer.transitions import Transition
 from pyro_cl.infer.vcl import VCL
 from pyro_cl.infer.vogn import VOGN
@@ -41,8 +45,9 @@ METHODS: dict[str, Method] = {}
 class Method:
     """How to build a learner: its class, an optional memory (coreset selector) class, an
     optional fitter class with the arguments that define the method (e.g.
-    ``curvature="ggn"``), and training settings that differ from the defaults (the caller's
-    settings and fitter options win)."""
+    ``curvature="ggn"``), an optional penalty class for a point-estimate fitter (EWC, SI), and
+    training settings that differ from the defaults (the caller's settings and fitter or penalty
+    options win)."""
 
     name: str
     learner: type[ContinualLearner]
@@ -51,13 +56,18 @@ class Method:
     defaults: dict = field(default_factory=dict)
     fitter_defaults: dict = field(default_factory=dict)
     description: str = ""
+    penalty: type[Penalty] | None = None
 
     def __post_init__(self) -> None:
         METHODS[self.name] = self
 
     def fitter_parameters(self) -> set[str]:
         """Names of the keyword arguments the method's fitter takes (none without one)."""
-        return set() if self.fitter is None else accepted(self.fitter)
+        return set() if self.fitter is None else accepted(self.fitter) - {"penalty"}
+
+    def penalty_parameters(self) -> set[str]:
+        """Names of the keyword arguments the method's penalty takes (none without one)."""
+        return set() if self.penalty is None else accepted(self.penalty)
 
     def build(
         self,
@@ -67,14 +77,20 @@ class Method:
         seed: int | None = None,
         fitter_options: dict | None = None,
         transition: Transition | None = None,
+        penalty_options: dict | None = None,
         **training,
     ) -> ContinualLearner:
         """A fresh learner of this method on ``net`` (see :func:`make_method`)."""
         parts: dict[str, object] = {"transition": transition}
         if self.memory is not None:
             parts["memory"] = self.memory(memory_size)
+        fitter_arguments = {**self.fitter_defaults, **(fitter_options or {})}
+        if self.penalty is not None:
+            fitter_arguments["penalty"] = self.penalty(**(penalty_options or {}))
+        elif penalty_options:
+            raise ValueError(f"method {self.name!r} has no penalty to take {penalty_options}")
         if self.fitter is not None:
-            parts["fitter"] = self.fitter(**{**self.fitter_defaults, **(fitter_options or {})})
+            parts["fitter"] = self.fitter(**fitter_arguments)
         elif fitter_options:
             raise ValueError(f"method {self.name!r} has no fitter options to take {fitter_options}")
         settings = {**self.defaults, **training}
@@ -102,6 +118,19 @@ Method(
     "vogn-kcenter", VCL, KCenterCoreset, VOGN, VOGN_MNIST_SETTINGS, description="VOGN + K-center"
 )
 Method("ivon", VCL, None, IVON, {"ml_init_epochs": 0}, description="IVON (Shen et al. 2024)")
+for _name, _penalty, _description in (
+    ("ewc", EWC, "EWC (Kirkpatrick et al. 2017): a Fisher quadratic per task"),
+    ("online-ewc", OnlineEWC, "online EWC (Schwarz et al. 2018): one running Fisher"),
+    ("si", SynapticIntelligence, "Synaptic Intelligence (Zenke et al. 2017)"),
+):
+    Method(_name, FineTuning, None, PointEstimateFitter, description=_description, penalty=_penalty)
+Method(
+    "lp",
+    VCL,
+    None,
+    LaplacePropagation,
+    description="diagonal Laplace propagation: MAP + Gauss-Newton precision, handed on",
+)
 
 
 def make_method(
@@ -112,6 +141,7 @@ def make_method(
     seed: int | None = None,
     fitter_options: dict | None = None,
     transition: Transition | None = None,
+    penalty_options: dict | None = None,
     **training,
 ) -> ContinualLearner:
     """A fresh learner for method ``name`` on ``net``.
@@ -120,10 +150,11 @@ def make_method(
     :param fitter_options: keyword arguments of the method's fitter (``learning_rate``, ``beta``,
         ``num_samples``, ``momentum``, ...), for the methods that name one.
     :param transition: the transition between tasks (default: the learner's).
+    :param penalty_options: keyword arguments of the method's penalty (``strength``, ...).
     :param training: :class:`~pyro_cl.infer.config.TrainingConfig` settings.
     """
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; choose from {list(METHODS)}")
     return METHODS[name].build(
-        net, coreset_size, device, seed, fitter_options, transition, **training
+        net, coreset_size, device, seed, fitter_options, transition, penalty_options, **training
     )

@@ -107,6 +107,13 @@ class Fitter(Registrable, kind="fitter"):
     #: True when the fit produces point values (the guide's means) and no posterior:
     #: prediction then uses the means and nothing is handed to the next prior.
     point_estimate: ClassVar[bool] = False
+
+    @property
+    def predicts_with_mean(self) -> bool:
+        """True when predictions use the fitted means (point estimates always; a fitter with a
+        posterior may choose to, e.g. Laplace propagation's MAP)."""
+        return self.point_estimate
+
     #: True when the fit multiplies each point's log-likelihood by ``data.weights`` (Bayesian
     #: forgetting with a memory needs it); the learner refuses weighted data otherwise.
     takes_weights: ClassVar[bool] = False

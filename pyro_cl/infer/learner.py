@@ -390,10 +390,11 @@ class ContinualLearner:
 
     # ------------------------------------------------------------------ prediction
     def prediction_sites(self, x: torch.Tensor, task_id: int) -> dict:
-        """What predicts task ``task_id``: the point values (point-estimate fitters), the memory
+        """What predicts task ``task_id``: the point values (point-estimate fitters, and fitters
+        that predict with their means), the memory
         refit ``q_t`` where there is one, otherwise ``{}`` (the priors, which hold the propagated
         posterior and the initial prior of untrained heads)."""
-        if self.point_estimate:
+        if self.fitter.predicts_with_mean:
             sites = self.model.sites(self.guide, x, [task_id])
             return {name: value.detach() for name, value in self.guide.locs(sites).items()}
         key = task_id if self.refit_per_task else ALL_TASKS
@@ -401,7 +402,9 @@ class ContinualLearner:
 
     @property
     def num_predictive_samples(self) -> int:
-        return 1 if self.point_estimate else self.config.monte_carlo.num_predictive_samples
+        if self.fitter.predicts_with_mean:
+            return 1
+        return self.config.monte_carlo.num_predictive_samples
 
     @torch.no_grad()
     def predictive_samples(

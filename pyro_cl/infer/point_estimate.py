@@ -37,8 +37,12 @@ class Penalty(Registrable, ABC, kind="penalty"):
     def __call__(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor | float:
         """``R(θ)`` at the current ``values`` (``{site: tensor}``), differentiable."""
 
+    def before_fit(self, values: Mapping[str, torch.Tensor], num_data: int) -> None:
+        """Before a fit on ``num_data`` points starts from ``values`` (detached)."""
+
     def on_step(self, info: StepInfo) -> None:
-        """After every optimiser step of the fit (``info.parameters``: the values by site)."""
+        """After every optimiser step of the fit (``info.parameters``: the values by site, with
+        the step's gradients in ``.grad``)."""
 
     def after_fit(
         self,
@@ -84,6 +88,9 @@ def fit_point_estimate(
 
     callbacks = None
     if penalty is not None:
+        penalty.before_fit(
+            {name: value.detach().clone() for name, value in values.items()}, num_data
+        )
         callbacks = CallbackList([context.callbacks, _PenaltySteps(penalty)])
     return context.minimise(loss, values, num_data, epochs, batch_size, description, callbacks)
 

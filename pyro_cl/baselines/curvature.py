@@ -1,0 +1,51 @@
+"""The diagonal curvature of a task's negative log-likelihood at a point estimate, for the
+quadratic baselines (EWC's Fisher, Laplace propagation's Hessian approximation).
+
+For values ``θ`` and the ``N`` points of a task::
+
+    C = N · (1/S) Σ_{n ∈ subset} c_n(θ)
+
+with ``c_n`` the squared per-example gradient (``"fisher"``, the empirical Fisher) or the
+generalised Gauss-Newton diagonal ``diag(J_nᵀ H_n J_n)`` (``"ggn"``), computed by
+:func:`pyro_cl.infer.per_example.gradient_statistics` without a loop over examples, over a random
+subset of ``S`` points (all of them by default), scaled to the whole task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from pyro_cl.infer.per_example import gradient_statistics
+from pyro_cl.model import SupervisedModel
+
+__all__ = ["diagonal_curvature"]
+
+
+@torch.no_grad()
+def diagonal_curvature(
+    model: SupervisedModel,
+    values: Mapping[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    task_id: int,
+    curvature: str = "fisher",
+    num_samples: int | None = None,
+    chunk: int = 512,
+) -> dict[str, torch.Tensor]:
+    """``{site: C}`` at ``values`` (see the module docstring); the subset is drawn from torch's
+    global generator (a learner's seed fixes it)."""
+    n = x.shape[0]
+    index = torch.arange(n, device=x.device)
+    if num_samples is not None and num_samples < n:
+        index = torch.randperm(n, device=x.device)[:num_samples]
+    theta = {name: value.detach().unsqueeze(0) for name, value in values.items()}
+    total = {name: torch.zeros_like(value) for name, value in values.items()}
+    for start in range(0, len(index), chunk):
+        rows = index[start : start + chunk]
+        with torch.enable_grad():
+            stats = gradient_statistics(model, theta, x[rows], y[rows], task_id, curvature)
+        for name in total:
+            total[name] += stats.squared[name].reshape(total[name].shape)
+    return {name: value * (n / len(index)) for name, value in total.items()}

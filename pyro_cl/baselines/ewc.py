@@ -1,0 +1,117 @@
+"""Elastic weight consolidation (Kirkpatrick et al. 2017) and online EWC (Schwarz et al. 2018),
+as quadratic penalties of a point-estimate fit.
+
+After task ``t`` with fitted values ``θ_t``, the diagonal empirical Fisher of the task's data is
+estimated from per-example gradients of a random subset of ``S`` points (200 in the VCL paper,
+section 5)::
+
+    F_t = N_t · (1/S) Σ_{n ∈ subset} (∂ log p(y_n | θ_t, x_n) / ∂θ)²
+
+(scaled to the whole task, so that with ``λ = 1`` the penalty is the Laplace approximation of the
+task's log-likelihood). Later fits minimise the negative log-likelihood plus
+
+* EWC: ``R(θ) = ½ λ Σ_t Σ_i F_{t,i} (θ_i - θ_{t,i})²`` (one anchor per task; VCL paper section 5);
+* online EWC: ``R(θ) = ½ λ Σ_i F̃_i (θ_i - θ_{t,i})²`` with one running Fisher
+  ``F̃ ← γ F̃ + F_t`` and the latest values as the anchor.
+
+The fitter divides ``R`` by the current task's size, so for tasks of equal size this is the common
+"mean loss + λ/2 Σ F̄ (θ - θ_t)²" with ``F̄`` the mean per-example Fisher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from pyro_cl.baselines.curvature import diagonal_curvature
+from pyro_cl.coresets.coreset import Coreset
+from pyro_cl.infer.fitter import FitContext
+from pyro_cl.infer.point_estimate import Penalty
+
+__all__ = ["EWC", "OnlineEWC"]
+
+
+def _check_strength(strength: float) -> float:
+    if isinstance(strength, bool) or not float(strength) >= 0:
+        raise ValueError(f"the penalty strength λ must be non-negative, got {strength!r}")
+    return float(strength)
+
+
+def _quadratic(values, anchor, precision) -> torch.Tensor | float:
+    """``Σ_i precision_i (θ_i - anchor_i)²`` over the sites both name."""
+    total = 0.0
+    for name, value in values.items():
+        if name in anchor:
+            total = total + (precision[name] * (value - anchor[name]).square()).sum()
+    return total
+
+
+class EWC(Penalty):
+    """EWC: one quadratic per earlier task, weighted by its diagonal Fisher (module docstring).
+
+    :param strength: ``λ``.
+    :param fisher_samples: points per task for the Fisher (``None``: all).
+    """
+
+    name = "ewc"
+
+    def __init__(self, strength: float = 1.0, fisher_samples: int | None = 200) -> None:
+        self.strength = _check_strength(strength)
+        if fisher_samples is not None and (isinstance(fisher_samples, bool) or fisher_samples < 1):
+            raise ValueError(f"fisher_samples must be a positive integer, got {fisher_samples!r}")
+        self.fisher_samples = fisher_samples
+        self.anchors: list[dict[str, torch.Tensor]] = []
+        self.fishers: list[dict[str, torch.Tensor]] = []
+
+    def __call__(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor | float:
+        total = 0.0
+        for anchor, fisher in zip(self.anchors, self.fishers, strict=True):
+            total = total + _quadratic(values, anchor, fisher)
+        return 0.5 * self.strength * total
+
+    def after_fit(self, context: FitContext, values, data: Coreset, task_id: int) -> None:
+        fisher = diagonal_curvature(
+            context.model, values, data.x, data.y, task_id, "fisher", self.fisher_samples
+        )
+        self._consolidate({n: v.detach().clone() for n, v in values.items()}, fisher)
+
+    def _consolidate(self, anchor: dict, fisher: dict) -> None:
+        self.anchors.append(anchor)
+        self.fishers.append(fisher)
+
+    def state_dict(self) -> dict:
+        return {"anchors": self.anchors, "fishers": self.fishers}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.anchors = list(state.get("anchors", []))
+        self.fishers = list(state.get("fishers", []))
+
+
+class OnlineEWC(EWC):
+    """Online EWC: one running Fisher ``F̃ ← γ F̃ + F_t`` and the latest fit as the only anchor
+    (Schwarz et al. 2018; module docstring).
+
+    :param decay: ``γ`` in ``[0, 1]`` (1 keeps every task's Fisher at full weight).
+    """
+
+    name = "online_ewc"
+
+    def __init__(
+        self, strength: float = 1.0, fisher_samples: int | None = 200, decay: float = 1.0
+    ) -> None:
+        super().__init__(strength, fisher_samples)
+        if isinstance(decay, bool) or not 0 <= float(decay) <= 1:
+            raise ValueError(f"the decay γ must lie in [0, 1], got {decay!r}")
+        self.decay = float(decay)
+
+    def _consolidate(self, anchor: dict, fisher: dict) -> None:
+        if self.fishers:
+            previous = self.fishers[0]
+            fisher = {
+                name: value + self.decay * previous[name] if name in previous else value
+                for name, value in fisher.items()
+            }
+            fisher.update({n: self.decay * v for n, v in previous.items() if n not in fisher})
+            anchor = {**self.anchors[0], **anchor}
+        self.anchors, self.fishers = [anchor], [fisher]

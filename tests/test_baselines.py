@@ -1,0 +1,212 @@
+"""The seeds' baselines: EWC, online EWC, Synaptic Intelligence and diagonal Laplace propagation,
+against closed forms (exact Bayesian linear regression, autograd Fisher, the SI path integral)."""
+
+import pytest
+import torch
+
+from pyro_cl import ContinualLearner, GaussianLikelihood
+from pyro_cl.baselines import (
+    EWC,
+    FineTuning,
+    LaplacePropagation,
+    OnlineEWC,
+    SynapticIntelligence,
+    diagonal_curvature,
+)
+from pyro_cl.cli import main
+from pyro_cl.data import split_digits
+from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.infer.objectives import negative_log_likelihood
+from pyro_cl.infer.point_estimate import PointEstimateFitter
+from pyro_cl.likelihoods import CategoricalLikelihood
+from pyro_cl.methods import make_method
+from pyro_cl.model import SupervisedModel
+from pyro_cl.nn import BayesianLinear, BayesianMLP
+
+NOISE = 0.5
+
+
+def regression_tasks(seed=0, tasks=2, n=30, dim=3):
+    generator = torch.Generator().manual_seed(seed)
+    out = []
+    for t in range(tasks):
+        x = torch.randn(n, dim, generator=generator) + 0.5 * t
+        y = x @ torch.tensor([1.0, -2.0, 0.5]) + NOISE * torch.randn(n, generator=generator)
+        out.append((x, y))
+    return out
+
+
+def test_laplace_propagation_is_exact_for_bayesian_linear_regression():
+    """MAP under a diagonal Gaussian prior is the exact posterior mean; the Gauss-Newton diagonal
+    of a linear-Gaussian model is the exact Hessian diagonal."""
+    net = BayesianLinear(3, 1, bias=False, prior_scale=1.0)
+    learner = ContinualLearner(
+        net,
+        GaussianLikelihood(NOISE),
+        fitter=LaplacePropagation(),
+        epochs=1500,
+        batch_size=None,
+        learning_rate=0.02,
+        ml_init_epochs=0,
+        seed=0,
+        progress=False,
+    )
+    precision = torch.ones(3)
+    mean = torch.zeros(3)
+    for task, (x, y) in enumerate(regression_tasks()):
+        learner.observe((x, y), task_id=0)
+        full = torch.diag(precision) + x.T @ x / NOISE**2
+        mean = torch.linalg.solve(full, precision * mean + x.T @ y / NOISE**2)
+        precision = precision + (x * x).sum(0) / NOISE**2
+        q = learner.current_prior()["weight"].base_dist
+        torch.testing.assert_close(q.loc.squeeze(0), mean, atol=2e-3, rtol=0)
+        torch.testing.assert_close(q.scale.squeeze(0).pow(-2), precision, rtol=1e-4, atol=0)
+        assert learner.num_predictive_samples == 1, task  # predicts with the MAP
+
+
+def small_classifier(seed=0):
+    torch.manual_seed(seed)
+    net = BayesianMLP(4, [5], 3)
+    model = SupervisedModel(net, CategoricalLikelihood())
+    guide = MeanFieldGuide(model)
+    x, y = torch.randn(12, 4), torch.randint(0, 3, (12,))
+    sites = model.sites(guide, x, [0])
+    values = {n: v.detach() + 0.3 * torch.randn_like(v) for n, v in guide.locs(sites).items()}
+    return model, values, x, y
+
+
+def test_the_diagonal_fisher_is_the_mean_squared_example_gradient_times_n():
+    model, values, x, y = small_classifier()
+    fisher = diagonal_curvature(model, values, x, y, 0, "fisher")
+    expected = {n: torch.zeros_like(v) for n, v in values.items()}
+    for i in range(len(x)):
+        theta = {n: v.clone().requires_grad_(True) for n, v in values.items()}
+        loss = negative_log_likelihood(model, theta, x[i : i + 1], y[i : i + 1], 0)
+        for name, g in zip(theta, torch.autograd.grad(loss, list(theta.values())), strict=True):
+            expected[name] += g.square()
+    for name in values:
+        torch.testing.assert_close(fisher[name], expected[name], rtol=1e-4, atol=1e-6)
+    torch.manual_seed(0)
+    subset = diagonal_curvature(model, values, x, y, 0, "fisher", num_samples=6)
+    assert all(v.shape == values[n].shape for n, v in subset.items())
+
+
+def ewc_learner(penalty, seed=0, multi_head=False):
+    net = BayesianMLP(4, [6], 2, heads=2 if multi_head else 1)
+    return FineTuning(
+        net,
+        fitter=PointEstimateFitter(penalty),
+        epochs=5,
+        batch_size=None,
+        seed=seed,
+        progress=False,
+    )
+
+
+def two_tasks():
+    generator = torch.Generator().manual_seed(3)
+    x1, x2 = torch.randn(20, 4, generator=generator), torch.randn(20, 4, generator=generator)
+    return (x1, (x1[:, 0] > 0).long()), (x2, (x2[:, 1] > 0).long())
+
+
+def test_ewc_keeps_one_fisher_quadratic_per_task_and_online_ewc_one_running_fisher():
+    first, second = two_tasks()
+    ewc = EWC(strength=3.0, fisher_samples=None)
+    learner = ewc_learner(ewc)
+    learner.observe(first)
+    anchor1 = {n: v.clone() for n, v in ewc.anchors[0].items()}
+    fisher1 = diagonal_curvature(learner.model, anchor1, *first, 0, "fisher")
+    for name in fisher1:
+        torch.testing.assert_close(ewc.fishers[0][name], fisher1[name])
+    learner.observe(second)
+    assert len(ewc.anchors) == 2
+    values = {n: v + 0.1 for n, v in anchor1.items()}
+    expected = sum(
+        (f[n] * (values[n] - a[n]).square()).sum()
+        for a, f in zip(ewc.anchors, ewc.fishers, strict=True)
+        for n in values
+    )
+    torch.testing.assert_close(ewc(values), 1.5 * expected)
+
+    online = OnlineEWC(strength=1.0, fisher_samples=None, decay=0.5)
+    learner = ewc_learner(online)
+    learner.observe(first)
+    f1 = {n: v.clone() for n, v in online.fishers[0].items()}
+    learner.observe(second)
+    anchor2 = online.anchors[0]
+    f2 = diagonal_curvature(learner.model, anchor2, *second, 0, "fisher")
+    assert len(online.anchors) == 1
+    for name in f1:
+        torch.testing.assert_close(online.fishers[0][name], 0.5 * f1[name] + f2[name])
+        torch.testing.assert_close(anchor2[name], learner.guide.locs([name])[name].detach())
+
+
+def test_synaptic_intelligence_accumulates_the_loss_decrease_along_the_path():
+    """With small steps, Σ_i ω_i = -Σ_k g_k·Δθ_k is the first task's loss decrease."""
+    first, _ = two_tasks()
+    si = SynapticIntelligence(strength=1.0, damping=0.1)
+    learner = FineTuning(
+        BayesianMLP(4, [6], 2),
+        fitter=PointEstimateFitter(si),
+        epochs=400,
+        batch_size=None,
+        learning_rate=1e-3,
+        seed=0,
+        progress=False,
+    )
+    model, x, y = learner.model, *first
+    sites = model.sites(learner.guide, x, [0])
+    start = {n: v.detach().clone() for n, v in learner.guide.locs(sites).items()}
+    before = negative_log_likelihood(model, start, x, y, 0).item()
+    learner.observe(first)
+    end = {n: v.detach().clone() for n, v in learner.guide.locs(sites).items()}
+    after = negative_log_likelihood(model, end, x, y, 0).item()
+    omega_total = sum(
+        (si.importance[n] * ((end[n] - start[n]).square() + 0.1)).sum().item() for n in end
+    )
+    assert before - after > 0.05
+    assert omega_total == pytest.approx(before - after, rel=0.05)
+    for name in end:
+        torch.testing.assert_close(si.anchor[name], end[name])
+    # the penalty is c Σ Ω (θ - θ_t)² on the mean loss, i.e. N times that in total units
+    shifted = {n: v + 0.2 for n, v in end.items()}
+    si.num_data = 20
+    expected = sum((si.importance[n] * 0.04).sum() for n in end)
+    torch.testing.assert_close(si(shifted) / 20, expected)
+
+
+@pytest.mark.parametrize("method", ["ewc", "online-ewc", "si", "lp"])
+def test_each_baseline_saves_and_resumes_identically_multi_head(method, tmp_path):
+    stream = split_digits(seed=0)
+    tasks = [stream[t] for t in range(3)]
+
+    def build():
+        net = BayesianMLP(64, [16], 2, heads=3)
+        return make_method(method, net, 0, seed=0, epochs=2, batch_size=64, progress=False)
+
+    straight = build()
+    for t, task in enumerate(tasks):
+        straight.observe(task.train, task_id=t)
+    halfway = build()
+    halfway.observe(tasks[0].train, task_id=0)
+    halfway.save(tmp_path / "learner.pt")
+    resumed = type(halfway).load(tmp_path / "learner.pt")
+    for t, task in enumerate(tasks[1:], start=1):
+        resumed.observe(task.train, task_id=t)
+    for t, task in enumerate(tasks):
+        a = straight.evaluate(task.test, task_id=t)
+        b = resumed.evaluate(task.test, task_id=t)
+        assert a == b, (method, t)
+
+
+def test_penalty_options_reach_only_methods_with_a_penalty(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--methods", "vcl", "--penalty-strength", "10", "--epochs", "1"])
+    text = str(exit_info.value)
+    assert "--penalty-strength" in text and "\n" not in text
+    with pytest.raises(ValueError, match="non-negative"):
+        EWC(strength=-1.0)
+    with pytest.raises(ValueError, match="damping"):
+        SynapticIntelligence(damping=0.0)
+    with pytest.raises(ValueError, match="curvature"):
+        LaplacePropagation(curvature="hessian")
