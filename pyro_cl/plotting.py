@@ -19,6 +19,7 @@ __all__ = [
     "plot_adaptation_sweep",
     "plot_transition_evolution",
     "plot_weight_tracks",
+    "plot_strength_sweep",
 ]
 
 
@@ -255,3 +256,25 @@ def plot_memory_snapshots(snapshots: Sequence[dict], path: str | Path) -> Path:
         ax.set_xticks([])
         ax.set_yticks([])
     return _save(fig, path)
+
+
+def plot_strength_sweep(
+    rows: dict[str, list[tuple[float, float, float]]],
+    paper: dict[str, float],
+    path: str | Path,
+    title: str = "",
+) -> Path:
+    """The VCL paper's appendix figures 8-14: ACC after the last task against a baseline's
+    strength λ (log scale), mean ± std over seeds, one line per method, the paper's ACC dashed.
+
+    :param rows: ``{method: [(λ, mean ACC %, std)]}``; ``paper``: ``{method: ACC %}``.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(4.5, 3.2))
+    for method, points in rows.items():
+        strengths, means, stds = (np.array(column) for column in zip(*points, strict=True))
+        line = ax.errorbar(strengths, means, yerr=stds, marker="o", ms=3, capsize=2, label=method)
+        if method in paper:
+            ax.axhline(paper[method], ls="--", lw=0.8, color=line[0].get_color())
+    ax.set_xscale("log")
+    return _finish(fig, ax, "λ", "ACC after the last task (%)", f"{title} (dashed: paper)", path)

@@ -210,3 +210,38 @@ def test_penalty_options_reach_only_methods_with_a_penalty(capsys):
         SynapticIntelligence(damping=0.0)
     with pytest.raises(ValueError, match="curvature"):
         LaplacePropagation(curvature="hessian")
+
+
+def _baselines_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "benchmarks" / "baselines_paper.py"
+    spec = importlib.util.spec_from_file_location("benchmark_baselines_paper", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_sweep_script_routes_lambda_to_the_penalty_or_the_laplace_fitter(tmp_path):
+    script = _baselines_script()
+    argv = ["--benchmark", "split-mnist", "--schedule", "short", "--output", str(tmp_path)]
+    benchmark, root, runs = script.build_runs([*argv, "--sweep", "ewc,lp"])
+    assert benchmark == "split-mnist" and root == tmp_path
+    assert [(m, s) for m, s, _ in runs] == [("ewc", s) for s in script.STRENGTHS["ewc"]] + [
+        ("lp", s) for s in script.STRENGTHS["lp"]
+    ]
+    ewc_run, lp_run = runs[0][2], runs[-1][2]
+    assert ewc_run.penalty_options == {"strength": 1.0} and ewc_run.methods == ["ewc"]
+    assert lp_run.fitter_options == {"strength": 100.0} and lp_run.training["epochs"] == 20
+    assert str(ewc_run.output).endswith("ewc-1")
+
+    class Result:
+        def __init__(self, acc):
+            self.acc = acc
+
+    table = script.summarise(
+        "split-mnist", tmp_path, [("si", 0.1, [Result(0.9)]), ("si", 1.0, [Result(0.95)])]
+    )
+    assert "| si | 1 | 95.0 ± 0.0 | best | 98.9 |" in table
+    assert (tmp_path / "sweep.png").stat().st_size > 0
