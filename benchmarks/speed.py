@@ -1,5 +1,5 @@
 """Time one training epoch of VCL, VOGN and IVON against the same deterministic net trained with
-Adam.
+Adam, and of the EWC and SI baselines against plain fine-tuning of the same point-estimate net.
 
 Net 784-100-100-10, batch 256, one Monte Carlo sample, 10,000 random MNIST-shaped inputs. VCL
 uses local reparameterisation and Adam on the ELBO; VOGN (empirical Fisher and Gauss-Newton) and
@@ -20,11 +20,13 @@ import time
 import torch
 
 from pyro_cl import VCL
+from pyro_cl.baselines import EWC, SynapticIntelligence
 from pyro_cl.coresets import Coreset
 from pyro_cl.infer.callbacks import CallbackList
 from pyro_cl.infer.fitter import FitContext
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.objectives import negative_elbo
+from pyro_cl.infer.point_estimate import fit_point_estimate
 from pyro_cl.infer.training import make_adam
 from pyro_cl.infer.vogn import VOGN
 from pyro_cl.nn import BayesianMLP
@@ -98,6 +100,18 @@ def main() -> None:
     def natural_gradient_epoch(update):
         update.fit(context, learner.guide, data, names, 1, args.batch_size, "timing")
 
+    # The baselines fit the guide's means as point values; each penalty has one earlier task.
+    values = {n: v.detach() for n, v in learner.guide.locs(names).items()}
+    penalties = {"fine-tuning": None, "EWC": EWC(100.0), "SI": SynapticIntelligence(1.0)}
+    penalties["EWC"].after_fit(context, values, data, 0)
+    penalties["SI"].before_fit(values, len(data))
+    penalties["SI"].after_fit(context, values, data, 0)
+
+    def point_epoch(penalty):
+        fit_point_estimate(
+            context, learner.guide, data, names, 1, args.batch_size, "timing", penalty
+        )
+
     observer = VCL(
         BayesianMLP(784, [100, 100], 10),
         device=device,
@@ -109,10 +123,13 @@ def main() -> None:
     )
 
     natural = {name: [] for name in updates}
+    points = {name: [] for name in penalties}
     deterministic, deterministic_fused, variational, observed = [], [], [], []
     for _ in range(args.repeats + 1):  # the first round warms up
         for name, update in updates.items():
             natural[name].append(timed(lambda u=update: natural_gradient_epoch(u), device))
+        for name, penalty in penalties.items():
+            points[name].append(timed(lambda p=penalty: point_epoch(p), device))
         deterministic.append(
             timed(lambda: deterministic_epoch(net, adam, x, y, args.batch_size), device)
         )
@@ -145,6 +162,13 @@ def main() -> None:
         print(
             f"{name} step (1 sample): {1e3 * epoch / steps:6.2f} ms, "
             f"{epoch / det:5.2f}x Adam (defaults), {epoch / det_fused:5.2f}x fused Adam"
+        )
+    plain = statistics.median(points["fine-tuning"][1:])
+    print(f"fine-tuning epoch (point estimate, same net):  {1e3 * plain:8.1f} ms")
+    for name in ("EWC", "SI"):
+        epoch = statistics.median(points[name][1:])
+        print(
+            f"{name} epoch: {1e3 * epoch:8.1f} ms, ratio {name} / fine-tuning: {epoch / plain:6.2f}x"
         )
 
 
