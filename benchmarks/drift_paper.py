@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--iterations", type=int, help="override the schedule's later steps")
     parser.add_argument("--first-iterations", type=int, help="override the first step's")
     parser.add_argument("--predictive-samples", type=int, default=500)
+    parser.add_argument("--learning-rate", type=float, help="Adam's (default: the stream's)")
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--output", type=Path, default=Path("results/drift"))
@@ -186,6 +187,7 @@ def _stream_run(args, stream, methods, transition, schedule, seeds, memory_sizes
         predictive_samples=args.predictive_samples,
         progress=not args.no_progress,
         transition=transition,
+        learning_rate=args.learning_rate,
         **schedule,
     )
 
