@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--schedule", choices=sorted(SCHEDULES), default="short")
     parser.add_argument("--methods", nargs="+", choices=[*SWEEPS, "memory"], help="default: all")
+    parser.add_argument("--values", type=float, nargs="+", help="adaptation values to sweep")
     parser.add_argument("--memory-sizes", type=int, nargs="+", default=[10, 50])
     parser.add_argument("--memory-forgetting-rate", type=float, default=0.031)
     parser.add_argument("--num-steps", type=int, help="observe only the first steps")
@@ -203,6 +204,7 @@ def sweep(args, schedule: dict) -> list[StreamResult]:
             configurations.append((("grs",), forgetting, tuple(args.memory_sizes)))
         else:
             make, _, values = SWEEPS[name]
+            values = args.values or values
             configurations += [(("none",), make(value), None) for value in values]
     results = []
     for methods_, transition, sizes in configurations:
