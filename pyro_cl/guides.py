@@ -32,7 +32,7 @@ __all__ = [
 DEFAULT_INIT_LOG_VARIANCE = -6.0
 
 #: What :meth:`MeanFieldGuide.reinitialise` may do between tasks.
-REINIT_POLICIES = ("keep", "reset_variance", "reset", "fresh")
+REINIT_POLICIES = ("keep", "prior", "reset_variance", "reset", "fresh")
 
 
 def task_id_key(args: tuple, kwargs: dict):
@@ -248,7 +248,8 @@ class MeanFieldGuide(nn.Module):
         """Re-initialise the sites in ``priors`` before a new task.
 
         ``"keep"`` starts the next task at the current posterior (the VCL reference code's choice);
-        ``"reset_variance"`` keeps the means and resets log σ²; ``"reset"`` also redraws the means
+        ``"prior"`` starts it at the step's prior, means and variances (the same as ``"keep"`` for
+        VCL; after a transition such as forgetting, the forgotten posterior); ``"reset_variance"`` keeps the means and resets log σ²; ``"reset"`` also redraws the means
         around the mean of the site's prior in ``priors``; ``"fresh"`` resets log σ² and draws the
         means as PyTorch initialises a new layer, ``U(-1/√fan_in, 1/√fan_in)`` (the VOGN thesis's
         choice for permuted and split MNIST, section 4.3).
@@ -267,6 +268,12 @@ class MeanFieldGuide(nn.Module):
                 self.log_concentration0[key].copy_(base_distribution(prior).concentration0.log())
                 continue
             if key not in self.loc:
+                continue
+            if policy == "prior":
+                normal = base_distribution(prior)
+                self.loc[key].copy_(normal.loc.to(self.loc[key]).expand_as(self.loc[key]))
+                scale = normal.scale.to(self.loc[key]).expand_as(self.loc[key])
+                self.log_variance[key].copy_(2 * scale.log())
                 continue
             self.log_variance[key].fill_(log_variance)
             if policy == "reset":

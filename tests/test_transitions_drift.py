@@ -430,3 +430,26 @@ def test_forgetting_weighs_a_memory_chosen_before_the_fit_and_its_refit():
         if weights is not None:
             torch.testing.assert_close(weights, (0.5 ** (2.0 - point_times)).to(weights))
     assert any(w is not None and (w < 1).any() for _, w in recorder.seen[-2:])
+
+
+def test_between_tasks_prior_starts_each_fit_at_the_transitioned_posterior():
+    learner = ContinualLearner(
+        BayesianMLP(2, [4], 2),
+        transition=OrnsteinUhlenbeck(1.0),
+        first_epochs=20,
+        epochs=0,  # later fits leave the guide where it starts
+        between_tasks="prior",
+        batch_size=None,
+        ml_init_epochs=0,
+        seed=0,
+        progress=False,
+    )
+    data = drift_data(2)
+    learner.observe(data[0], time=0.0)
+    first = {n: detach_distribution(d) for n, d in learner.current_prior().items()}
+    learner.observe(data[1], time=1.0)
+    context = TransitionContext(1.0, 1.0, learner.initial_prior, learner.net, 1.0)
+    expected = OrnsteinUhlenbeck(1.0)(first, context)
+    for name, q in learner.current_prior().items():
+        torch.testing.assert_close(q.base_dist.loc, expected[name].base_dist.loc)
+        torch.testing.assert_close(q.base_dist.scale, expected[name].base_dist.scale)

@@ -123,7 +123,8 @@ class Initialisation:
     :param init_alpha: appendix I's α, the spread of the initial log-scales (paper: 0.001).
     :param init_beta: appendix I's β, the share of the variance in the means (paper: 0.999).
     :param between_tasks: guide re-initialisation before each later task: "keep" (start from the
-        previous posterior), "reset_variance", "reset" or "fresh" (see
+        previous posterior), "prior" (start from the step's prior: the transitioned posterior for
+        drifting data), "reset_variance", "reset" or "fresh" (see
         :meth:`~pyro_cl.guides.MeanFieldGuide.reinitialise`).
     :param later_init_log_variance: log σ² that re-initialisation resets to after the first task
         (``None``: ``init_log_variance``; the VOGN thesis uses precision 4e3 then 4e4 on CIFAR)."""
