@@ -1,3 +1,6 @@
+import importlib.util
+from pathlib import Path
+
 import torch
 
 
@@ -7,3 +10,12 @@ def two_class_data(n: int = 200, features: int = 4, column: int = 0, seed: int =
     x = torch.randn(n, features, generator=generator)
     y = (x[:, column] > 0).long()
     return x, y
+
+
+def load_benchmark_script(name: str):
+    """The module ``benchmarks/<name>.py`` (the scripts are not a package)."""
+    path = Path(__file__).parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

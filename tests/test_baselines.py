@@ -22,6 +22,7 @@ from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.methods import make_method
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianLinear, BayesianMLP
+from tests.helpers import load_benchmark_script
 
 NOISE = 0.5
 
@@ -212,19 +213,8 @@ def test_penalty_options_reach_only_methods_with_a_penalty(capsys):
         LaplacePropagation(curvature="hessian")
 
 
-def _baselines_script():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parent.parent / "benchmarks" / "baselines_paper.py"
-    spec = importlib.util.spec_from_file_location("benchmark_baselines_paper", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_sweep_script_routes_lambda_to_the_penalty_or_the_laplace_fitter(tmp_path):
-    script = _baselines_script()
+    script = load_benchmark_script("baselines_paper")
     argv = ["--benchmark", "split-mnist", "--schedule", "short", "--output", str(tmp_path)]
     benchmark, root, runs = script.build_runs([*argv, "--sweep", "ewc,lp"])
     assert benchmark == "split-mnist" and root == tmp_path

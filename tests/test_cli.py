@@ -1,6 +1,4 @@
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -10,6 +8,7 @@ from pyro_cl.cli import build_parser, main
 from pyro_cl.infer.elbo_fitter import ELBOFitter
 from pyro_cl.part_options import given_part_options
 from pyro_cl.spec import REGISTRIES
+from tests.helpers import load_benchmark_script
 
 
 def test_cli_runs_a_short_benchmark_and_writes_results(tmp_path, capsys):
@@ -180,39 +179,33 @@ def test_fitter_options_come_from_constructor_signatures():
         del REGISTRIES["fitter"]["test_scaled_sgd"]
 
 
-def _script(name):
-    path = Path(__file__).parent.parent / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_benchmark_scripts_build_runs_in_python_and_command_line_options_win():
-    run = _script("vcl_paper").build_run(
+    run = load_benchmark_script("vcl_paper").build_run(
         ["--benchmark", "permuted-mnist", "--schedule", "short", "--epochs", "7", "--seeds", "4"]
     )
     assert run.training == {"epochs": 7, "refit_epochs": 100} and list(run.seeds) == [4]
     assert run.methods == ["vcl", "vcl-random", "vcl-kcenter", "coreset-only"]
     assert str(run.output) == "results/vcl_paper/permuted-mnist-short"
-    vogn = _script("vogn_paper").build_run(
+    vogn = load_benchmark_script("vogn_paper").build_run(
         ["--benchmark", "split-mnist", "--fitter-learning-rate", "0.1", "--hidden", "50"]
     )
     assert vogn.fitter_options == {"learning_rate": 0.1, "beta": 1e-3, "num_samples": 10}
     assert list(vogn.hidden_sizes) == [50] and vogn.training["batch_size"] == 256
-    runs = _script("ibp_paper").build_runs(["--benchmark", "split-mnist-ibp", "--widths", "10"])
+    runs = load_benchmark_script("ibp_paper").build_runs(
+        ["--benchmark", "split-mnist-ibp", "--widths", "10"]
+    )
     assert {name: (r.net, r.hidden_sizes) for name, r in runs.items()} == {
         "ibnn": ("ibnn", None),
         "vcl-h10": ("mlp", [10]),
     }
-    sizes = _script("coreset_sweep").build_runs(["--sizes", "5", "9"])
+    sizes = load_benchmark_script("coreset_sweep").build_runs(["--sizes", "5", "9"])
     assert [(r.benchmark, r.coreset_size) for r in sizes.values()] == [
         ("permuted-mnist", 5),
         ("permuted-mnist", 9),
     ]
-    assert _script("vogn_cifar").build_run([]).fitter_options["momentum"] == 0.9
+    assert load_benchmark_script("vogn_cifar").build_run([]).fitter_options["momentum"] == 0.9
     with pytest.raises(SystemExit):
-        _script("vcl_paper").build_run(["--benchmark", "split-digits"])
+        load_benchmark_script("vcl_paper").build_run(["--benchmark", "split-digits"])
 
 
 def test_benchmark_run_in_python_runs_and_rejects_unknown_options(tmp_path):
@@ -285,12 +278,14 @@ def test_stream_mistakes_are_one_line_errors(options, message, capsys):
 
 
 def test_online_benchmark_script_builds_one_run_per_stream():
-    runs = _script("online_memory").build_runs(
+    runs = load_benchmark_script("online_memory").build_runs(
         ["--streams", "energy", "yacht", "--seeds", "0", "1", "--term-samples", "100"]
     )
     assert [r.stream for r in runs] == ["energy", "yacht"]
     assert runs[0].seeds == (0, 1) and runs[0].term_samples == 100 and runs[0].iterations == 300
     assert runs[1].settings()["memory_sizes"] == [15]
-    paper = _script("online_memory").build_runs(["--streams", "mnist", "--schedule", "paper"])
+    paper = load_benchmark_script("online_memory").build_runs(
+        ["--streams", "mnist", "--schedule", "paper"]
+    )
     assert paper[0].settings()["iterations"] == 10_000
     assert paper[0].settings()["term_samples"] == 50_000

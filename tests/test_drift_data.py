@@ -2,9 +2,7 @@
 never standardise with future data, the rotating toy, and drift runs from the command line."""
 
 import gzip
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +19,7 @@ from pyro_cl.data import (
     rotating_logistic_stream,
     rotating_weights,
 )
+from tests.helpers import load_benchmark_script
 
 
 def test_weather_reads_the_two_csv_files_in_row_order(tmp_path):
@@ -137,14 +136,6 @@ def test_the_rotating_toy_follows_its_rotating_logistic_model():
         assert agree > 0.97
 
 
-def _drift_script():
-    path = Path(__file__).parent.parent / "benchmarks" / "drift_paper.py"
-    spec = importlib.util.spec_from_file_location("benchmark_drift_paper", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 TINY_DRIFT = ["--num-steps", "3", "--iterations", "3", "--first-iterations", "5"]
 TINY_DRIFT += ["--train-samples", "2", "--term-samples", "10", "--predictive-samples", "5"]
 
@@ -169,7 +160,7 @@ def test_a_transition_option_of_another_transition_is_a_one_line_error():
 
 
 def test_the_drift_benchmark_draws_figure_2_and_combines_sweeps(tmp_path):
-    script = _drift_script()
+    script = load_benchmark_script("drift_paper")
     assert script.main(["--part", "evolution", "--output", str(tmp_path)]) == 0
     assert (tmp_path / "transition_evolution.png").stat().st_size > 0
     argv = ["--part", "sweep", "--stream", "rotating", "--methods", "ou", "memory"]
