@@ -235,3 +235,59 @@ def test_the_sweep_script_routes_lambda_to_the_penalty_or_the_laplace_fitter(tmp
     )
     assert "| si | 1 | 95.0 ± 0.0 | best | 98.9 |" in table
     assert (tmp_path / "sweep.png").stat().st_size > 0
+
+
+def test_the_ewc_penalty_gradient_is_lambda_fisher_times_the_displacement():
+    anchor = {"w": torch.tensor([1.0, -2.0, 0.5])}
+    fisher = {"w": torch.tensor([0.5, 2.0, 4.0])}
+    ewc = EWC(strength=3.0)
+    ewc.anchors, ewc.fishers = [anchor], [fisher]
+    theta = {"w": torch.tensor([0.0, 1.0, 1.5], requires_grad=True)}
+    (gradient,) = torch.autograd.grad(ewc(theta), [theta["w"]])
+    torch.testing.assert_close(gradient, 3.0 * fisher["w"] * (theta["w"].detach() - anchor["w"]))
+
+
+def test_si_importance_on_a_quadratic_by_gradient_descent_is_the_closed_form_path_integral():
+    """L = ½ Σ a θ², θ_{k+1} = (1 - ηa) θ_k: ω = Σ_k η a² θ_k² = η a² θ_0² Σ_k (1 - ηa)^{2k}."""
+    from pyro_cl.infer.callbacks import StepInfo
+
+    a, eta, steps = torch.tensor([0.5, 2.0, 4.0]), 0.1, 30
+    theta0 = torch.tensor([1.0, -1.0, 0.5])
+    si = SynapticIntelligence(strength=1.0, damping=0.01)
+    theta = theta0.clone().requires_grad_(True)
+    si.before_fit({"w": theta.detach().clone()}, 1)
+    for k in range(steps):
+        theta.grad = a * theta.detach()
+        with torch.no_grad():
+            theta -= eta * theta.grad
+        si.on_step(StepInfo(k, torch.tensor(0.0), {"w": theta}))
+    si.after_fit(None, {"w": theta.detach()}, None, 0)
+    ratio = (1 - eta * a) ** 2
+    omega = eta * a**2 * theta0**2 * (1 - ratio**steps) / (1 - ratio)
+    change = (theta.detach() - theta0).square()
+    torch.testing.assert_close(si.importance["w"], omega / (change + 0.01))
+
+
+@pytest.mark.parametrize("penalty", [EWC(0.0, fisher_samples=None), SynapticIntelligence(0.0)])
+def test_zero_strength_is_fine_tuning_exactly(penalty):
+    first, second = two_tasks()
+    learners = []
+    for part in (penalty, None):  # built and trained one after the other: the same random draws
+        learner = ewc_learner(part, multi_head=True)
+        learner.observe(first, task_id=0)
+        learner.observe(second, task_id=1)
+        learners.append(learner)
+    with_penalty, plain = learners
+    for name, value in plain.guide.locs().items():
+        assert torch.equal(value, with_penalty.guide.locs([name])[name]), name
+
+
+@pytest.mark.parametrize("penalty", [EWC(1e4), SynapticIntelligence(10.0)])
+def test_a_penalty_never_changes_the_heads_a_task_does_not_use(penalty):
+    first, second = two_tasks()
+    learner = ewc_learner(penalty, multi_head=True)
+    learner.observe(first, task_id=0)
+    head = {n: v.detach().clone() for n, v in learner.guide.locs().items() if "heads.0" in n}
+    learner.observe(second, task_id=1)
+    for name, value in head.items():
+        assert torch.equal(learner.guide.locs([name])[name], value)
