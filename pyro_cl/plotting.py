@@ -175,6 +175,9 @@ def plot_adaptation_sweep(
         mean = np.array([np.mean(points[v]) for v in values])
         std = np.array([np.std(points[v]) for v in values])
         ax.errorbar(values, mean, yerr=std, marker="o", ms=3, capsize=2)
+        positive = [v for v in values if v > 0]
+        if positive and max(positive) / min(positive) > 10:  # decades apart, 0 = online VB
+            ax.set_xscale("symlog", linthresh=min(positive))
         ax.set_xlabel(name, fontsize=9)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("one-step-ahead LML (last 50%)")
