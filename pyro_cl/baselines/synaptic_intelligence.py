@@ -9,7 +9,9 @@ loss decrease each parameter is responsible for). At the end of the task::
 and later fits add ``c Σ_i Ω_i (θ_i - θ_{t,i})²`` to the mean negative log-likelihood (eq. 4 of the
 paper, strength ``c``, damping ``ξ``). The gradient is the one the optimiser used (the whole
 objective's), read from each step; ``Ω`` and ``ω`` are in per-point units, as in the paper's
-mean loss.
+mean loss. Where a parameter's ``ω`` ends a task negative (its steps raised the loss on
+balance, which Adam's momentum can do), its importance gain is taken as 0, so that the penalty
+stays a convex quadratic (the paper does not clip; plain gradient descent never needs it).
 """
 
 from __future__ import annotations
@@ -75,7 +77,9 @@ class SynapticIntelligence(Penalty):
     def after_fit(self, context: FitContext, values, data: Coreset, task_id: int) -> None:
         for name, value in values.items():
             change = (value - self.start[name]).square()
-            gain = self.path[name] / (change + self.damping)
+            # a negative path integral (steps that raised the loss, e.g. Adam overshooting) would
+            # make the quadratic concave and the objective unbounded below: count it as 0
+            gain = self.path[name].clamp_min(0) / (change + self.damping)
             self.importance[name] = self.importance.get(name, torch.zeros_like(value)) + gain
             self.anchor[name] = value.detach().clone()
         self.path, self.start, self.previous = {}, {}, {}
