@@ -20,7 +20,17 @@ import torch
 from pyro_cl.infer.per_example import gradient_statistics
 from pyro_cl.model import SupervisedModel
 
-__all__ = ["diagonal_curvature"]
+__all__ = ["check_sample_count", "diagonal_curvature"]
+
+
+def check_sample_count(value: int | None, name: str) -> int | None:
+    """The points to estimate a curvature from: a positive integer, or ``None`` for all.
+
+    :raises ValueError: naming ``name`` otherwise.
+    """
+    if value is not None and (isinstance(value, bool) or value < 1):
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
 
 
 @torch.no_grad()

@@ -24,27 +24,12 @@ from collections.abc import Mapping
 
 import torch
 
-from pyro_cl.baselines.curvature import diagonal_curvature
+from pyro_cl.baselines.curvature import check_sample_count, diagonal_curvature
 from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.infer.fitter import FitContext
-from pyro_cl.infer.point_estimate import Penalty
+from pyro_cl.infer.point_estimate import Penalty, check_strength, weighted_squared_distance
 
 __all__ = ["EWC", "OnlineEWC"]
-
-
-def _check_strength(strength: float) -> float:
-    if isinstance(strength, bool) or not float(strength) >= 0:
-        raise ValueError(f"the penalty strength λ must be non-negative, got {strength!r}")
-    return float(strength)
-
-
-def _quadratic(values, anchor, precision) -> torch.Tensor | float:
-    """``Σ_i precision_i (θ_i - anchor_i)²`` over the sites both name."""
-    total = 0.0
-    for name, value in values.items():
-        if name in anchor:
-            total = total + (precision[name] * (value - anchor[name]).square()).sum()
-    return total
 
 
 class EWC(Penalty):
@@ -57,17 +42,15 @@ class EWC(Penalty):
     name = "ewc"
 
     def __init__(self, strength: float = 1.0, fisher_samples: int | None = 200) -> None:
-        self.strength = _check_strength(strength)
-        if fisher_samples is not None and (isinstance(fisher_samples, bool) or fisher_samples < 1):
-            raise ValueError(f"fisher_samples must be a positive integer, got {fisher_samples!r}")
-        self.fisher_samples = fisher_samples
+        self.strength = check_strength(strength, "the penalty strength λ")
+        self.fisher_samples = check_sample_count(fisher_samples, "fisher_samples")
         self.anchors: list[dict[str, torch.Tensor]] = []
         self.fishers: list[dict[str, torch.Tensor]] = []
 
     def __call__(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor | float:
         total = 0.0
         for anchor, fisher in zip(self.anchors, self.fishers, strict=True):
-            total = total + _quadratic(values, anchor, fisher)
+            total = total + weighted_squared_distance(values, anchor, fisher)
         return 0.5 * self.strength * total
 
     def after_fit(self, context: FitContext, values, data: Coreset, task_id: int) -> None:

@@ -9,9 +9,9 @@ Gaussian prior ``N(μ_p, 1/λ_p)`` (the previous task's posterior)::
     q_t   = N(θ_t, 1/λ_t)
 
 and ``q_t`` is written into the guide, so it becomes the next prior through the same handoff as
-VCL; it predicts with its mean, the MAP estimate (``predict="sample"`` averages over draws). ``s`` is the strength of the VCL paper's LP sweep
-(1 is Laplace's approximation). For a Gaussian likelihood and a linear model the Gauss-Newton
-matrix is the exact Hessian, so ``θ_t`` is the exact posterior mean and ``λ_t`` the diagonal of
+VCL; it predicts with its mean, the MAP estimate (``predict="sample"`` averages over draws).
+``s`` is the strength of the VCL paper's LP sweep (1 is Laplace's approximation). For a Gaussian
+likelihood and a linear model the Gauss-Newton matrix is the exact Hessian, so ``θ_t`` is the exact posterior mean and ``λ_t`` the diagonal of
 the exact posterior precision (tested).
 
 We use our own per-example statistics rather than laplace-torch: they already give the GGN and
@@ -25,12 +25,17 @@ from collections.abc import Mapping
 
 import torch
 
-from pyro_cl.baselines.curvature import diagonal_curvature
+from pyro_cl.baselines.curvature import check_sample_count, diagonal_curvature
 from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.per_example import CURVATURES
-from pyro_cl.infer.point_estimate import Penalty, fit_point_estimate
+from pyro_cl.infer.point_estimate import (
+    Penalty,
+    check_strength,
+    fit_point_estimate,
+    weighted_squared_distance,
+)
 from pyro_cl.posterior import base_distribution, read_priors
 
 __all__ = ["LaplacePropagation"]
@@ -43,10 +48,7 @@ class _GaussianPrior(Penalty):
         self.locs, self.precisions = locs, precisions
 
     def __call__(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor | float:
-        total = 0.0
-        for name, value in values.items():
-            total = total + (self.precisions[name] * (value - self.locs[name]).square()).sum()
-        return 0.5 * total
+        return 0.5 * weighted_squared_distance(values, self.locs, self.precisions)
 
 
 class LaplacePropagation(Fitter):
@@ -71,17 +73,11 @@ class LaplacePropagation(Fitter):
     ) -> None:
         if curvature not in CURVATURES or curvature is None:
             raise ValueError(f"curvature must be 'ggn' or 'fisher', got {curvature!r}")
-        if isinstance(strength, bool) or not float(strength) >= 0:
-            raise ValueError(f"the strength must be non-negative, got {strength!r}")
-        if hessian_samples is not None and (
-            isinstance(hessian_samples, bool) or hessian_samples < 1
-        ):
-            raise ValueError(f"hessian_samples must be a positive integer, got {hessian_samples!r}")
         if predict not in ("mean", "sample"):
             raise ValueError(f"predict must be 'mean' or 'sample', got {predict!r}")
         self.curvature = curvature
-        self.strength = float(strength)
-        self.hessian_samples = hessian_samples
+        self.strength = check_strength(strength, "the strength")
+        self.hessian_samples = check_sample_count(hessian_samples, "hessian_samples")
         self.predict = predict
 
     @property

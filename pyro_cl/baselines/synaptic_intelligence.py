@@ -23,7 +23,7 @@ import torch
 from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.infer.callbacks import StepInfo
 from pyro_cl.infer.fitter import FitContext
-from pyro_cl.infer.point_estimate import Penalty
+from pyro_cl.infer.point_estimate import Penalty, check_strength, weighted_squared_distance
 
 __all__ = ["SynapticIntelligence"]
 
@@ -38,11 +38,9 @@ class SynapticIntelligence(Penalty):
     name = "synaptic_intelligence"
 
     def __init__(self, strength: float = 1.0, damping: float = 0.1) -> None:
-        if isinstance(strength, bool) or not float(strength) >= 0:
-            raise ValueError(f"the strength c must be non-negative, got {strength!r}")
+        self.strength = check_strength(strength, "the strength c")
         if isinstance(damping, bool) or not float(damping) > 0:
             raise ValueError(f"the damping ξ must be positive, got {damping!r}")
-        self.strength = float(strength)
         self.damping = float(damping)
         #: ``Ω`` and the values at the end of the last task (the anchor).
         self.importance: dict[str, torch.Tensor] = {}
@@ -54,10 +52,7 @@ class SynapticIntelligence(Penalty):
         self.num_data = 1
 
     def __call__(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor | float:
-        total = 0.0
-        for name, value in values.items():
-            if name in self.anchor:
-                total = total + (self.importance[name] * (value - self.anchor[name]).square()).sum()
+        total = weighted_squared_distance(values, self.anchor, self.importance)
         # the fitter divides R by the task's size; SI's penalty is on the mean loss
         return self.num_data * self.strength * total
 

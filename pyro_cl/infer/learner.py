@@ -231,13 +231,15 @@ class ContinualLearner:
         self, x: torch.Tensor, y: torch.Tensor, task_id: int, time: float, callbacks: Callback
     ) -> list[float]:
         context = FitContext(self.model, self.config, self.device, callbacks)
-        if self.times:
-            self._apply_transition(time)
+        # the transition's view of this step: None at the first step (nothing to transition)
+        between = self._transition_context(time) if self.times else None
+        if between is not None:
+            self._apply_transition(between)
         new = Coreset.of_task(x, y, task_id, time)
         memory = self.memory
         if memory is None:
             return self._propagate(context, new, task_id)
-        old = self._weighted_memory(time)
+        old = self._weighted_memory(between)
         if memory.order == "before":
             update = memory.update(old, x, y, task_id, ModelView(self, time=time))
             data = new.select(update.remaining).concat(update.dropped)
@@ -256,15 +258,14 @@ class ContinualLearner:
         self.prediction_posteriors = prediction_posteriors
         return history
 
-    def _weighted_memory(self, time: float) -> Coreset | None:
-        """``M_{t-1}`` with each point's likelihood weighted for step ``time`` by the transition
-        (by age under Bayesian forgetting, eq. 12); unweighted where the transition does not
-        weigh, and at the first step."""
-        if self.coreset is None or not self.times:
+    def _weighted_memory(self, between: TransitionContext | None) -> Coreset | None:
+        """``M_{t-1}`` with each point's likelihood weighted for the step ``between`` leads to
+        by the transition (by age under Bayesian forgetting, eq. 12); unweighted where the
+        transition does not weigh, and at the first step (``between`` is None)."""
+        if self.coreset is None or between is None:
             return self.coreset
-        ages = time - self.coreset.times
-        weights = self.transition.likelihood_weights(ages, self._transition_context(time))
-        return self.coreset.weighted(weights)
+        ages = between.time - self.coreset.times
+        return self.coreset.weighted(self.transition.likelihood_weights(ages, between))
 
     def _fit_then_choose(
         self, context: FitContext, old: Coreset | None, new: Coreset, task_id: int, time: float
@@ -305,10 +306,10 @@ class ContinualLearner:
             mean_lag=(time - self.times[0]) / len(self.times),
         )
 
-    def _apply_transition(self, time: float) -> None:
+    def _apply_transition(self, between: TransitionContext) -> None:
         """``prior = transition(posterior, Δt)`` on the sites trained so far."""
         posterior = read_priors(self.net, self.trained_sites)
-        install_prior(self.net, self.transition(posterior, self._transition_context(time)))
+        install_prior(self.net, self.transition(posterior, between))
 
     def _propagate(self, context: FitContext, data: Coreset, task_id: int) -> list[float]:
         """Fit ``q̃_t`` on ``data`` against the current prior and install it as the new prior

@@ -19,7 +19,34 @@ from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.objectives import negative_log_likelihood
 from pyro_cl.spec import Registrable
 
-__all__ = ["Penalty", "PointEstimateFitter", "fit_point_estimate"]
+__all__ = [
+    "Penalty",
+    "PointEstimateFitter",
+    "check_strength",
+    "fit_point_estimate",
+    "weighted_squared_distance",
+]
+
+
+def weighted_squared_distance(
+    values: Mapping[str, torch.Tensor],
+    anchor: Mapping[str, torch.Tensor],
+    weights: Mapping[str, torch.Tensor],
+) -> torch.Tensor | float:
+    """``Σ_i w_i (θ_i - anchor_i)²`` over the sites of ``values`` that ``anchor`` names (others,
+    e.g. a head no earlier task used, add nothing): the quadratic of every penalty here."""
+    total = 0.0
+    for name, value in values.items():
+        if name in anchor:
+            total = total + (weights[name] * (value - anchor[name]).square()).sum()
+    return total
+
+
+def check_strength(value: float, name: str) -> float:
+    """A penalty's strength as a float, or a ``ValueError`` naming it unless non-negative."""
+    if isinstance(value, bool) or not float(value) >= 0:
+        raise ValueError(f"{name} must be non-negative, got {value!r}")
+    return float(value)
 
 
 class Penalty(Registrable, ABC, kind="penalty"):
