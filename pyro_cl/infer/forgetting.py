@@ -40,11 +40,7 @@ __all__ = ["BayesianForgetting", "forgetting_mix", "retention"]
 
 def retention(forgetting_rate: float, scaled_elapsed: float | torch.Tensor) -> float | torch.Tensor:
     """``ρ = (1-ε)^{Δt/τ}``: how much of the posterior survives ``Δt/τ`` time constants."""
-    if isinstance(scaled_elapsed, torch.Tensor):
-        return torch.pow(
-            torch.as_tensor(1.0 - forgetting_rate, dtype=scaled_elapsed.dtype), scaled_elapsed
-        )
-    return (1.0 - forgetting_rate) ** scaled_elapsed
+    return (1.0 - forgetting_rate) ** scaled_elapsed  # a tensor keeps its dtype and device
 
 
 def forgetting_mix(initial: torch.Tensor, current: torch.Tensor, rho: float) -> torch.Tensor:
