@@ -70,6 +70,13 @@ class MeanFieldGuide(nn.Module):
     VCL reference code uses 0.1); maximum-likelihood initialisation trains the means in place
     (:func:`~pyro_cl.infer.initialisation.initialise_guide`).
 
+    *Local* latent sites (inside the data plate, one per data point) have no mean-field factor:
+    a model with them must come with an amortised ``local_guide`` that samples exactly those
+    sites (``local_guide.site_names``), such as the task encoders ``q_φt(z | x)`` of a generative
+    model (:class:`~pyro_cl.generative.TaskEncoders`). The guide then runs it after its global
+    sites and owns its parameters (they train, save and roll back with the guide's). Without
+    one, a local latent site is an error, as before.
+
     It is an ordinary guide: ``SVI(model, guide, Adam(...), TraceMeanField_ELBO())`` works, since
     every call registers the parameters with Pyro's param store under a name unique to the guide.
 
@@ -79,6 +86,8 @@ class MeanFieldGuide(nn.Module):
     :param init_loc_std: scale of the random perturbation of new means.
     :param site_key: maps a call's ``(args, kwargs)`` to a hashable key identifying which sites
         that call samples.
+    :param local_guide: a guide module for the model's local latent sites (see above), with
+        ``site_names`` and ``prepare(task_id, like)``; ``None`` for models without them.
     """
 
     def __init__(
@@ -87,8 +96,10 @@ class MeanFieldGuide(nn.Module):
         init_log_variance: float = DEFAULT_INIT_LOG_VARIANCE,
         init_loc_std: float = 0.1,
         site_key: Callable[[tuple, dict], object] = task_id_key,
+        local_guide: nn.Module | None = None,
     ) -> None:
         super().__init__()
+        self.local_guide = local_guide
         object.__setattr__(self, "model", model)  # not a submodule: its weights are not ours
         self.init_log_variance = float(init_log_variance)
         self.init_loc_std = float(init_loc_std)
@@ -120,6 +131,10 @@ class MeanFieldGuide(nn.Module):
         return names
 
     def _discover(self, key, args: tuple, kwargs: dict) -> list[str]:
+        local_sites = set()
+        if self.local_guide is not None:
+            self.local_guide.prepare(key, like=args[0])
+            local_sites = set(self.local_guide.site_names)
         devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
         with torch.random.fork_rng(devices=devices), poutine.block(), torch.no_grad():
             trace = poutine.trace(self.model).get_trace(*args, **kwargs)
@@ -134,10 +149,12 @@ class MeanFieldGuide(nn.Module):
             if site["infer"].get(STRUCTURED_FLAG):  # drawn from the model's own conditional
                 self._structured_keys.add(key)
                 continue
+            if name in local_sites:  # sampled by the amortised local guide
+                continue
             if any(frame.vectorized for frame in site["cond_indep_stack"]):
                 raise ValueError(
                     f"site {name!r} is a local latent variable inside a plate; MeanFieldGuide "
-                    "covers global sites only"
+                    "covers global sites only (give it a local_guide for amortised local sites)"
                 )
             names.append(name)
             if name not in self._event_dims:
@@ -227,6 +244,9 @@ class MeanFieldGuide(nn.Module):
     def forward(self, *args, **kwargs) -> dict[str, torch.Tensor]:
         names = self.sites_for(*args, **kwargs)
         pyro.module(self._store_name, self)
+        if self.local_guide is not None:
+            # local sites first: their draws precede the decoder's, as on the fast route
+            self.local_guide(*args, **kwargs)
         if self.site_key(args, kwargs) not in self._structured_keys:
             return {name: pyro.sample(name, self.distribution(name)) for name in names}
         # Run the model with q in place of the priors and the structured sites' posterior
@@ -318,9 +338,19 @@ class MeanFieldGuide(nn.Module):
             shape = self.loc[key].shape if key in self.loc else (1, 1)
         return max(1, int(torch.Size(shape[1:]).numel()))
 
+    def amortised_parameters(self, tasks: Iterable[int]) -> dict[str, nn.Parameter]:
+        """``{name: φ}`` of the local guide for ``tasks`` (empty without a local guide): what a
+        fit trains besides the global sites."""
+        if self.local_guide is None:
+            return {}
+        return {f"local_guide.{k}": v for k, v in self.local_guide.parameters_of(tasks).items()}
+
     def clone(self) -> MeanFieldGuide:
-        """An independent copy (same model, same values, its own parameters and store name)."""
-        copy = MeanFieldGuide(self.model, self.init_log_variance, self.init_loc_std, self.site_key)
+        """An independent copy (same model, same values, its own parameters and store name) of
+        the global sites; a local guide is shared, not copied."""
+        copy = MeanFieldGuide(
+            self.model, self.init_log_variance, self.init_loc_std, self.site_key, self.local_guide
+        )
         copy.load_state_dict(self.state_dict())  # creates each parameter like the source's
         return copy
 
@@ -342,6 +372,8 @@ class MeanFieldGuide(nn.Module):
             parameters = getattr(self, group)
             for key in [key for key in parameters.keys() if f"{group}.{key}" not in state_dict]:
                 del parameters[key]
+        if self.local_guide is not None:
+            self.local_guide.remove_missing(_local_part(state_dict))
         self.release()
         self.load_state_dict(state_dict)
 
@@ -367,6 +399,8 @@ class MeanFieldGuide(nn.Module):
             group, _, key = full_key.partition(".")
             if group in _PARAMETER_GROUPS and key not in getattr(self, group):
                 getattr(self, group)[key] = nn.Parameter(torch.empty_like(value))
+        if self.local_guide is not None:
+            self.local_guide.create_from_state(_local_part(state_dict))
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def extra_repr(self) -> str:
@@ -374,6 +408,12 @@ class MeanFieldGuide(nn.Module):
 
 
 _PARAMETER_GROUPS = ("loc", "log_variance", "log_concentration1", "log_concentration0")
+
+
+def _local_part(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The local guide's entries of a guide's state dict, with the prefix removed."""
+    prefix = "local_guide."
+    return {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
 
 
 class _SwapPriors(Messenger):

@@ -19,6 +19,7 @@ __all__ = [
     "CategoricalLikelihood",
     "GaussianLikelihood",
     "HeteroscedasticGaussianLikelihood",
+    "PixelBernoulliLikelihood",
 ]
 
 
@@ -155,6 +156,31 @@ class BernoulliLikelihood(Likelihood):
         predicted = self.predictive_probabilities(samples)[:, 1] > 0.5
         out["accuracy"] = (predicted == y.bool()).float().mean().item()
         return out
+
+
+class PixelBernoulliLikelihood(Likelihood):
+    """``x_d ~ Bernoulli(sigmoid(f_d))`` independently for every pixel ``d`` of an image (one
+    output per pixel; the generative models of VCL section 4).
+
+    Targets are images of shape ``(N, pixels)`` with values in ``[0, 1]``; grey values are
+    scored by the same cross-entropy ``x log p + (1 − x) log(1 − p)`` (the usual VAE treatment
+    of MNIST intensities), so the per-image log-likelihood sums over pixels.
+    """
+
+    name = "pixel_bernoulli"
+
+    def distribution(self, outputs: torch.Tensor) -> dist.Distribution:
+        return dist.Bernoulli(logits=outputs, validate_args=False).to_event(1)
+
+    def check_targets(self, y: torch.Tensor, num_outputs: int | None) -> None:
+        if not y.dtype.is_floating_point:
+            raise ValueError(f"images must be floating point in [0, 1], got dtype {y.dtype}")
+        if y.dim() != 2 or (num_outputs is not None and y.shape[1] != num_outputs):
+            raise ValueError(
+                f"images must have shape (N, {num_outputs or 'pixels'}), got {tuple(y.shape)}"
+            )
+        if not ((y >= 0) & (y <= 1)).all():
+            raise ValueError("pixel values must lie in [0, 1] (scale the images first)")
 
 
 class GaussianLikelihood(Likelihood):

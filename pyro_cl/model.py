@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import torch
 
-from pyro_cl.likelihoods import Likelihood
+from pyro_cl.likelihoods import CategoricalLikelihood, Likelihood
 from pyro_cl.nn.effects import DataPlate, new_data_plate
 from pyro_cl.nn.heads import normalised_task_id
 from pyro_cl.nn.substitution import SubstitutableModule
@@ -31,11 +31,18 @@ class SupervisedModel:
     outputs. ``task_id`` is passed to the net only if the net's ``forward`` takes it.
 
     It is not an ``nn.Module`` on purpose: sample site names stay exactly those of ``net``.
+    It has no local latent sites, so no amortised :attr:`local_guide` (a
+    :class:`~pyro_cl.generative.GenerativeModel` has one).
 
     The model makes two decisions once, for everything that runs it: which route computes
     losses and predictions (:attr:`fast`, from ``route``, one of :data:`ROUTES`) and which sites a
     task uses (:meth:`sites`).
     """
+
+    #: The likelihood a learner uses when none is given.
+    default_likelihood: type[Likelihood] = CategoricalLikelihood
+    #: The guide of the model's local latent sites (``None``: it has none).
+    local_guide: torch.nn.Module | None = None
 
     def __init__(self, net: torch.nn.Module, likelihood: Likelihood, route: str = "auto") -> None:
         self.net = net
@@ -110,6 +117,12 @@ class SupervisedModel:
         if hasattr(self.net, "check_task_id"):
             self.net.check_task_id(task_id)
         return task_id
+
+    def split_data(self, data) -> tuple:
+        """A step's ``data`` as ``(inputs, targets)``: it must be that pair."""
+        if not isinstance(data, (tuple, list)) or len(data) != 2:
+            raise ValueError("data must be a pair (inputs, targets)")
+        return data[0], data[1]
 
     def prepare_data(self, x, y, task_id) -> tuple[torch.Tensor, torch.Tensor | None, int]:
         """``(x, y, task_id)`` checked and converted for this model, or a ``ValueError`` naming

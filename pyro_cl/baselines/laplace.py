@@ -63,6 +63,7 @@ class LaplacePropagation(Fitter):
     """
 
     name = "laplace"
+    fits_local_guide = True
 
     def __init__(
         self,

@@ -25,6 +25,7 @@ class ELBOFitter(Fitter):
 
     name = "elbo"
     takes_weights = True
+    fits_local_guide = True
 
     def fit(
         self,

@@ -114,6 +114,10 @@ class Fitter(Registrable, kind="fitter"):
         posterior may choose to, e.g. Laplace propagation's MAP)."""
         return self.point_estimate
 
+    #: True when the fit trains a model's amortised local guide (a generative model's
+    #: encoders) along with the global sites; learners refuse such models otherwise.
+    fits_local_guide: ClassVar[bool] = False
+
     #: True when the fit multiplies each point's log-likelihood by ``data.weights`` (Bayesian
     #: forgetting with a memory needs it); the learner refuses weighted data otherwise.
     takes_weights: ClassVar[bool] = False

@@ -35,7 +35,7 @@ from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.model_view import ModelView
 from pyro_cl.infer.site_values import sample_outputs
 from pyro_cl.infer.transitions import Identity, Transition, TransitionContext
-from pyro_cl.likelihoods import CategoricalLikelihood, Likelihood
+from pyro_cl.likelihoods import Likelihood
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.exclusive import exclusive_mode
 from pyro_cl.posterior import (
@@ -61,8 +61,13 @@ class ContinualLearner:
     """A Bayesian net, a guide and the current prior, fed one time step at a time.
 
     :param net: a ``PyroModule`` with ``PyroSample`` latent sites, e.g. :class:`BayesianMLP`.
-        Its ``forward`` may take a ``task_id`` keyword (multi-head nets do).
-    :param likelihood: observation model (default: categorical, i.e. classification).
+        Its ``forward`` may take a ``task_id`` keyword (multi-head nets do). The net names the
+        Pyro model it is part of by a ``model_class`` attribute (default
+        :class:`~pyro_cl.model.SupervisedModel`; a generative decoder such as
+        :class:`~pyro_cl.nn.VAEDecoder` names :class:`~pyro_cl.generative.GenerativeModel`,
+        and ``observe`` then takes the observations alone).
+    :param likelihood: observation model (default: the model class's, categorical for
+        classification).
     :param config: a :class:`~pyro_cl.infer.config.TrainingConfig`; keyword ``settings``
         (``epochs=...``, ``learning_rate=...``) replace single fields of it.
     :param device: where the net, guide and data live ("cpu", "cuda", ...).
@@ -112,16 +117,20 @@ class ContinualLearner:
                 f"{type(self).__name__} needs a coreset selector (its memory), e.g. RandomCoreset(200)"
             )
         self.callbacks = CallbackList(callbacks)
-        self.model = SupervisedModel(
+        model_class = getattr(net, "model_class", SupervisedModel)
+        self.model = model_class(
             net.to(self.device),
-            likelihood or CategoricalLikelihood(),
+            likelihood or model_class.default_likelihood(),
             self.config.monte_carlo.elbo,
         )
+        if self.model.local_guide is not None:
+            self._check_local_guide_support()
         self.transition.check(self.net)
         self.guide = MeanFieldGuide(
             self.model,
             init_log_variance=self.config.initialisation.init_log_variance,
             init_loc_std=self.config.initialisation.init_loc_std,
+            local_guide=self.model.local_guide,
         )
         self.refit_per_task = self.model.multi_head if refit_per_task is None else refit_per_task
         #: The priors before any step (for transitions that return towards them).
@@ -137,6 +146,21 @@ class ContinualLearner:
         self.coreset: Coreset | None = None
         #: ``q_t`` per task (or under ``ALL_TASKS``): the refit posteriors used for prediction.
         self.prediction_posteriors: dict[int, dict[str, Distribution]] = {}
+
+    def _check_local_guide_support(self) -> None:
+        """A model with amortised local sites (a generative model's encoders) needs a fitter
+        that trains them, and no memory (coresets score labelled points).
+
+        :raises ValueError: naming the part that cannot take it.
+        """
+        if not self.fitter.fits_local_guide:
+            raise ValueError(
+                f"{type(self.fitter).__name__} does not train the amortised encoders of "
+                f"{type(self.model).__name__}; use ELBOFitter, PointEstimateFitter or "
+                "LaplacePropagation"
+            )
+        if self.memory is not None:
+            raise ValueError(f"{type(self.model).__name__} takes no memory (coreset)")
 
     @property
     def net(self) -> torch.nn.Module:
@@ -154,10 +178,10 @@ class ContinualLearner:
 
     # ------------------------------------------------------------------ data
     def _prepare(self, data, task_id) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """``data = (x, y)`` and ``task_id`` checked, converted and on the device."""
-        if not isinstance(data, (tuple, list)) or len(data) != 2:
-            raise ValueError("data must be a pair (inputs, targets)")
-        x, y, task_id = self.model.prepare_data(data[0], data[1], task_id)
+        """``data`` (``(x, y)``; observations ``x`` alone for a generative model) and
+        ``task_id`` checked, converted and on the device."""
+        x, y = self.model.split_data(data)
+        x, y, task_id = self.model.prepare_data(x, y, task_id)
         return x.to(self.device), y.to(self.device), task_id
 
     def _check_time(self, time: float | None) -> float:

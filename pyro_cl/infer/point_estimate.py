@@ -100,13 +100,16 @@ def fit_point_estimate(
     penalty: Penalty | None = None,
 ) -> list[float]:
     """Minimise ``-(1/M) Σ_{batch} log p(y_n | θ, x_n) + R(θ)/N`` over the guide's means of
-    ``sites`` with Adam (the configuration's learning rate and decay)."""
+    ``sites`` with Adam (the configuration's learning rate and decay); a model with amortised
+    local sites (a VAE) trains the task's encoder with them, on the bound of
+    :func:`~pyro_cl.infer.objectives.negative_log_likelihood`."""
     tasks = data.tasks()
     if len(tasks) != 1:
         raise ValueError(f"a point-estimate fit takes one task's points, got tasks {tasks}")
     task_id = tasks[0]
     model = context.model
     values = guide.locs(sites)
+    trained = {**values, **guide.amortised_parameters(tasks)}  # a generative model's encoder
     num_data = len(data)
 
     def loss(index: torch.Tensor) -> torch.Tensor:
@@ -119,7 +122,7 @@ def fit_point_estimate(
             {name: value.detach().clone() for name, value in values.items()}, num_data
         )
         callbacks = CallbackList([context.callbacks, _PenaltySteps(penalty)])
-    return context.minimise(loss, values, num_data, epochs, batch_size, description, callbacks)
+    return context.minimise(loss, trained, num_data, epochs, batch_size, description, callbacks)
 
 
 class PointEstimateFitter(Fitter):
@@ -133,6 +136,7 @@ class PointEstimateFitter(Fitter):
 
     name = "point_estimate"
     point_estimate = True
+    fits_local_guide = True
 
     def __init__(self, penalty: Penalty | None = None) -> None:
         if penalty is not None and not isinstance(penalty, Penalty):

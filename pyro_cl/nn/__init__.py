@@ -12,6 +12,7 @@ from pyro_cl.nn.local_reparam import (
 )
 from pyro_cl.nn.mlp import BayesianMLP
 from pyro_cl.nn.sticks import BetaSticks
+from pyro_cl.nn.vae_decoder import VAEDecoder
 
 __all__ = [
     "BayesianCNN",
@@ -22,6 +23,7 @@ __all__ = [
     "IBPMask",
     "IndianBuffetMLP",
     "LogitBinaryConcrete",
+    "VAEDecoder",
     "LocalReparameterizationMessenger",
     "local_reparameterization",
 ]

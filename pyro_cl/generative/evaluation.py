@@ -1,0 +1,117 @@
+"""What a continual VAE is judged by (VCL section 6.2, figures 6 and 7): samples from every head,
+the importance-sampled test log-likelihood, and how surely a classifier recognises the samples."""
+
+from __future__ import annotations
+
+import math
+
+import pyro.distributions as dist
+import torch
+
+from pyro_cl.infer.learner import ContinualLearner
+from pyro_cl.infer.site_values import substitute_sites
+from pyro_cl.nn.exclusive import exclusive_mode
+
+__all__ = ["classifier_uncertainty", "generate", "importance_log_likelihood"]
+
+
+def _check_generative(learner: ContinualLearner) -> None:
+    if getattr(learner.model, "local_guide", None) is None:
+        raise ValueError(f"{type(learner.model).__name__} is not a generative model (no encoders)")
+
+
+def _check_count(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    return value
+
+
+@torch.no_grad()
+def importance_log_likelihood(
+    learner: ContinualLearner,
+    x: torch.Tensor,
+    task_id: int,
+    num_samples: int = 5000,
+    chunk: int = 500,
+    batch_size: int = 100,
+) -> torch.Tensor:
+    """Per-point importance-sampling estimate of ``log p(x_n)`` under task ``task_id``'s
+    generator (VCL section 6.2's test-LL, 5,000 samples; Burda et al. 2016)::
+
+        log p̂(x) = log (1/K) Σ_k p(x | z_k, θ_k) p(z_k) / q_φt(z_k | x),
+        z_k ~ q_φt(z | x),  θ_k ~ q_t(θ)
+
+    with the task's encoder as the proposal and ``θ`` drawn from the posterior that predicts
+    task ``task_id`` (the learner's :meth:`~ContinualLearner.prediction_sites`: ``q_t`` for
+    VCL, the point values for fine-tuning and the penalties). Its expectation is a lower bound
+    on ``log E_{q_t(θ)}[p(x | θ)]`` that tightens as ``K`` grows and equals it for point values
+    of ``θ`` in the limit (tested on a linear-Gaussian VAE). Each ``(k, n)`` draws its own ``θ``
+    (under local reparameterisation, its own pre-activations, which for one point and one draw
+    have exactly the distribution a weight draw gives).
+
+    :param num_samples: ``K``; ``chunk`` of them are drawn at a time and ``batch_size`` points.
+    :returns: ``log p̂(x_n)``, shape ``(N,)``.
+    """
+    _check_generative(learner)
+    _check_count(num_samples, "num_samples")
+    _check_count(chunk, "chunk")
+    _check_count(batch_size, "batch_size")
+    model = learner.model
+    x, _, task_id = learner._prepare(x, task_id)
+    sites = learner.prediction_sites(x[:1], task_id)
+    prior = dist.Normal(x.new_zeros(model.latent_dim), x.new_ones(model.latent_dim))
+    results = []
+    with exclusive_mode(learner.net, training=False):
+        for start in range(0, x.shape[0], batch_size):
+            batch = x[start : start + batch_size]
+            q = model.local_guide.distribution(batch, task_id)
+            parts = []
+            for done in range(0, num_samples, chunk):
+                k = min(chunk, num_samples - done)
+                z = q.sample((k,))  # (k, M, D)
+                with substitute_sites(learner.net, sites, k):
+                    outputs = model.decode(z, task_id)
+                log_weights = (
+                    model.likelihood.log_prob(outputs, batch)
+                    + prior.log_prob(z).sum(-1)
+                    - q.log_prob(z).sum(-1)
+                )
+                parts.append(torch.logsumexp(log_weights, dim=0))
+            results.append(torch.logsumexp(torch.stack(parts), dim=0) - math.log(num_samples))
+    return torch.cat(results)
+
+
+@torch.no_grad()
+def generate(
+    learner: ContinualLearner, task_id: int, num_samples: int, mean: bool = True
+) -> torch.Tensor:
+    """``num_samples`` draws from task ``task_id``'s generator: ``z ~ N(0, I)``, ``θ`` from the
+    posterior that predicts the task, then the likelihood's mean (pixel probabilities, the
+    pictures of VCL figure 6) or, with ``mean=False``, a draw of ``x``.
+
+    Draws come from torch's global generator: the same seed gives the same samples.
+
+    :returns: shape ``(num_samples, data size)``.
+    """
+    _check_generative(learner)
+    _check_count(num_samples, "num_samples")
+    model = learner.model
+    task_id = model.checked_task_id(task_id)
+    example = model.example_input(learner.device)
+    sites = learner.prediction_sites(example, task_id)
+    z = torch.randn(1, num_samples, model.latent_dim, device=learner.device, dtype=model.dtype)
+    with exclusive_mode(learner.net, training=False), substitute_sites(learner.net, sites, 1):
+        outputs = model.decode(z, task_id)[0]
+    observations = model.likelihood.distribution(outputs)
+    return observations.mean if mean else observations.sample()
+
+
+@torch.no_grad()
+def classifier_uncertainty(classifier: torch.nn.Module, images: torch.Tensor, label: int) -> float:
+    """``(1/N) Σ_n KL(onehot(label) ‖ p_classifier(· | x_n)) = -(1/N) Σ_n log p(label | x_n)``:
+    VCL section 6.2's "classifier uncertainty" of generated images (0 for images the classifier
+    is certain show ``label``)."""
+    log_probs = torch.log_softmax(classifier(images), dim=-1)
+    if not 0 <= label < log_probs.shape[-1]:
+        raise ValueError(f"label {label} is not a class of the classifier")
+    return -log_probs[:, label].mean().item()

@@ -1,0 +1,308 @@
+"""Generative VCL (VCL section 4): the VAE model, its amortised guide, the bound, the metrics."""
+
+import math
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from pyro.infer import TraceMeanField_ELBO
+from pyro.nn import PyroModule
+
+import pyro_cl.nn.local_reparam as lrt_module
+from pyro_cl import VCL, VOGN, DivergenceError, FineTuning, MeanFieldGuide, PointEstimateFitter
+from pyro_cl.baselines.ewc import EWC
+from pyro_cl.baselines.laplace import LaplacePropagation
+from pyro_cl.baselines.synaptic_intelligence import SynapticIntelligence
+from pyro_cl.coresets import RandomCoreset
+from pyro_cl.generative import GenerativeModel, generate, importance_log_likelihood
+from pyro_cl.infer.objectives import negative_elbo
+from pyro_cl.likelihoods import Likelihood, PixelBernoulliLikelihood
+from pyro_cl.nn import BayesianLinear, VAEDecoder, local_reparameterization
+from pyro_cl.posterior import read_priors
+
+
+def _images(n=48, pixels=12, seed=0, on=0.8):
+    generator = torch.Generator().manual_seed(seed)
+    pattern = torch.rand(pixels, generator=generator) < 0.5
+    flips = torch.rand(n, pixels, generator=generator) < (1 - on)
+    return (pattern ^ flips).float()
+
+
+def _decoder(pixels=12, heads=3, **options):
+    sizes = {"latent_dim": 2, "hidden_size": 6, "representation_size": 5, **options}
+    return VAEDecoder(pixels, heads=heads, **sizes)
+
+
+def _learner(cls=VCL, net=None, **settings):
+    defaults = {"epochs": 3, "batch_size": 16, "progress": False, "seed": 0}
+    return cls(net or _decoder(), **{**defaults, **settings})
+
+
+# ----------------------------------------------------------------- the guide and the bound
+
+
+class _VectorGaussian(Likelihood):
+    """``x ~ N(f, s² I)`` over a vector (the linear-Gaussian VAE's likelihood)."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+    def distribution(self, outputs):
+        return dist.Normal(outputs, self.scale).to_event(1)
+
+
+class _LinearDecoder(PyroModule):
+    """``f(z) = W z + b``: with ``z ~ N(0, I)``, ``x ~ N(b, W Wᵀ + s² I)`` exactly."""
+
+    model_class = GenerativeModel
+
+    def __init__(self, latent_dim: int, out_features: int) -> None:
+        super().__init__()
+        self.latent_dim, self.out_features = latent_dim, out_features
+        self.encoder_hidden_sizes = [16]
+        self.layer = BayesianLinear(latent_dim, out_features, local_reparameterization=False)
+
+    def forward(self, z, task_id=0):
+        return self.layer(z)
+
+
+def test_importance_sampled_log_likelihood_converges_to_the_exact_marginal():
+    torch.manual_seed(0)
+    scale, latent, out = 0.5, 2, 3
+    w = torch.tensor([[1.0, 0.5], [-0.7, 0.2], [0.3, -1.2]])
+    b = torch.tensor([0.2, -0.1, 0.4])
+    x = dist.MultivariateNormal(b, w @ w.T + scale**2 * torch.eye(out)).sample((400,))
+    learner = FineTuning(
+        _LinearDecoder(latent, out), _VectorGaussian(scale), epochs=1, progress=False, seed=0
+    )
+    learner.observe(x, task_id=0)  # creates the encoder; now fix θ at W, b and fit q(z | x)
+    locs = learner.guide.locs()
+    with torch.no_grad():
+        locs["layer.weight"].copy_(w)
+        locs["layer.bias"].copy_(b)
+    encoder = learner.model.local_guide.encoder(0)
+    optimiser = torch.optim.Adam(encoder.parameters(), lr=1e-2)
+    model = learner.model
+    for _ in range(300):
+        optimiser.zero_grad()
+        from pyro_cl.infer.objectives import negative_log_likelihood
+
+        negative_log_likelihood(model, {k: v.detach() for k, v in locs.items()}, x, x, 0).backward()
+        optimiser.step()
+    exact = dist.MultivariateNormal(b, w @ w.T + scale**2 * torch.eye(out)).log_prob(x[:20])
+    few = importance_log_likelihood(learner, x[:20], 0, num_samples=1)
+    many = importance_log_likelihood(learner, x[:20], 0, num_samples=20000, chunk=5000)
+    torch.testing.assert_close(many, exact, atol=0.02, rtol=0)
+    # one sample is the ELBO's estimate: on average below the marginal
+    assert (few - exact).mean() < -0.01
+
+
+@pytest.mark.parametrize("use_lrt", [False, True])
+def test_fast_bound_equals_pyro_elbo_on_the_same_draws(use_lrt, monkeypatch):
+    x = _images(20)
+    net = _decoder(heads=2, local_reparameterization=use_lrt)
+    model = GenerativeModel(net, PixelBernoulliLikelihood())
+    guide = MeanFieldGuide(model, init_log_variance=-2.0, local_guide=model.local_guide)
+    task, n = 1, 300
+    guide.sites_for(x, x, task_id=task, dataset_size=n)
+    if use_lrt:  # the pre-activation noise comes from a generator both runs reset identically
+        generator = torch.Generator()
+        monkeypatch.setattr(
+            lrt_module,
+            "standard_normal",
+            lambda shape, like: torch.randn(shape, generator=generator, dtype=like.dtype),
+        )
+
+    def pyro_loss():
+        if use_lrt:
+            generator.manual_seed(7)
+        pyro.set_rng_seed(3)
+        with local_reparameterization():
+            loss = TraceMeanField_ELBO().differentiable_loss(
+                model, guide, x, x, task_id=task, dataset_size=n
+            )
+        return loss / n
+
+    def fast_loss():
+        if use_lrt:
+            generator.manual_seed(7)
+        pyro.set_rng_seed(3)
+        return negative_elbo(model, guide, x, x, task, n, num_particles=1, fast=True)
+
+    results = []
+    for fn in (pyro_loss, fast_loss):
+        guide.zero_grad(set_to_none=True)
+        loss = fn()
+        loss.backward()
+        grads = {k: p.grad.clone() for k, p in guide.named_parameters() if p.grad is not None}
+        results.append((loss.detach(), grads))
+    (loss_pyro, grads_pyro), (loss_fast, grads_fast) = results
+    torch.testing.assert_close(loss_fast, loss_pyro, rtol=1e-5, atol=1e-5)
+    assert grads_pyro.keys() == grads_fast.keys()
+    assert any(k.startswith("local_guide.encoders.1.") for k in grads_fast)  # φ trains
+    assert not any("encoders.0." in k or "heads/0" in k for k in grads_fast)  # task 0 untouched
+    for key in grads_pyro:
+        torch.testing.assert_close(grads_fast[key], grads_pyro[key], rtol=1e-4, atol=1e-5)
+
+
+def test_the_guide_still_refuses_local_sites_without_a_local_guide():
+    net = _decoder()
+    model = GenerativeModel(net, PixelBernoulliLikelihood())
+    guide = MeanFieldGuide(model)  # no local guide: z is an unexplained local latent site
+    with pytest.raises(ValueError, match="local latent variable"):
+        guide.sites_for(_images(4), None, task_id=0, dataset_size=4)
+
+
+def test_vae_decoder_architectures_share_the_named_part():
+    x = _images(8)
+    for private, shared_input in (("head", 5), ("output", 2)):
+        learner = _learner(net=_decoder(private=private), ml_init_epochs=0)
+        sites = learner.model.sites(learner.guide, x, [0, 1])
+        assert learner.net.shared[0].in_features == shared_input
+        assert any(s.startswith("heads.0.") for s in sites)
+        assert any(s.startswith("heads.1.") for s in sites)
+        assert any(s.startswith("shared.") for s in sites)
+    with pytest.raises(ValueError, match="private"):
+        _decoder(private="encoder")
+
+
+# ----------------------------------------------------------------- the continual learner
+
+
+def test_prior_after_a_task_is_its_posterior_and_untrained_heads_keep_their_prior():
+    learner = _learner()
+    initial = {
+        k: (d.base_dist.loc.clone(), d.base_dist.scale.clone())
+        for k, d in read_priors(learner.net).items()
+    }
+    learner.observe(_images(seed=1), task_id=0)
+    posterior = learner.guide.posterior(learner.trained_sites)
+    priors = read_priors(learner.net)
+    for name, q in posterior.items():
+        torch.testing.assert_close(priors[name].base_dist.loc, q.base_dist.loc.detach())
+        torch.testing.assert_close(priors[name].base_dist.scale, q.base_dist.scale.detach())
+    for name, (loc, scale) in initial.items():
+        if name.startswith(("heads.1.", "heads.2.")):
+            assert torch.equal(priors[name].base_dist.loc, loc)
+            assert torch.equal(priors[name].base_dist.scale, scale)
+        else:
+            assert name in posterior
+
+
+@pytest.mark.parametrize("method", ["vcl", "finetune", "ewc", "si", "lp"])
+def test_a_task_encoder_is_untouched_by_later_tasks(method):
+    fitters = {
+        "ewc": PointEstimateFitter(EWC(strength=10.0, fisher_samples=16)),
+        "si": PointEstimateFitter(SynapticIntelligence(strength=1.0)),
+        "lp": LaplacePropagation(curvature="fisher", hessian_samples=16),
+    }
+    cls = FineTuning if method in ("finetune", "ewc", "si") else VCL
+    learner = _learner(cls, fitter=fitters.get(method))
+    learner.observe(_images(seed=1), task_id=0)
+    before = {k: v.clone() for k, v in learner.model.local_guide.encoder(0).state_dict().items()}
+    learner.observe(_images(seed=2), task_id=1)
+    after_second = learner.model.local_guide.encoder(1).state_dict()
+    for key, value in learner.model.local_guide.encoder(0).state_dict().items():
+        assert torch.equal(value, before[key]), key
+    assert set(learner.model.local_guide.tasks) == {0, 1}
+    assert all(torch.isfinite(v).all() for v in after_second.values())
+    # each task's test log-likelihood is finite and the samples are probabilities
+    ll = importance_log_likelihood(learner, _images(6, seed=1), 0, num_samples=20)
+    assert ll.shape == (6,) and torch.isfinite(ll).all()
+    samples = generate(learner, 1, 5)
+    assert samples.shape == (5, 12) and ((samples >= 0) & (samples <= 1)).all()
+
+
+def test_training_raises_the_bound_and_the_test_likelihood():
+    x = _images(96, seed=3)
+    learner = _learner(epochs=1, ml_init_epochs=0, learning_rate=1e-2)
+    learner.observe(x, task_id=0)
+    before = importance_log_likelihood(learner, x[:32], 0, num_samples=50).mean()
+    history = learner.observe(x, task_id=1)
+    torch.manual_seed(0)
+    learner2 = _learner(epochs=60, ml_init_epochs=0, learning_rate=1e-2)
+    history = learner2.observe(x, task_id=0)
+    assert history[-1] < history[0]
+    after = importance_log_likelihood(learner2, x[:32], 0, num_samples=50).mean()
+    assert after > before + 1.0
+
+
+def test_save_load_generates_identical_samples(tmp_path):
+    learner = _learner()
+    learner.observe(_images(seed=1), task_id=0)
+    learner.observe(_images(seed=2), task_id=1)
+    path = tmp_path / "vae.pt"
+    learner.save(path)
+    loaded = VCL.load(path)
+    assert loaded.model.local_guide.tasks == [0, 1]
+    for task in (0, 1):
+        torch.manual_seed(5)
+        expected = generate(learner, task, 7, mean=False)
+        torch.manual_seed(5)
+        torch.testing.assert_close(generate(loaded, task, 7, mean=False), expected)
+        torch.manual_seed(6)
+        expected = importance_log_likelihood(learner, _images(5), task, num_samples=10)
+        torch.manual_seed(6)
+        got = importance_log_likelihood(loaded, _images(5), task, num_samples=10)
+        torch.testing.assert_close(got, expected)
+    # and both continue identically (from the same random state: they share torch's generator)
+    torch.manual_seed(9)
+    a = learner.observe(_images(seed=4), task_id=2)
+    torch.manual_seed(9)
+    b = loaded.observe(_images(seed=4), task_id=2)
+    assert a == b
+
+
+def test_a_diverged_task_leaves_the_encoders_and_posterior_as_they_were(monkeypatch):
+    learner = _learner()
+    learner.observe(_images(seed=1), task_id=0)
+    state = {k: v.clone() for k, v in learner.guide.state_dict().items() if torch.is_tensor(v)}
+    likelihood = learner.model.likelihood
+    original = likelihood.log_prob
+    calls = {"n": 0}
+
+    def poisoned(outputs, y):
+        calls["n"] += 1
+        value = original(outputs, y)
+        return value * float("nan") if calls["n"] > 1 else value
+
+    monkeypatch.setattr(likelihood, "log_prob", poisoned)
+    with pytest.raises(DivergenceError):
+        learner.observe(_images(seed=2), task_id=1)
+    assert learner.model.local_guide.tasks == [0]
+    now = learner.guide.state_dict()
+    assert {k for k in now if torch.is_tensor(now[k])} == set(state)
+    for key, value in state.items():
+        assert torch.equal(now[key], value), key
+    monkeypatch.setattr(likelihood, "log_prob", original)
+    learner.observe(_images(seed=2), task_id=1)  # and the step can be taken again
+    assert learner.model.local_guide.tasks == [0, 1]
+
+
+# ----------------------------------------------------------------- refusals
+
+
+def test_parts_that_cannot_take_a_generative_model_are_refused():
+    with pytest.raises(ValueError, match="encoders"):
+        _learner(fitter=VOGN())
+    with pytest.raises(ValueError, match="memory"):
+        _learner(memory=RandomCoreset(4))
+
+
+def test_bad_generative_data_is_refused_with_a_clear_error():
+    learner = _learner()
+    x = _images(8)
+    with pytest.raises(ValueError, match="observations x alone"):
+        learner.observe((x, torch.zeros(8, dtype=torch.long)), task_id=0)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        learner.observe(x * 2, task_id=0)
+    with pytest.raises(ValueError, match="shape"):
+        learner.observe(x[:, :5], task_id=0)
+    with pytest.raises(ValueError, match="has no encoder"):
+        importance_log_likelihood(learner, x, 1, num_samples=5)
+    with pytest.raises(ValueError, match="num_samples"):
+        generate(learner, 0, 0)
+    with pytest.raises(ValueError, match="latent_dim"):
+        GenerativeModel(torch.nn.Linear(2, 3), PixelBernoulliLikelihood())
+    assert math.isfinite(learner.observe(x, task_id=0)[-1])
