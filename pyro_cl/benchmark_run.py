@@ -34,7 +34,7 @@ from pyro_cl.experiment import (
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.transitions import Transition
 from pyro_cl.methods import METHODS
-from pyro_cl.nn import BayesianCNN, BayesianMLP, IndianBuffetMLP
+from pyro_cl.nn import BayesianCNN, BayesianMLP, IndianBuffetMLP, VAEDecoder
 from pyro_cl.part_options import accepted, check_taken
 from pyro_cl.plotting import plot_accuracy
 from pyro_cl.presets import DEFAULT_PRESET, PRESETS, Preset
@@ -52,9 +52,10 @@ __all__ = [
     "write_report",
 ]
 
-#: The nets a run can use: ``mlp``, ``cnn``, and MLPs with IBP (``ibnn``) or H-IBP (``hibnn``)
-#: masks on every hidden layer.
-ARCHITECTURES = ("mlp", "cnn", "ibnn", "hibnn")
+#: The nets a run can use: ``mlp``, ``cnn``, MLPs with IBP (``ibnn``) or H-IBP (``hibnn``)
+#: masks on every hidden layer, and the continual VAE's decoder (``vae``, generative benchmarks
+#: only).
+ARCHITECTURES = ("mlp", "cnn", "ibnn", "hibnn", "vae")
 
 #: Net options only Indian Buffet nets take (read off the two constructors).
 IBP_OPTIONS = frozenset(accepted(IndianBuffetMLP) - accepted(BayesianMLP))
@@ -77,6 +78,9 @@ class BenchmarkRun:
         ...); each penalty gets those it takes.
     :ivar transition: the transition between tasks (default: each method's).
     :ivar output: folder for ``results.json`` and ``accuracy.png`` (nothing written if None).
+    :ivar evaluation: for generative benchmarks, the scoring settings over the preset's
+        (:class:`~pyro_cl.generative.GenerativeEvaluation`: ``test_samples``, ``test_points``,
+        ``generated``, ``grid``, and ``classifier_epochs``).
     """
 
     benchmark: str = DEFAULT_PRESET
@@ -98,6 +102,7 @@ class BenchmarkRun:
     local_reparameterization: bool = True
     forward_transfer: bool = False
     progress: bool = True
+    evaluation: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """Check everything that can be checked before any training, so that a mistake in a
@@ -132,6 +137,24 @@ class BenchmarkRun:
             )
         if self.net is not None and self.net not in ARCHITECTURES:
             raise ValueError(f"unknown net {self.net!r}; choose from {ARCHITECTURES}")
+        if (self.architecture == "vae") != (self.preset.architecture == "vae"):
+            raise ValueError(
+                f"net {self.architecture} does not fit {self.benchmark}: the generative "
+                "benchmarks take the vae net and only it"
+            )
+        if self.evaluation and self.architecture != "vae":
+            raise ValueError(
+                f"{sorted(self.evaluation)}: scoring options of the generative benchmarks only"
+            )
+        if self.architecture == "vae":
+            from pyro_cl.generative.experiment import GenerativeEvaluation
+
+            settings = dict(self.resolved_evaluation())
+            check_positive(settings.pop("classifier_epochs", None), "classifier_epochs")
+            try:
+                GenerativeEvaluation(**settings)
+            except TypeError as error:
+                raise ValueError(f"unknown scoring option: {error}") from error
         if self.indian_buffet and self.preset.architecture == "cnn":
             raise ValueError(
                 f"net {self.net} needs an MLP benchmark; {self.benchmark} is a conv net"
@@ -184,6 +207,14 @@ class BenchmarkRun:
     def resolved_training(self) -> dict:
         return {**self.preset.training, "progress": self.progress, **self.training}
 
+    def resolved_fitter_options(self) -> dict:
+        """The preset's fitter options with this run's over them."""
+        return {**self.preset.fitter_options, **self.fitter_options}
+
+    def resolved_evaluation(self) -> dict:
+        """The preset's generative scoring settings with this run's over them."""
+        return {**self.preset.evaluation, **self.evaluation}
+
     def build_net(self, stream) -> torch.nn.Module:
         """A fresh net of this run's architecture for ``stream``."""
         heads = len(stream) if stream.multi_head else 1
@@ -193,6 +224,14 @@ class BenchmarkRun:
             "local_reparameterization": self.local_reparameterization,
             **self.resolved_net_options(),
         }
+        if self.architecture == "vae":
+            return VAEDecoder(
+                stream.in_features,
+                hidden_size=hidden[0],
+                heads=len(stream),
+                local_reparameterization=self.local_reparameterization,
+                **self.resolved_net_options(),
+            )
         if self.architecture == "cnn":
             return BayesianCNN(
                 stream.input_shape, hidden_sizes=hidden, out_features=stream.num_classes, **common
@@ -258,9 +297,16 @@ def run_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
     summary, and (with ``run.output``) write ``results.json`` and ``accuracy.png`` after every
     run, so an interrupted sweep keeps the runs it finished.
 
+    Generative benchmarks (the ``vae`` net) run
+    :func:`~pyro_cl.generative.benchmark.run_generative_benchmark` instead.
+
     :raises ValueError: when a method cannot be built with the run's options (the message names
         the method).
     """
+    if run.architecture == "vae":
+        from pyro_cl.generative.benchmark import run_generative_benchmark
+
+        return run_generative_benchmark(run)
     device = run.device or ("cuda" if torch.cuda.is_available() else "cpu")
     training = run.resolved_training()
     coreset_size = run.resolved_coreset_size
@@ -280,7 +326,7 @@ def run_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
         for method in run.method_names:
             spec = METHODS[method]
             taken = spec.fitter_parameters()
-            options = {k: v for k, v in run.fitter_options.items() if k in taken}
+            options = {k: v for k, v in run.resolved_fitter_options().items() if k in taken}
             penalty = {
                 k: v for k, v in run.penalty_options.items() if k in spec.penalty_parameters()
             }

@@ -188,6 +188,18 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         parser, "penalty", "penalty options (EWC, online EWC, SI: λ is --penalty-strength)"
     )
     _add_transition_arguments(parser, "between tasks (default: the method's)")
+    generative = parser.add_argument_group("generative benchmarks (generative-*)")
+    generative.add_argument(
+        "--test-samples", type=int, help="importance samples per test image (paper: 5000)"
+    )
+    generative.add_argument("--test-points", type=int, help="test images per task (default: all)")
+    generative.add_argument(
+        "--generated", type=int, help="generated images per head for the classifier uncertainty"
+    )
+    generative.add_argument("--grid", type=int, help="samples per head in the sample grid")
+    generative.add_argument(
+        "--classifier-epochs", type=int, help="epochs of the classifier that judges samples"
+    )
     parser.add_argument(
         "--forward-transfer",
         action="store_true",
@@ -258,6 +270,7 @@ def benchmark_run_from_args(args: argparse.Namespace, **defaults) -> BenchmarkRu
         local_reparameterization=not args.no_local_reparameterization,
         forward_transfer=args.forward_transfer,
         progress=not args.no_progress,
+        evaluation=_evaluation_settings(args),
     )
     fields = fill_unset(given, {"benchmark": DEFAULT_PRESET, "data_root": "data", **defaults})
     run = BenchmarkRun(**fields)
@@ -294,6 +307,12 @@ def _training_settings(args: argparse.Namespace) -> dict:
         settings["learning_rate_decay"] = args.lr_decay[0]
         settings["learning_rate_decay_steps"] = int(args.lr_decay[1])
     return settings
+
+
+def _evaluation_settings(args: argparse.Namespace) -> dict:
+    """The generative benchmarks' scoring settings given on the command line."""
+    names = ("test_samples", "test_points", "generated", "grid", "classifier_epochs")
+    return {key: getattr(args, key) for key in names if getattr(args, key) is not None}
 
 
 def _net_options(args: argparse.Namespace) -> dict:

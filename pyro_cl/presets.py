@@ -6,6 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyro_cl.data import (
+    generative_digits,
+    generative_mnist,
+    generative_notmnist,
     permuted_digits,
     permuted_mnist,
     split_cifar,
@@ -42,7 +45,30 @@ class Preset:
     #: Whether the number of tasks is a choice (permuted streams) rather than fixed by the
     #: classes (split streams).
     takes_num_tasks: bool = False
+    #: Options of the methods' fitters (each fitter gets those it takes).
+    fitter_options: dict = field(default_factory=dict)
+    #: Generative benchmarks: how heads are scored
+    #: (:class:`~pyro_cl.generative.GenerativeEvaluation`, plus ``classifier_epochs``).
+    evaluation: dict = field(default_factory=dict)
 
+
+#: VCL appendix E and its reference code: Adam at 1e-4, batches of 50, 10 Monte Carlo samples of
+#: (z, θ) per point, no maximum-likelihood initialisation, each task starting at the last
+#: posterior's means with log σ = -6 (log σ² = -12).
+_GENERATIVE_TRAINING = {
+    "learning_rate": 1e-4,
+    "batch_size": 50,
+    "num_particles": 10,
+    "ml_init_epochs": 0,
+    "init_log_variance": -12.0,
+    "between_tasks": "reset_variance",
+    "later_init_log_variance": -12.0,
+}
+#: The methods of VCL figure 7: VCL, naive online learning (fine-tuning), LP, EWC and SI.
+_GENERATIVE_METHODS = ("vcl", "finetune", "ewc", "si", "lp")
+#: LP on a VAE uses the Fisher of the bound, as EWC does (VCL section 5: "LP and EWC use the
+#: same Σ_t"); the Gauss-Newton diagonal would need one backward pass per pixel.
+_GENERATIVE_FITTER_OPTIONS = {"curvature": "fisher", "hessian_samples": 1000}
 
 #: The H-IBP supplement's training settings common to its MNIST benchmarks (section 6).
 _IBP_TRAINING = {
@@ -53,6 +79,43 @@ _IBP_TRAINING = {
 }
 
 PRESETS: dict[str, Preset] = {
+    "generative-digits": Preset(
+        "embedded default for generative VCL: scikit-learn's 8x8 digits 0..9 as ten one-class "
+        "tasks, VAE decoder z(8) -> 100 -> h(100) -> 100 -> 64 with private heads",
+        lambda root, seed, num_tasks, download: generative_digits(seed=seed),
+        hidden_sizes=(100,),
+        training={**_GENERATIVE_TRAINING, "learning_rate": 1e-3, "epochs": 100},
+        architecture="vae",
+        net_options={"latent_dim": 8, "representation_size": 100},
+        methods=_GENERATIVE_METHODS,
+        fitter_options=_GENERATIVE_FITTER_OPTIONS,
+        evaluation={"test_samples": 500, "generated": 100, "classifier_epochs": 50},
+    ),
+    "generative-mnist": Preset(
+        "VCL paper section 6.2: MNIST digits 0..9 as ten one-class tasks, VAE decoder "
+        "z(50) -> 500 -> h(500) -> 500 -> 784 with private heads (architecture i), "
+        "task-specific encoders, Adam 1e-4, 200 epochs",
+        lambda root, seed, num_tasks, download: generative_mnist(root, download),
+        hidden_sizes=(500,),
+        training={**_GENERATIVE_TRAINING, "epochs": 200},
+        architecture="vae",
+        net_options={"latent_dim": 50, "representation_size": 500},
+        methods=_GENERATIVE_METHODS,
+        fitter_options=_GENERATIVE_FITTER_OPTIONS,
+        evaluation={"test_samples": 5000, "generated": 100, "classifier_epochs": 10},
+    ),
+    "generative-notmnist": Preset(
+        "VCL paper section 6.2: notMNIST letters A..J (10,000-letter subset) as ten one-class "
+        "tasks, the generative MNIST net and settings, 400 epochs",
+        lambda root, seed, num_tasks, download: generative_notmnist(root),
+        hidden_sizes=(500,),
+        training={**_GENERATIVE_TRAINING, "epochs": 400},
+        architecture="vae",
+        net_options={"latent_dim": 50, "representation_size": 500},
+        methods=_GENERATIVE_METHODS,
+        fitter_options=_GENERATIVE_FITTER_OPTIONS,
+        evaluation={"test_samples": 5000, "generated": 100, "classifier_epochs": 20},
+    ),
     "split-digits": Preset(
         "split MNIST protocol on scikit-learn's 8x8 digits, multi-head 2x64",
         lambda root, seed, num_tasks, download: split_digits(seed=seed),

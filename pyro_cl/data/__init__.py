@@ -1,6 +1,12 @@
 """Task streams for continual learning, and time-stamped online streams."""
 
 from pyro_cl.data.cifar import load_cifar10, load_cifar100, split_cifar, split_cifar10
+from pyro_cl.data.class_streams import (
+    class_tasks,
+    generative_digits,
+    generative_mnist,
+    generative_notmnist,
+)
 from pyro_cl.data.digits import permuted_digits, split_digits
 from pyro_cl.data.drift_data import (
     DriftTable,
@@ -26,6 +32,10 @@ from pyro_cl.data.toy import toy_2d_stream
 from pyro_cl.data.uci import load_spambase, load_uci, load_wine
 
 __all__ = [
+    "class_tasks",
+    "generative_digits",
+    "generative_mnist",
+    "generative_notmnist",
     "DriftTable",
     "OnlineStream",
     "Task",

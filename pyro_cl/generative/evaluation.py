@@ -7,6 +7,7 @@ import math
 
 import pyro.distributions as dist
 import torch
+from torch.distributions import Distribution
 
 from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.site_values import substitute_sites
@@ -83,11 +84,18 @@ def importance_log_likelihood(
 
 @torch.no_grad()
 def generate(
-    learner: ContinualLearner, task_id: int, num_samples: int, mean: bool = True
+    learner: ContinualLearner,
+    task_id: int,
+    num_samples: int,
+    mean: bool = True,
+    mean_weights: bool = False,
 ) -> torch.Tensor:
     """``num_samples`` draws from task ``task_id``'s generator: ``z ~ N(0, I)``, ``θ`` from the
     posterior that predicts the task, then the likelihood's mean (pixel probabilities, the
     pictures of VCL figure 6) or, with ``mean=False``, a draw of ``x``.
+
+    :param mean_weights: decode with the posterior mean of ``θ`` instead of a draw per image
+        (the VCL reference code's pictures and classifier scores use the mean).
 
     Draws come from torch's global generator: the same seed gives the same samples.
 
@@ -99,6 +107,11 @@ def generate(
     task_id = model.checked_task_id(task_id)
     example = model.example_input(learner.device)
     sites = learner.prediction_sites(example, task_id)
+    if mean_weights:
+        sites = {
+            name: value.mean if isinstance(value, Distribution) else value
+            for name, value in learner.posterior(task_id).items()
+        }
     z = torch.randn(1, num_samples, model.latent_dim, device=learner.device, dtype=model.dtype)
     with exclusive_mode(learner.net, training=False), substitute_sites(learner.net, sites, 1):
         outputs = model.decode(z, task_id)[0]
