@@ -1,7 +1,9 @@
 """Generative VCL (VCL section 4): the VAE model, its amortised guide, the bound, the metrics."""
 
+import json
 import math
 
+import numpy as np
 import pyro
 import pyro.distributions as dist
 import pytest
@@ -306,3 +308,129 @@ def test_bad_generative_data_is_refused_with_a_clear_error():
     with pytest.raises(ValueError, match="latent_dim"):
         GenerativeModel(torch.nn.Linear(2, 3), PixelBernoulliLikelihood())
     assert math.isfinite(learner.observe(x, task_id=0)[-1])
+
+
+# ----------------------------------------------------------------- the benchmark and its files
+
+
+def test_pyro_cl_run_scores_a_generative_benchmark_and_writes_its_figures(tmp_path, capsys):
+    from pyro_cl.cli import main
+
+    out = tmp_path / "gen"
+    argv = [
+        "run",
+        "--benchmark",
+        "generative-digits",
+        "--methods",
+        "vcl,ewc",
+        "--hidden",
+        "8",
+        "--epochs",
+        "1",
+        "--particles",
+        "2",
+        "--test-samples",
+        "4",
+        "--test-points",
+        "5",
+        "--generated",
+        "6",
+        "--classifier-epochs",
+        "1",
+        "--penalty-strength",
+        "10",
+        "--no-progress",
+        "--output",
+        str(out),
+    ]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "judging classifier test accuracy" in printed
+    results = json.loads((out / "results.json").read_text())["runs"]
+    assert [r["method"] for r in results] == ["vcl", "ewc λ=10.0"]
+    for run in results:
+        test_ll = np.array(run["test_ll"], dtype=float)
+        uncertainty = np.array(run["uncertainty"], dtype=float)
+        assert test_ll.shape == uncertainty.shape == (10, 10)
+        lower = np.tril_indices(10)
+        assert np.isfinite(test_ll[lower]).all() and (test_ll[lower] < 0).all()
+        assert (uncertainty[lower] >= 0).all()
+        assert np.isnan(test_ll[np.triu_indices(10, 1)]).all()
+        assert run["settings"]["epochs"] == 1 and run["settings"]["num_particles"] == 2
+        assert 0 < run["classifier_accuracy"] <= 1
+    for name in (
+        "metrics.png",
+        "samples_vcl_0.png",
+        "samples_ewc_10_0_0.png",
+        "classifier_seed0.pt",
+    ):
+        assert (out / name).stat().st_size > 0, name
+    # a later run judges with the saved classifier instead of training another
+    from pyro_cl.data import generative_digits
+    from pyro_cl.generative.benchmark import judge_classifier
+
+    before = (out / "classifier_seed0.pt").read_bytes()
+    _, accuracy = judge_classifier(generative_digits(), 1, "cpu", out / "classifier_seed0.pt")
+    assert accuracy == results[0]["classifier_accuracy"]
+    assert (out / "classifier_seed0.pt").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--net", "mlp"], "generative benchmarks take the vae net"),
+        (["--test-samples", "0"], "test_samples must be a positive integer"),
+        (["--classifier-epochs", "0"], "classifier_epochs must be a positive integer"),
+    ],
+)
+def test_generative_option_mistakes_are_one_line_errors(options, message, capsys):
+    from pyro_cl.cli import main
+
+    with pytest.raises(SystemExit) as error:
+        main(["run", "--benchmark", "generative-digits", *options])
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_scoring_options_are_refused_for_classification_benchmarks():
+    from pyro_cl.benchmark_run import BenchmarkRun
+
+    with pytest.raises(ValueError, match="generative benchmarks only"):
+        BenchmarkRun("split-digits", evaluation={"test_samples": 5})
+
+
+def test_the_judging_classifier_saves_loads_and_detects_corruption(tmp_path):
+    from pyro_cl.generative.classifier import (
+        classifier_accuracy,
+        load_classifier,
+        save_classifier,
+        train_classifier,
+    )
+    from pyro_cl.serialization import CorruptFileError
+
+    x = _images(60, seed=1)
+    y = (x[:, 0] > 0.5).long()
+    classifier = train_classifier(
+        x, y, 2, hidden_sizes=(8,), epochs=100, batch_size=20, learning_rate=1e-2, progress=False
+    )
+    accuracy = classifier_accuracy(classifier, x, y)
+    assert accuracy > 0.9
+    path = tmp_path / "judge.pt"
+    save_classifier(classifier, path, accuracy)
+    loaded, saved_accuracy = load_classifier(path)
+    assert saved_accuracy == accuracy
+    torch.testing.assert_close(loaded(x), classifier(x))
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError):
+        load_classifier(path)
+
+
+def test_one_class_streams_keep_the_class_labels():
+    from pyro_cl.data import generative_digits
+
+    stream = generative_digits()
+    assert len(stream) == 10 and stream.num_classes == 10 and stream.input_shape == (8, 8)
+    for task in stream:
+        assert (task.y_train == task.id).all() and (task.y_test == task.id).all()
+        assert len(task.x_train) > 100 and task.x_train.max() <= 1

@@ -5,6 +5,7 @@ figure 7 for all methods."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -170,4 +171,5 @@ def _square(pixels: int) -> tuple[int, int]:
 
 
 def _slug(label: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in label).strip("_")
+    """``label`` as a file name: ASCII letters and digits, other runs of characters as ``_``."""
+    return re.sub(r"[^A-Za-z0-9-]+", "_", label).strip("_")
