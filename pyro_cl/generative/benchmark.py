@@ -27,7 +27,13 @@ from pyro_cl.generative.experiment import (
 from pyro_cl.generative.plots import plot_generative_metrics, plot_sample_grid
 from pyro_cl.methods import METHODS
 
-__all__ = ["judge_classifier", "run_generative_benchmark", "write_generative_report"]
+__all__ = [
+    "judge_classifier",
+    "method_means",
+    "run_generative_benchmark",
+    "run_label",
+    "write_generative_report",
+]
 
 
 def judge_classifier(
@@ -105,7 +111,7 @@ def run_generative_benchmark(run: BenchmarkRun) -> list[GenerativeResult]:
                 )
             except (TypeError, ValueError) as error:
                 raise ValueError(f"method {method!r}: {error}") from error
-            label = method if not penalty else f"{method} λ={penalty.get('strength', '')}"
+            label = run_label(method, learner)
             result = run_generative_stream(
                 learner,
                 stream,
@@ -140,12 +146,26 @@ def run_generative_benchmark(run: BenchmarkRun) -> list[GenerativeResult]:
     return results
 
 
+def run_label(method: str, learner) -> str:
+    """``method``, with ``λ=<strength>`` for a method that has a strength (EWC, SI: the
+    penalty's; LP: the fitter's), so that runs of a λ sweep keep apart in one report."""
+    fitter = learner.fitter
+    part = getattr(fitter, "penalty", None) or fitter
+    strength = getattr(part, "strength", None)
+    return method if strength is None else f"{method} λ={strength:g}"
+
+
 def write_generative_report(results: list[GenerativeResult], output: Path) -> Path:
     """``results.json`` (every run) and ``metrics.png`` (figure 7, each method's mean over
     seeds)."""
     output.mkdir(parents=True, exist_ok=True)
     report = {"runs": [r.to_json() for r in results]}
     (output / "results.json").write_text(json.dumps(report, indent=2))
+    return plot_generative_metrics(method_means(results), output / "metrics.png")
+
+
+def method_means(results: list[GenerativeResult]) -> list[GenerativeResult]:
+    """One result per method: its runs' element-wise mean (e.g. over seeds)."""
     means = []
     for method in dict.fromkeys(r.method for r in results):
         runs = [r for r in results if r.method == method]
@@ -162,7 +182,7 @@ def write_generative_report(results: list[GenerativeResult], output: Path) -> Pa
                 wall_time_s=float(np.mean([r.wall_time_s for r in runs])),
             )
         )
-    return plot_generative_metrics(means, output / "metrics.png")
+    return means
 
 
 def _square(pixels: int) -> tuple[int, int]:
