@@ -71,6 +71,10 @@ class Likelihood(Registrable, ABC, kind="likelihood"):
         """Summary metrics of the Monte Carlo predictive on ``(x, y)``."""
         return {"log_likelihood": self.predictive_log_likelihood(samples, y).mean().item()}
 
+    def predictive_probabilities(self, samples: torch.Tensor) -> torch.Tensor:
+        """Class probabilities of the Monte Carlo predictive (classification likelihoods)."""
+        raise TypeError(f"{type(self).__name__} has no class probabilities to predict")
+
 
 class CategoricalLikelihood(Likelihood):
     """``y ~ Categorical(softmax(f(x)))`` for integer class labels."""
@@ -181,6 +185,13 @@ class PixelBernoulliLikelihood(Likelihood):
             )
         if not ((y >= 0) & (y <= 1)).all():
             raise ValueError("pixel values must lie in [0, 1] (scale the images first)")
+
+    def metrics(self, samples: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        """The mean reconstruction log-likelihood ``log (1/S) Σ_s p(x | f(z_s))`` with
+        ``z_s ~ q(z | x)``: not the test-LL (that is
+        :func:`~pyro_cl.generative.importance_log_likelihood`)."""
+        value = self.predictive_log_likelihood(samples, y).mean().item()
+        return {"reconstruction_log_likelihood": value}
 
 
 class GaussianLikelihood(Likelihood):

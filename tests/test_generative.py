@@ -308,6 +308,9 @@ def test_bad_generative_data_is_refused_with_a_clear_error():
     with pytest.raises(ValueError, match="latent_dim"):
         GenerativeModel(torch.nn.Linear(2, 3), PixelBernoulliLikelihood())
     assert math.isfinite(learner.observe(x, task_id=0)[-1])
+    assert set(learner.evaluate(x, task_id=0)) == {"reconstruction_log_likelihood"}
+    with pytest.raises(TypeError, match="no class probabilities"):
+        learner.predict(x, task_id=0)
 
 
 # ----------------------------------------------------------------- the benchmark and its files
