@@ -19,3 +19,26 @@ def load_benchmark_script(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def loss_and_gradients(loss_fn, module: torch.nn.Module):
+    """``loss_fn()`` and the gradients it leaves on ``module``'s parameters (those it reaches)."""
+    module.zero_grad(set_to_none=True)
+    loss = loss_fn()
+    loss.backward()
+    grads = {k: p.grad.clone() for k, p in module.named_parameters() if p.grad is not None}
+    return loss.detach(), grads
+
+
+def fixed_preactivation_noise(monkeypatch) -> torch.Generator:
+    """Make local reparameterisation's noise come from a generator the caller reseeds, so a fast
+    and a Pyro route can be run on the same draws."""
+    import pyro_cl.nn.local_reparam as lrt_module
+
+    generator = torch.Generator()
+    monkeypatch.setattr(
+        lrt_module,
+        "standard_normal",
+        lambda shape, like: torch.randn(shape, generator=generator, dtype=like.dtype),
+    )
+    return generator

@@ -5,23 +5,13 @@ import pytest
 import torch
 from pyro.infer import TraceMeanField_ELBO
 
-import pyro_cl.nn.local_reparam as lrt_module
 from pyro_cl import CategoricalLikelihood, MeanFieldGuide, SupervisedModel
 from pyro_cl.infer.objectives import negative_elbo
 from pyro_cl.infer.site_values import substitute_sites
 from pyro_cl.kl import kl_to_prior
 from pyro_cl.nn import BayesianMLP, local_reparameterization
 from pyro_cl.posterior import read_priors
-from tests.helpers import two_class_data
-
-
-def _loss_and_grads(fn, guide):
-    guide.zero_grad(set_to_none=True)
-    loss = fn()
-    loss.backward()
-    return loss.detach(), {
-        k: p.grad.clone() for k, p in guide.named_parameters() if p.grad is not None
-    }
+from tests.helpers import fixed_preactivation_noise, loss_and_gradients, two_class_data
 
 
 @pytest.mark.parametrize("use_lrt", [False, True])
@@ -34,12 +24,7 @@ def test_fast_elbo_equals_trace_mean_field_elbo(use_lrt, monkeypatch):
     guide.sites_for(x, y, task_id=task, dataset_size=n)
 
     if use_lrt:  # the pre-activation noise comes from a generator both runs reset identically
-        generator = torch.Generator()
-        monkeypatch.setattr(
-            lrt_module,
-            "standard_normal",
-            lambda shape, like: torch.randn(shape, generator=generator, dtype=like.dtype),
-        )
+        generator = fixed_preactivation_noise(monkeypatch)
 
     def pyro_loss():
         if use_lrt:
@@ -57,8 +42,8 @@ def test_fast_elbo_equals_trace_mean_field_elbo(use_lrt, monkeypatch):
         pyro.set_rng_seed(3)
         return negative_elbo(model, guide, x, y, task, n, num_particles=1, fast=True)
 
-    loss_pyro, grads_pyro = _loss_and_grads(pyro_loss, guide)
-    loss_fast, grads_fast = _loss_and_grads(fast_loss, guide)
+    loss_pyro, grads_pyro = loss_and_gradients(pyro_loss, guide)
+    loss_fast, grads_fast = loss_and_gradients(fast_loss, guide)
     torch.testing.assert_close(loss_fast, loss_pyro, rtol=1e-5, atol=1e-6)
     assert grads_pyro.keys() == grads_fast.keys()
     assert not any("heads/0" in k for k in grads_fast)  # the other head is not touched
@@ -91,7 +76,7 @@ def test_mixed_task_batches_count_each_site_once_on_both_routes():
     expected = kl / n - log_likelihood / 12
     losses = {}
     for fast in (True, False):
-        losses[fast] = _loss_and_grads(
+        losses[fast] = loss_and_gradients(
             lambda fast=fast: negative_elbo(model, guide, x, y, task_ids, n, 1, fast), guide
         )
         torch.testing.assert_close(losses[fast][0], expected, rtol=1e-5, atol=1e-5)

@@ -11,7 +11,6 @@ import torch
 from pyro.infer import TraceMeanField_ELBO
 from pyro.nn import PyroModule
 
-import pyro_cl.nn.local_reparam as lrt_module
 from pyro_cl import VCL, VOGN, DivergenceError, FineTuning, MeanFieldGuide, PointEstimateFitter
 from pyro_cl.baselines.ewc import EWC
 from pyro_cl.baselines.laplace import LaplacePropagation
@@ -22,6 +21,7 @@ from pyro_cl.infer.objectives import negative_elbo
 from pyro_cl.likelihoods import Likelihood, PixelBernoulliLikelihood
 from pyro_cl.nn import BayesianLinear, VAEDecoder, local_reparameterization
 from pyro_cl.posterior import read_priors
+from tests.helpers import fixed_preactivation_noise, loss_and_gradients
 
 
 def _images(n=48, pixels=12, seed=0, on=0.8):
@@ -109,12 +109,7 @@ def test_fast_bound_equals_pyro_elbo_on_the_same_draws(use_lrt, monkeypatch):
     task, n = 1, 300
     guide.sites_for(x, x, task_id=task, dataset_size=n)
     if use_lrt:  # the pre-activation noise comes from a generator both runs reset identically
-        generator = torch.Generator()
-        monkeypatch.setattr(
-            lrt_module,
-            "standard_normal",
-            lambda shape, like: torch.randn(shape, generator=generator, dtype=like.dtype),
-        )
+        generator = fixed_preactivation_noise(monkeypatch)
 
     def pyro_loss():
         if use_lrt:
@@ -132,14 +127,8 @@ def test_fast_bound_equals_pyro_elbo_on_the_same_draws(use_lrt, monkeypatch):
         pyro.set_rng_seed(3)
         return negative_elbo(model, guide, x, x, task, n, num_particles=1, fast=True)
 
-    results = []
-    for fn in (pyro_loss, fast_loss):
-        guide.zero_grad(set_to_none=True)
-        loss = fn()
-        loss.backward()
-        grads = {k: p.grad.clone() for k, p in guide.named_parameters() if p.grad is not None}
-        results.append((loss.detach(), grads))
-    (loss_pyro, grads_pyro), (loss_fast, grads_fast) = results
+    loss_pyro, grads_pyro = loss_and_gradients(pyro_loss, guide)
+    loss_fast, grads_fast = loss_and_gradients(fast_loss, guide)
     torch.testing.assert_close(loss_fast, loss_pyro, rtol=1e-5, atol=1e-5)
     assert grads_pyro.keys() == grads_fast.keys()
     assert any(k.startswith("local_guide.encoders.1.") for k in grads_fast)  # φ trains
