@@ -41,6 +41,12 @@ class GenerativeModel(SupervisedModel):
     ``E_q[log p(x_n | z_n, θ)] − KL(q(z_n | x_n) ‖ p(z_n))`` (VCL section 4, the bracket of
     ``L_VCL``), and the Pyro route (``TraceMeanField_ELBO`` on this model and the guide) computes
     the same bound from the sample sites (tested equal on the same draws).
+
+    Local reparameterisation (the decoder's default) is valid here: each point's term depends
+    on ``θ`` only through that point's pre-activations, which are Gaussian given its ``z_n`` and
+    the layer's input, so drawing them per point leaves every term's expectation, and so the
+    bound, unchanged (only the variance of its estimate changes). What it cannot give is one
+    coherent ``θ`` shared by several points; nothing here needs one.
     """
 
     default_likelihood = PixelBernoulliLikelihood
