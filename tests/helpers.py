@@ -1,6 +1,9 @@
+import gzip
 import importlib.util
+import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 
 
@@ -17,6 +20,7 @@ def load_benchmark_script(name: str):
     path = Path(__file__).parent.parent / "benchmarks" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"benchmark_{name}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -42,3 +46,24 @@ def fixed_preactivation_noise(monkeypatch) -> torch.Generator:
         lambda shape, like: torch.randn(shape, generator=generator, dtype=like.dtype),
     )
     return generator
+
+
+def write_idx(path, array, type_code=0x08) -> None:
+    """Write ``array`` as a gzipped IDX file (MNIST's layout)."""
+    header = bytes([0, 0, type_code, array.ndim]) + b"".join(
+        int(n).to_bytes(4, "big") for n in array.shape
+    )
+    with gzip.open(path, "wb") as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
+def write_fake_mnist(root, num_train: int = 60, num_test: int = 20):
+    """Random 28x28 images with labels cycling through 0..9, in torchvision's MNIST layout
+    under ``root``; returns ``root``."""
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", num_train), ("t10k", num_test)):
+        write_idx(raw / f"{prefix}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28)))
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte.gz", np.arange(n) % 10)
+    return root

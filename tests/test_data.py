@@ -1,5 +1,3 @@
-import gzip
-
 import numpy as np
 import pytest
 import torch
@@ -14,25 +12,12 @@ from pyro_cl.data import (
     split_tasks,
 )
 from pyro_cl.data.idx import read_idx
-
-
-def _write_idx(path, array, type_code=0x08):
-    header = bytes([0, 0, type_code, array.ndim]) + b"".join(
-        int(n).to_bytes(4, "big") for n in array.shape
-    )
-    with gzip.open(path, "wb") as f:
-        f.write(header + array.astype(np.uint8).tobytes())
+from tests.helpers import write_fake_mnist, write_idx
 
 
 @pytest.fixture
 def fake_mnist(tmp_path):
-    raw = tmp_path / "MNIST" / "raw"
-    raw.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for prefix, n in (("train", 60), ("t10k", 20)):
-        _write_idx(raw / f"{prefix}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28)))
-        _write_idx(raw / f"{prefix}-labels-idx1-ubyte.gz", np.arange(n) % 10)
-    return tmp_path
+    return write_fake_mnist(tmp_path)
 
 
 def test_idx_reader_and_mnist_layout(fake_mnist):
@@ -84,8 +69,8 @@ def test_notmnist_subset_is_split_per_letter_into_a_held_out_fifth(tmp_path):
     folder.mkdir()
     rng = np.random.default_rng(0)
     labels = np.repeat(np.arange(10), 20)
-    _write_idx(folder / "t10k-images-idx3-ubyte.gz", rng.integers(0, 256, (200, 28, 28)))
-    _write_idx(folder / "t10k-labels-idx1-ubyte.gz", labels)
+    write_idx(folder / "t10k-images-idx3-ubyte.gz", rng.integers(0, 256, (200, 28, 28)))
+    write_idx(folder / "t10k-labels-idx1-ubyte.gz", labels)
     (x, y), (xt, yt) = load_notmnist(tmp_path)
     assert x.shape == (160, 784) and xt.shape == (40, 784) and 0 <= x.min() and x.max() <= 1
     assert np.bincount(yt).tolist() == [4] * 10  # a fifth of every letter
@@ -101,20 +86,20 @@ def test_notmnist_subset_is_split_per_letter_into_a_held_out_fifth(tmp_path):
 def test_damaged_mnist_files_are_refused_naming_the_file(fake_mnist):
     raw = fake_mnist / "MNIST" / "raw"
     labels = raw / "train-labels-idx1-ubyte.gz"
-    _write_idx(labels, np.arange(60) % 181)  # labels 0..59: not MNIST's ten classes
+    write_idx(labels, np.arange(60) % 181)  # labels 0..59: not MNIST's ten classes
     with pytest.raises(ValueError, match=r"train-images-idx3-ubyte: labels must lie in 0\.\.9"):
         load_mnist(fake_mnist)
-    _write_idx(labels, np.arange(59) % 10)
+    write_idx(labels, np.arange(59) % 10)
     with pytest.raises(ValueError, match="60 images but labels of shape"):
         load_mnist(fake_mnist)
     images = raw / "train-images-idx3-ubyte.gz"
-    _write_idx(images, np.zeros((59, 14, 56)))
+    write_idx(images, np.zeros((59, 14, 56)))
     with pytest.raises(ValueError, match=r"shape \(N, 28, 28\)"):
         load_mnist(fake_mnist)
     images.write_bytes(images.read_bytes()[:40])  # a truncated download
     with pytest.raises(ValueError, match="truncated or not a valid gzip"):
         load_mnist(fake_mnist)
     (raw / "t10k-labels-idx1-ubyte.gz").unlink()
-    _write_idx(images, np.zeros((59, 28, 28)))
+    write_idx(images, np.zeros((59, 28, 28)))
     with pytest.raises(FileNotFoundError, match="t10k-labels-idx1-ubyte"):
         load_mnist(fake_mnist)

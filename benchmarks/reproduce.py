@@ -1,0 +1,396 @@
+"""Every paper table at the papers' schedules and seeds, one command, resumable.
+
+    python benchmarks/reproduce.py --dry-run                       # the plan, with time estimates
+    python benchmarks/reproduce.py --device cuda --jobs 4 --data-root data
+    python benchmarks/reproduce.py --tables vcl generative --seeds 0 --schedule short
+
+The set is a list of *rows* (one method on one benchmark at one setting: a line of a paper's
+table), grouped into *tables* (``vcl``: VCL paper section 6.1 and figure 3; ``vogn``: VOGN thesis
+4.3-4.5 with the split CIFAR-10 stand-in; ``ibp``: the H-IBP supplement's table 1 and figures
+5/8 with an H-IBP row; ``baselines``: EWC/SI/LP of VCL section 6.1; ``generative``: VCL section
+6.2). Each row runs once per seed as its own command (a benchmark script or ``pyro-cl run``,
+with ``--seeds s --output <folder>``), so the set runs in pieces: a piece whose folder holds
+``piece.json`` is finished and skipped, and ``--jobs N`` keeps N pieces in flight at once (small
+nets leave a GPU idle otherwise). After the pieces it writes ``table.md`` beside them (every row:
+the paper's number, ours as mean ± std over the finished seeds, and wall time), which
+``--update-results`` also writes into benchmarks/RESULTS.md between the ``reproduce`` markers.
+
+``--schedule paper`` is the papers' (what a GPU runs); ``short`` the shortened CPU schedules of
+the scripts (labelled so in the table); ``tiny`` is for tests (seconds; numbers meaningless).
+``--dry-run`` prints the plan: for every piece its command and an estimate of its time on
+``--device`` (the row's training steps times the measured time of one reference step there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+MARKERS = ("<!-- reproduce:begin -->", "<!-- reproduce:end -->")
+TABLES = ("vcl", "vogn", "ibp", "baselines", "generative")
+SCHEDULES = ("paper", "short", "tiny")
+
+#: What the ``tiny`` schedule adds to every command of a kind (seconds per piece, for tests).
+TINY = {
+    "classification": ["--epochs", "1", "--hidden", "8", "--particles", "1",
+                       "--predictive-samples", "2", "--coreset-size", "4", "--refit-epochs", "1",
+                       "--batch-size", "64", "--ml-init-epochs", "0"],
+    "generative": ["--epochs", "1", "--hidden", "8", "--particles", "1", "--test-samples", "2",
+                   "--test-points", "3", "--generated", "3", "--classifier-epochs", "1"],
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of a paper's table.
+
+    :ivar command: the script under benchmarks/ (without ``.py``) or ``"run"`` (``pyro-cl
+        run``), and its arguments; the schedule, seed, device, data and output are added.
+    :ivar method: the method label whose runs the row reports.
+    :ivar metric: ``"ACC"`` (average accuracy after the last task, %) or ``"test_ll"`` (mean
+        test log-likelihood after the last task, nats).
+    :ivar paper: the paper's number (text, as printed there).
+    :ivar steps: optimiser steps of one seed at the paper's schedule (for the time estimate).
+    :ivar cost: the cost of one step relative to the reference step (784-100-100-10 VCL,
+        batch 256, 10 Monte Carlo samples).
+    :ivar seeds: the paper's seeds.
+    :ivar schedules: the schedules the row's command takes (``--schedule``), if any.
+    """
+
+    table: str
+    name: str
+    command: tuple[str, ...]
+    method: str
+    metric: str
+    paper: str
+    steps: int
+    cost: float = 1.0
+    seeds: tuple[int, ...] = (0, 1, 2)
+    schedules: tuple[str, ...] = ("paper", "short")
+    kind: str = "classification"
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.table}/{self.name}"
+
+
+def _vcl_rows() -> list[Row]:
+    rows = []
+    paper = {
+        "permuted-mnist": {"vcl": "90", "vcl-random": "93", "vcl-kcenter": "93",
+                           "coreset-only": "82"},
+        "split-mnist": {"vcl": "97.0", "vcl-random": "98.4", "vcl-kcenter": "98.4",
+                        "coreset-only": "95"},
+        "split-notmnist": {"vcl": "92.0", "vcl-random": "96.0", "vcl-kcenter": "96.0",
+                           "coreset-only": "94"},
+    }  # fmt: skip
+    steps = {"permuted-mnist": 10 * 100 * 235, "split-mnist": 5 * 120, "split-notmnist": 5 * 120}
+    for benchmark, methods in paper.items():
+        for method, value in methods.items():
+            rows.append(
+                Row("vcl", f"{benchmark} {method}",
+                    ("vcl_paper", "--benchmark", benchmark, "--methods", method),
+                    method, "ACC", value, steps[benchmark], cost=1.0 if "perm" in benchmark else 8)
+            )  # fmt: skip
+    for size in (200, 400, 1000, 2500, 5000):
+        rows.append(
+            Row("vcl", f"figure 3 coreset {size}",
+                ("coreset_sweep", "--sizes", str(size), "--methods", "vcl-random"),
+                "vcl-random", "ACC", "fig. 3", 10 * 100 * 235, schedules=())
+        )  # fmt: skip
+    return rows
+
+
+def _vogn_rows() -> list[Row]:
+    return [
+        Row("vogn", "permuted-mnist vogn", ("vogn_paper", "--benchmark", "permuted-mnist"),
+            "vogn", "ACC", "90.5 ± 0.3", 10 * 100 * 235, cost=2.0),
+        Row("vogn", "split-mnist vogn", ("vogn_paper", "--benchmark", "split-mnist"),
+            "vogn", "ACC", "98.8 ± 0.1", 5 * 100 * 47, cost=1.5),
+        Row("vogn", "split-cifar10 vogn (stand-in for CIFAR-10/100)",
+            ("vogn_cifar", "--benchmark", "split-cifar10", "--methods", "vogn"),
+            "vogn", "ACC", "n/a (thesis: CIFAR-10/100)", 5 * 60 * 40, cost=20.0, schedules=()),
+    ]  # fmt: skip
+
+
+def _ibp_rows() -> list[Row]:
+    return [
+        Row("ibp", "split-mnist ibnn", ("ibp_paper", "--benchmark", "split-mnist-ibp",
+            "--widths"), "vcl-ibnn", "ACC", "97.8 ± 0.2", 5 * 600, cost=10.0),
+        Row("ibp", "split-mnist hibnn", ("ibp_paper", "--benchmark", "split-mnist-ibp",
+            "--net", "hibnn", "--widths"), "vcl-hibnn", "ACC", "(H-IBP row)", 5 * 600, cost=10.0),
+        Row("ibp", "permuted-mnist ibnn", ("ibp_paper", "--benchmark", "permuted-mnist-ibp",
+            "--widths"), "vcl-ibnn", "ACC", "95.6 ± 0.2", 10 * 200 * 235, cost=2.0),
+    ]  # fmt: skip
+
+
+def _baseline_rows() -> list[Row]:
+    rows = []
+    best = {"ewc": ("--penalty-strength", "100"), "si": ("--penalty-strength", "1"),
+            "lp": ("--fitter-strength", "10")}  # fmt: skip
+    paper = {"split-mnist": {"ewc": "63.1", "si": "98.9", "lp": "61.2"},
+             "split-notmnist": {"ewc": "71", "si": "94", "lp": "63"}}  # fmt: skip
+    for benchmark, methods in paper.items():
+        for method, value in methods.items():
+            rows.append(
+                Row("baselines", f"{benchmark} {method}",
+                    ("run", "--benchmark", benchmark, "--methods", method, *best[method],
+                     "--epochs", "120", "--batch-size", "0", "--ml-init-epochs", "0"),
+                    method, "ACC", value, 5 * 120, cost=4.0, schedules=())
+            )  # fmt: skip
+    return rows
+
+
+def _generative_rows() -> list[Row]:
+    rows = []
+    for benchmark, epochs in (("generative-mnist", 200), ("generative-notmnist", 400)):
+        for method in ("vcl", "finetune", "ewc", "si", "lp"):
+            rows.append(
+                Row("generative", f"{benchmark} {method}",
+                    ("run", "--benchmark", benchmark, "--methods", method),
+                    method if method not in ("ewc", "si", "lp") else f"{method} λ=1",
+                    "test_ll", "fig. 7 (no numbers printed)",
+                    10 * epochs * (120 if "-mnist" in benchmark else 16), cost=6.0,
+                    seeds=(0,), schedules=(), kind="generative")
+            )  # fmt: skip
+    return rows
+
+
+ROWS: list[Row] = [
+    *_vcl_rows(),
+    *_vogn_rows(),
+    *_ibp_rows(),
+    *_baseline_rows(),
+    *_generative_rows(),
+]
+
+
+# ----------------------------------------------------------------------------- pieces
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One seed of one row: a command and the folder it writes."""
+
+    row: Row
+    seed: int
+    folder: Path
+    argv: tuple[str, ...]
+
+    @property
+    def done(self) -> bool:
+        return (self.folder / "piece.json").exists()
+
+
+def piece_argv(row: Row, seed: int, schedule: str, folder: Path, args) -> list[str]:
+    """The command line of ``row`` for ``seed`` (without the interpreter)."""
+    script, *options = row.command
+    if script == "run":
+        argv = ["-m", "pyro_cl.cli", "run", *options]
+    else:
+        argv = [str(HERE / f"{script}.py"), *options]
+    if row.schedules and schedule in row.schedules:
+        argv += ["--schedule", schedule]
+    elif row.schedules and schedule == "tiny":
+        argv += ["--schedule", "short"]
+    argv += ["--seeds", str(seed), "--output", str(folder), "--data-root", args.data_root]
+    argv += ["--no-progress"]
+    if args.device:
+        argv += ["--device", args.device]
+    if schedule == "tiny":
+        argv += TINY[row.kind]
+    return argv
+
+
+def plan(args) -> list[Piece]:
+    """The pieces ``args`` asks for, in table order."""
+    rows = [r for r in ROWS if r.table in args.tables]
+    if args.rows:
+        rows = [r for r in rows if any(_selects(text, r, rows) for text in args.rows)]
+        if not rows:
+            raise ValueError(f"--rows {args.rows}: no row of tables {args.tables} matches")
+    pieces = []
+    for row in rows:
+        for seed in args.seeds if args.seeds is not None else row.seeds:
+            folder = Path(args.output) / args.schedule / row.table / _slug(row.name) / f"seed{seed}"
+            argv = piece_argv(row, seed, args.schedule, folder, args)
+            pieces.append(Piece(row, seed, folder, tuple(argv)))
+    return pieces
+
+
+def _selects(text: str, row: Row, rows: Sequence[Row]) -> bool:
+    """``text`` names ``row`` exactly (its name or ``table/name``), or, naming no row exactly,
+    is part of its ``table/name``."""
+    if any(text in (r.name, r.key) for r in rows):
+        return text in (row.name, row.key)
+    return text in row.key
+
+
+def reference_step_seconds(device: str) -> float:
+    """Seconds of one reference step (784-100-100-10 VCL, batch 256, 10 Monte Carlo samples)
+    on ``device``, measured here."""
+    import torch
+
+    from pyro_cl import VCL
+    from pyro_cl.nn import BayesianMLP
+
+    x = torch.rand(256 * 6, 784)
+    y = torch.randint(0, 10, (256 * 6,))
+    learner = VCL(BayesianMLP(784, [100, 100], 10), device=device, epochs=1, batch_size=256,
+                  ml_init_epochs=0, progress=False)  # fmt: skip
+    learner.observe((x, y))  # warm-up
+    start = time.perf_counter()
+    learner.observe((x, y), task_id=0)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / 6
+
+
+def run_piece(piece: Piece) -> tuple[Piece, int, float, str]:
+    """Run ``piece``'s command; on success write ``piece.json`` (command, seconds, date)."""
+    piece.folder.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    completed = subprocess.run(
+        [sys.executable, *piece.argv], capture_output=True, text=True, cwd=HERE.parent
+    )
+    seconds = time.perf_counter() - start
+    (piece.folder / "log.txt").write_text(completed.stdout + completed.stderr)
+    if completed.returncode == 0:
+        record = {
+            "command": " ".join(["python", *piece.argv]),
+            "seconds": seconds,
+            "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+        (piece.folder / "piece.json").write_text(json.dumps(record, indent=1))
+    tail = (completed.stderr or completed.stdout).strip().splitlines()[-1:] or [""]
+    return piece, completed.returncode, seconds, tail[0]
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def row_values(row: Row, pieces: Sequence[Piece]) -> tuple[list[float], float]:
+    """The row's metric from each finished seed, and their total wall time."""
+    values, seconds = [], 0.0
+    for piece in pieces:
+        if not piece.done:
+            continue
+        seconds += json.loads((piece.folder / "piece.json").read_text())["seconds"]
+        for path in sorted(piece.folder.rglob("results.json")):
+            for run in json.loads(path.read_text())["runs"]:
+                if run["method"] == row.method:
+                    value = run["ACC"] * 100 if row.metric == "ACC" else run["summary"]["test_ll"]
+                    values.append(float(value))
+    return values, seconds
+
+
+def table(pieces: Sequence[Piece], schedule: str) -> str:
+    """The Markdown table of every row with at least one piece planned."""
+    lines = [
+        f"Schedule: {schedule}. Ours: mean ± std over the finished seeds.",
+        "",
+        "| table | row | metric | paper | ours | seeds | wall time (s) |",
+        "| --- | --- | --- | --- | --- | ---: | ---: |",
+    ]
+    by_row: dict[str, list[Piece]] = {}
+    for piece in pieces:
+        by_row.setdefault(piece.row.key, []).append(piece)
+    for row_pieces in by_row.values():
+        row = row_pieces[0].row
+        values, seconds = row_values(row, row_pieces)
+        ours = "not run" if not values else f"{np.mean(values):.2f} ± {np.std(values):.2f}"
+        unit = "ACC %" if row.metric == "ACC" else "test-LL (nats)"
+        lines.append(
+            f"| {row.table} | {row.name} | {unit} | {row.paper} | {ours} | {len(values)} | "
+            f"{seconds:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def update_results(markdown: str, path: Path) -> None:
+    """Replace the text between the reproduce markers of ``path`` (append them if missing)."""
+    text = path.read_text() if path.exists() else ""
+    begin, end = MARKERS
+    block = f"{begin}\n{markdown}{end}"
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-." else "_" for c in text).strip("_")
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", nargs="+", choices=TABLES, default=list(TABLES))
+    parser.add_argument("--rows", nargs="+", help="only rows whose 'table/name' contains one")
+    parser.add_argument("--seeds", type=int, nargs="+", help="default: each row's paper seeds")
+    parser.add_argument("--schedule", choices=SCHEDULES, default="paper")
+    parser.add_argument("--device", help="cpu or cuda (default: the scripts' choice)")
+    parser.add_argument("--data-root", default="data")
+    parser.add_argument("--output", default="results/reproduce")
+    parser.add_argument("--jobs", type=int, default=1, help="pieces in flight at once")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and estimates")
+    parser.add_argument("--update-results", action="store_true",
+                        help="write the table into benchmarks/RESULTS.md")  # fmt: skip
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.jobs < 1:
+        raise SystemExit("reproduce: --jobs must be at least 1")
+    try:
+        pieces = plan(args)
+    except ValueError as error:
+        raise SystemExit(f"reproduce: {error}") from None
+    if args.dry_run:
+        step = reference_step_seconds(args.device or "cpu")
+        total = 0.0
+        print(f"reference step on {args.device or 'cpu'}: {1000 * step:.1f} ms")
+        for piece in pieces:
+            scale = 1.0 if args.schedule == "paper" else 0.0
+            estimate = piece.row.steps * piece.row.cost * step * (scale or 0.05)
+            total += 0.0 if piece.done else estimate
+            state = "done" if piece.done else f"~{estimate / 60:.1f} min"
+            print(f"[{state}] {piece.row.key} seed {piece.seed}: python {' '.join(piece.argv)}")
+        print(f"{sum(not p.done for p in pieces)} of {len(pieces)} pieces to run, "
+              f"~{total / 60:.0f} min at one piece at a time")  # fmt: skip
+        return 0
+    todo = [piece for piece in pieces if not piece.done]
+    print(f"{len(pieces) - len(todo)} of {len(pieces)} pieces done; running {len(todo)}")
+    failures = 0
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for piece, code, seconds, tail in pool.map(run_piece, todo):
+            status = "ok" if code == 0 else f"failed ({code}): {tail}"
+            failures += code != 0
+            print(f"{piece.row.key} seed {piece.seed}: {status} [{seconds:.0f} s]", flush=True)
+    markdown = table(pieces, args.schedule)
+    output = Path(args.output) / args.schedule
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "table.md").write_text(markdown)
+    print(markdown)
+    if args.update_results:
+        update_results(markdown, HERE / "RESULTS.md")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""benchmarks/reproduce.py end to end on tiny schedules: pieces, resumption and the table."""
+
+import json
+
+from tests.helpers import load_benchmark_script, write_fake_mnist
+
+
+def test_reproduce_runs_pieces_resumes_and_regenerates_the_table(tmp_path, capsys):
+    reproduce = load_benchmark_script("reproduce")
+    data = write_fake_mnist(tmp_path / "data", num_train=120, num_test=40)
+    out = tmp_path / "out"
+    argv = [
+        "--tables", "vcl", "generative",
+        "--rows", "split-mnist vcl", "generative-mnist vcl",
+        "--seeds", "0", "1",
+        "--schedule", "tiny",
+        "--data-root", str(data),
+        "--output", str(out),
+        "--jobs", "2",
+    ]  # fmt: skip
+    assert reproduce.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "0 of 4 pieces done; running 4" in printed
+    for row in ("vcl/split-mnist_vcl", "generative/generative-mnist_vcl"):
+        for seed in (0, 1):
+            piece = json.loads((out / "tiny" / row / f"seed{seed}" / "piece.json").read_text())
+            assert piece["seconds"] > 0 and f"--seeds {seed}" in piece["command"]
+    table = (out / "tiny" / "table.md").read_text()
+    lines = [
+        line for line in table.splitlines() if line.startswith("| vcl") or "generative |" in line
+    ]
+    assert len(lines) == 2
+    for line in lines:
+        assert "not run" not in line and "| 2 |" in line  # two seeds reported
+    assert "| 97.0 |" in table  # the paper's split MNIST VCL number beside ours
+
+    # finished pieces are kept and skipped
+    assert reproduce.main(argv) == 0
+    assert "4 of 4 pieces done; running 0" in capsys.readouterr().out
+
+    # the plan, with an estimate per piece
+    assert reproduce.main([*argv, "--dry-run"]) == 0
+    plan = capsys.readouterr().out
+    assert plan.count("[done]") == 4 and "reference step on cpu" in plan
+
+
+def test_the_table_goes_between_the_markers_of_results(tmp_path):
+    reproduce = load_benchmark_script("reproduce")
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Results\n\nbefore\n")
+    reproduce.update_results("| a |\n", results)
+    reproduce.update_results("| b |\n", results)
+    text = results.read_text()
+    assert text.startswith("# Results\n\nbefore\n") and "| b |" in text and "| a |" not in text
+    assert text.count(reproduce.MARKERS[0]) == 1
+
+
+def test_reproduce_refuses_rows_it_does_not_have(capsys):
+    reproduce = load_benchmark_script("reproduce")
+    try:
+        reproduce.main(["--tables", "vcl", "--rows", "no such row", "--dry-run"])
+    except SystemExit as error:
+        assert "no row of tables" in str(error)
+    else:
+        raise AssertionError("an unknown row was accepted")
