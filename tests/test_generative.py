@@ -9,7 +9,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 from pyro.infer import TraceMeanField_ELBO
-from pyro.nn import PyroModule
+from pyro.nn import PyroModule, PyroSample
 
 from pyro_cl import VCL, VOGN, DivergenceError, FineTuning, MeanFieldGuide, PointEstimateFitter
 from pyro_cl.baselines.ewc import EWC
@@ -470,3 +470,35 @@ def test_the_paper_script_sweeps_lambda_resumes_and_summarises(tmp_path, capsys)
     capsys.readouterr()
     assert script.main(argv) == 0  # everything done: nothing runs again
     assert capsys.readouterr().out.count("skipped") == 3
+
+
+class _PlainDecoder(PyroModule):
+    """A decoder of plain Pyro parts (not pyro_cl layers): the learner takes the Pyro route."""
+
+    model_class = GenerativeModel
+
+    def __init__(self, latent_dim: int, out_features: int) -> None:
+        super().__init__()
+        self.latent_dim, self.out_features = latent_dim, out_features
+        self.encoder_hidden_sizes = [8]
+        self.linear = PyroModule[torch.nn.Linear](latent_dim, out_features)
+        self.linear.weight = PyroSample(
+            dist.Normal(0.0, 1.0).expand([out_features, latent_dim]).to_event(2)
+        )
+        self.linear.bias = PyroSample(dist.Normal(0.0, 1.0).expand([out_features]).to_event(1))
+
+    def forward(self, z, task_id=0):
+        return self.linear(z)
+
+
+def test_a_decoder_of_plain_pyro_parts_learns_and_is_scored_by_the_pyro_route():
+    learner = VCL(_PlainDecoder(2, 12), epochs=3, batch_size=16, progress=False, seed=0)
+    assert not learner.model.fast
+    learner.observe(_images(seed=1), task_id=0)
+    learner.observe(_images(seed=2), task_id=1)
+    posterior = learner.current_prior()
+    assert set(posterior) == {"linear.weight", "linear.bias"}
+    ll = importance_log_likelihood(learner, _images(5, seed=1), 0, num_samples=6, chunk=4)
+    assert ll.shape == (5,) and torch.isfinite(ll).all()
+    images = generate(learner, 1, 4)
+    assert images.shape == (4, 12) and ((images >= 0) & (images <= 1)).all()

@@ -10,7 +10,7 @@ import torch
 from torch.distributions import Distribution
 
 from pyro_cl.infer.learner import ContinualLearner
-from pyro_cl.infer.site_values import substitute_sites
+from pyro_cl.infer.site_values import outputs_per_draw
 from pyro_cl.nn.exclusive import exclusive_mode
 
 __all__ = ["classifier_uncertainty", "generate", "importance_log_likelihood"]
@@ -70,8 +70,7 @@ def importance_log_likelihood(
             for done in range(0, num_samples, chunk):
                 k = min(chunk, num_samples - done)
                 z = q.sample((k,))  # (k, M, D)
-                with substitute_sites(learner.net, sites, k):
-                    outputs = model.decode(z, task_id)
+                outputs = outputs_per_draw(model.decode, learner.net, sites, z, task_id, model.fast)
                 log_weights = (
                     model.likelihood.log_prob(outputs, batch)
                     + prior.log_prob(z).sum(-1)
@@ -113,8 +112,8 @@ def generate(
             for name, value in learner.posterior(task_id).items()
         }
     z = torch.randn(1, num_samples, model.latent_dim, device=learner.device, dtype=model.dtype)
-    with exclusive_mode(learner.net, training=False), substitute_sites(learner.net, sites, 1):
-        outputs = model.decode(z, task_id)[0]
+    with exclusive_mode(learner.net, training=False):
+        outputs = outputs_per_draw(model.decode, learner.net, sites, z, task_id, model.fast)[0]
     observations = model.likelihood.distribution(outputs)
     return observations.mean if mean else observations.sample()
 

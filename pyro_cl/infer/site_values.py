@@ -15,7 +15,7 @@ Sites missing from ``sites`` are drawn from the model's current prior on both ro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pyro
 import torch
@@ -29,7 +29,7 @@ from pyro_cl.nn.module_walks import cached_walk, modules_of_type
 from pyro_cl.nn.substitution import SubstitutableModule
 from pyro_cl.posterior import sample_sites
 
-__all__ = ["substitute_sites", "sample_outputs"]
+__all__ = ["outputs_per_draw", "substitute_sites", "sample_outputs"]
 
 SiteValues = Mapping[str, Distribution | torch.Tensor]
 
@@ -78,13 +78,41 @@ def sample_outputs(
         with substitute_sites(model.net, sites, num_samples):
             return model.net_outputs(x.unsqueeze(0), task_id)
 
+    return torch.stack(
+        [_replayed(model.net_outputs, sites, x, task_id) for _ in range(num_samples)]
+    )
+
+
+def outputs_per_draw(
+    forward: Callable[..., torch.Tensor],
+    net: torch.nn.Module,
+    sites: SiteValues,
+    inputs: torch.Tensor,
+    task_id: int,
+    fast: bool,
+) -> torch.Tensor:
+    """``forward(inputs[k], task_id)`` for every ``k`` of ``inputs``' leading dimension, each
+    with its own draw of the latent sites from ``sites``: shape ``(K, ...)``.
+
+    ``forward`` runs ``net`` (e.g. a generative model's decoder on latent codes ``z`` of shape
+    ``(K, N, D)``: one decoder draw per importance sample). The fast path does all ``K`` draws
+    in one vectorised pass; the Pyro path replays ``forward`` against a guide of ``sites`` once
+    per draw.
+    """
+    if fast:
+        with substitute_sites(net, sites, inputs.shape[0]):
+            return forward(inputs, task_id)
+    return torch.stack([_replayed(forward, sites, row, task_id) for row in inputs])
+
+
+def _replayed(forward: Callable[..., torch.Tensor], sites: SiteValues, x, task_id):
+    """``forward(x, task_id)`` with one draw of ``sites`` (a guide trace replayed into it, under
+    local reparameterisation)."""
+
     def sites_guide():
         for name, value in sites.items():
             pyro.sample(name, _as_distribution(value))
 
-    outputs = []
-    for _ in range(num_samples):
-        with local_reparameterization():
-            guide_trace = poutine.trace(sites_guide).get_trace()
-            outputs.append(poutine.replay(model.net_outputs, trace=guide_trace)(x, task_id))
-    return torch.stack(outputs)
+    with local_reparameterization():
+        guide_trace = poutine.trace(sites_guide).get_trace()
+        return poutine.replay(forward, trace=guide_trace)(x, task_id)
