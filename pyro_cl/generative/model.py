@@ -63,9 +63,9 @@ class GenerativeModel(SupervisedModel):
         hidden = getattr(net, "encoder_hidden_sizes", None)
         hidden = [500, 500, 500] if hidden is None else list(hidden)
         self.local_guide = TaskEncoders(net.out_features, hidden, net.latent_dim)
-        self.local_guide.to(self.device_of_net())
+        self.local_guide.to(self._net_device())
 
-    def device_of_net(self) -> torch.device:
+    def _net_device(self) -> torch.device:
         for tensor in (*self.net.parameters(), *self.net.buffers()):
             return tensor.device
         return torch.device("cpu")
