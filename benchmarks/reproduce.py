@@ -368,14 +368,16 @@ def main(argv: list[str] | None = None) -> int:
         step = reference_step_seconds(args.device or "cpu")
         total = 0.0
         print(f"reference step on {args.device or 'cpu'}: {1000 * step:.1f} ms")
+        # the rows' step counts are the papers' schedules: other schedules get no estimate
+        paper = args.schedule == "paper"
         for piece in pieces:
-            scale = 1.0 if args.schedule == "paper" else 0.0
-            estimate = piece.row.steps * piece.row.cost * step * (scale or 0.05)
+            estimate = piece.row.steps * piece.row.cost * step
             total += 0.0 if piece.done else estimate
-            state = "done" if piece.done else f"~{estimate / 60:.1f} min"
+            state = "done" if piece.done else f"~{estimate / 60:.1f} min" if paper else "to run"
             print(f"[{state}] {piece.row.key} seed {piece.seed}: python {' '.join(piece.argv)}")
-        print(f"{sum(not p.done for p in pieces)} of {len(pieces)} pieces to run, "
-              f"~{total / 60:.0f} min at one piece at a time")  # fmt: skip
+        todo = sum(not p.done for p in pieces)
+        when = f", ~{total / 60:.0f} min at one piece at a time" if paper else ""
+        print(f"{todo} of {len(pieces)} pieces to run{when}")
         return 0
     todo = [piece for piece in pieces if not piece.done]
     print(f"{len(pieces) - len(todo)} of {len(pieces)} pieces done; running {len(todo)}")

@@ -16,6 +16,7 @@ win over the schedule's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import tempfile
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ from pyro_cl.experiment import (
     summarise,
 )
 from pyro_cl.infer.config import TrainingConfig
+from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.transitions import Transition
 from pyro_cl.methods import METHODS
 from pyro_cl.nn import BayesianCNN, BayesianMLP, IndianBuffetMLP, VAEDecoder
@@ -239,6 +241,31 @@ class BenchmarkRun:
         net_class = IndianBuffetMLP if self.indian_buffet else BayesianMLP
         return net_class(stream.in_features, hidden, stream.num_classes, **common)
 
+    @property
+    def resolved_device(self) -> str:
+        """The device asked for, else CUDA where there is one, else the CPU."""
+        return self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+    def make_learner(self, method: str, stream, seed: int, device: str) -> ContinualLearner:
+        """A fresh learner of ``method`` on a fresh net for ``stream``: the run's training
+        settings and transition, and those of its fitter and penalty options the method's parts
+        take."""
+        spec = METHODS[method]
+        fitter_options = {
+            k: v for k, v in self.resolved_fitter_options().items() if k in spec.fitter_parameters()
+        }
+        penalty = {k: v for k, v in self.penalty_options.items() if k in spec.penalty_parameters()}
+        return spec.build(
+            self.build_net(stream),
+            self.resolved_coreset_size,
+            device,
+            seed,
+            fitter_options=fitter_options if spec.fitter is not None else None,
+            transition=self.transition,
+            penalty_options=penalty or None,
+            **self.resolved_training(),
+        )
+
     def label(self, method: str) -> str:
         """The method's name in results: ``vcl``, or ``vcl-ibnn`` for an Indian Buffet net."""
         return f"{method}-{self.architecture}" if self.indian_buffet else method
@@ -307,7 +334,7 @@ def run_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
         from pyro_cl.generative.benchmark import run_generative_benchmark
 
         return run_generative_benchmark(run)
-    device = run.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = run.resolved_device
     training = run.resolved_training()
     coreset_size = run.resolved_coreset_size
     hidden = run.resolved_hidden_sizes
@@ -325,24 +352,7 @@ def run_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
         )
         for method in run.method_names:
             spec = METHODS[method]
-            taken = spec.fitter_parameters()
-            options = {k: v for k, v in run.resolved_fitter_options().items() if k in taken}
-            penalty = {
-                k: v for k, v in run.penalty_options.items() if k in spec.penalty_parameters()
-            }
-
-            def make_learner(spec=spec, stream=stream, seed=seed, options=options, penalty=penalty):
-                return spec.build(
-                    run.build_net(stream),
-                    coreset_size,
-                    device,
-                    seed,
-                    fitter_options=options if spec.fitter is not None else None,
-                    transition=run.transition,
-                    penalty_options=penalty or None,
-                    **training,
-                )
-
+            make_learner = functools.partial(run.make_learner, method, stream, seed, device)
             try:
                 learner = make_learner()
             except (TypeError, ValueError) as error:

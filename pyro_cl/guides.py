@@ -73,8 +73,8 @@ class MeanFieldGuide(nn.Module):
     *Local* latent sites (inside the data plate, one per data point) have no mean-field factor:
     a model with them must come with an amortised ``local_guide`` that samples exactly those
     sites (``local_guide.site_names``), such as the task encoders ``q_φt(z | x)`` of a generative
-    model (:class:`~pyro_cl.generative.TaskEncoders`). The guide then runs it after its global
-    sites and owns its parameters (they train, save and roll back with the guide's). Without
+    model (:class:`~pyro_cl.generative.TaskEncoders`). The guide then runs it before its global
+    sites (the order of the fast route's draws) and owns its parameters (they train, save and roll back with the guide's). Without
     one, a local latent site is an error, as before.
 
     It is an ordinary guide: ``SVI(model, guide, Adam(...), TraceMeanField_ELBO())`` works, since
@@ -269,7 +269,9 @@ class MeanFieldGuide(nn.Module):
 
         ``"keep"`` starts the next task at the current posterior (the VCL reference code's choice);
         ``"prior"`` starts it at the step's prior, means and variances (the same as ``"keep"`` for
-        VCL; after a transition such as forgetting, the forgotten posterior); ``"reset_variance"`` keeps the means and resets log σ²; ``"reset"`` also redraws the means
+        VCL; after a transition such as forgetting, the forgotten posterior; for a new head, its
+        initial prior); ``"reset_variance"`` keeps the means and resets log σ²; ``"reset"`` also
+        redraws the means
         around the mean of the site's prior in ``priors``; ``"fresh"`` resets log σ² and draws the
         means as PyTorch initialises a new layer, ``U(-1/√fan_in, 1/√fan_in)`` (the VOGN thesis's
         choice for permuted and split MNIST, section 4.3).

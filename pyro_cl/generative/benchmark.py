@@ -25,7 +25,6 @@ from pyro_cl.generative.experiment import (
     run_generative_stream,
 )
 from pyro_cl.generative.plots import plot_generative_metrics, plot_sample_grid
-from pyro_cl.methods import METHODS
 
 __all__ = [
     "judge_classifier",
@@ -69,7 +68,7 @@ def run_generative_benchmark(run: BenchmarkRun) -> list[GenerativeResult]:
     """Run every method of ``run`` on every seed's one-class stream; after each run print its
     summary and (with ``run.output``) rewrite the report, so an interrupted sweep keeps the runs
     it finished."""
-    device = run.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = run.resolved_device
     settings = dict(run.resolved_evaluation())
     classifier_epochs = int(settings.pop("classifier_epochs", 10))
     evaluation = GenerativeEvaluation(**settings)
@@ -89,26 +88,8 @@ def run_generative_benchmark(run: BenchmarkRun) -> list[GenerativeResult]:
             f"device {device}, seed {seed}; judging classifier test accuracy {100 * accuracy:.2f}%"
         )
         for method in run.method_names:
-            spec = METHODS[method]
-            options = {
-                k: v
-                for k, v in run.resolved_fitter_options().items()
-                if k in spec.fitter_parameters()
-            }
-            penalty = {
-                k: v for k, v in run.penalty_options.items() if k in spec.penalty_parameters()
-            }
             try:
-                learner = spec.build(
-                    run.build_net(stream),
-                    1,
-                    device,
-                    seed,
-                    fitter_options=options if spec.fitter is not None else None,
-                    transition=run.transition,
-                    penalty_options=penalty or None,
-                    **training,
-                )
+                learner = run.make_learner(method, stream, seed, device)
             except (TypeError, ValueError) as error:
                 raise ValueError(f"method {method!r}: {error}") from error
             label = run_label(method, learner)
@@ -123,7 +104,7 @@ def run_generative_benchmark(run: BenchmarkRun) -> list[GenerativeResult]:
                     "benchmark": run.benchmark,
                     "seed": seed,
                     "device": device,
-                    "net": run.build_net(stream).config,
+                    "net": learner.net.config,
                     **training,
                     "fitter": learner.fitter.spec(),
                     "evaluation": run.resolved_evaluation(),

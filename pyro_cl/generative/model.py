@@ -62,13 +62,8 @@ class GenerativeModel(SupervisedModel):
         self.latent_dim = net.latent_dim
         hidden = getattr(net, "encoder_hidden_sizes", None)
         hidden = [500, 500, 500] if hidden is None else list(hidden)
+        # encoders are created per task on the data's device (TaskEncoders.prepare)
         self.local_guide = TaskEncoders(net.out_features, hidden, net.latent_dim)
-        self.local_guide.to(self._net_device())
-
-    def _net_device(self) -> torch.device:
-        for tensor in (*self.net.parameters(), *self.net.buffers()):
-            return tensor.device
-        return torch.device("cpu")
 
     @property
     def in_features(self) -> int:
