@@ -7,6 +7,12 @@ IVON run their natural-gradient step (:mod:`pyro_cl.infer.vogn`, :mod:`pyro_cl.i
 run in the same process, alternating, and the median of several epochs is reported, so the
 ratios are robust to the machine's load; an epoch's time divided by its 40 steps is a step's.
 
+Rows: the deterministic net with torch's default and fused Adam; a hand-written Bayes-by-Backprop
+loop with local reparameterisation (the reference the library must beat, issue 18); VCL's
+``observe`` for one epoch, end to end; VOGN, IVON, fine-tuning, EWC and SI. Every ratio is to the
+deterministic epoch with torch's default Adam (``--elbo pyro``: ``observe`` on Pyro's
+``TraceMeanField_ELBO`` route).
+
     python benchmarks/speed.py [--inputs 10000] [--repeats 5] [--device cpu] [--elbo fast|pyro]
 """
 
@@ -25,7 +31,6 @@ from pyro_cl.coresets import Coreset
 from pyro_cl.infer.callbacks import CallbackList
 from pyro_cl.infer.fitter import FitContext
 from pyro_cl.infer.ivon import IVON
-from pyro_cl.infer.objectives import negative_elbo
 from pyro_cl.infer.point_estimate import fit_point_estimate
 from pyro_cl.infer.training import make_adam
 from pyro_cl.infer.vogn import VOGN
@@ -40,13 +45,49 @@ def deterministic_epoch(net, optimizer, x, y, batch_size):
         optimizer.step()
 
 
-def vcl_epoch(learner, optimizer, x, y, batch_size, fast):
-    n = x.shape[0]
-    for index in torch.randperm(n, device=x.device).split(batch_size):
-        loss = negative_elbo(learner.model, learner.guide, x[index], y[index], 0, n, 1, fast)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+class HandWrittenBayesByBackprop:
+    """The reference a user could write by hand: a mean-field 784-100-100-10 net, one
+    ``(μ, log σ²)`` pair of tensors per weight and bias, local reparameterisation, the closed-form
+    KL to a N(0, 1) prior per tensor, torch's fused Adam."""
+
+    def __init__(self, sizes: list[int], device: torch.device) -> None:
+        self.shapes = []
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+            self.shapes += [(fan_out, fan_in), (fan_out,)]
+        self.locs = [
+            torch.nn.Parameter(0.1 * torch.randn(shape, device=device)) for shape in self.shapes
+        ]
+        self.log_variances = [
+            torch.nn.Parameter(torch.full(shape, -6.0, device=device)) for shape in self.shapes
+        ]
+        self.optimizer = make_adam(self.locs + self.log_variances, 1e-3)
+
+    def loss(self, x: torch.Tensor, y: torch.Tensor, dataset_size: int) -> torch.Tensor:
+        hidden = x
+        variances = [log_variance.exp() for log_variance in self.log_variances]
+        layers = len(self.shapes) // 2
+        for layer in range(layers):
+            w, b = self.locs[2 * layer : 2 * layer + 2]
+            w_var, b_var = variances[2 * layer : 2 * layer + 2]
+            mean = torch.nn.functional.linear(hidden, w, b)
+            variance = torch.nn.functional.linear(hidden * hidden, w_var, b_var)
+            hidden = mean + variance.sqrt() * torch.randn_like(mean)
+            if layer < layers - 1:
+                hidden = torch.relu(hidden)
+        kl = sum(
+            0.5 * (variance + loc * loc - 1 - log_variance).sum()
+            for loc, log_variance, variance in zip(
+                self.locs, self.log_variances, variances, strict=True
+            )
+        )
+        return torch.nn.functional.cross_entropy(hidden, y) + kl / dataset_size
+
+    def epoch(self, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> None:
+        for index in torch.randperm(x.shape[0], device=x.device).split(batch_size):
+            loss = self.loss(x[index], y[index], x.shape[0])
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
 
 
 def timed(fn, device) -> float:
@@ -71,6 +112,7 @@ def main() -> None:
     torch.manual_seed(0)
     x = torch.rand(args.inputs, 784, device=device)
     y = torch.randint(0, 10, (args.inputs,), device=device)
+    batch = args.batch_size
 
     net = torch.nn.Sequential(
         torch.nn.Linear(784, 100),
@@ -81,25 +123,30 @@ def main() -> None:
     ).to(device)
     adam = torch.optim.Adam(net.parameters(), lr=1e-3)  # plain torch defaults
     fused_adam = make_adam(list(net.parameters()), 1e-3)
+    hand_written = HandWrittenBayesByBackprop([784, 100, 100, 10], device)
 
-    learner = VCL(BayesianMLP(784, [100, 100], 10), device=device, num_particles=1, progress=False)
-    learner.guide.sites_for(x[:1], None, task_id=0, dataset_size=args.inputs)
-    vcl_adam = make_adam(list(learner.guide.parameters()), 1e-3)  # what VCL.observe uses
-    fast = args.elbo == "fast"
+    def vcl(**settings):
+        return VCL(
+            BayesianMLP(784, [100, 100], 10),
+            device=device,
+            num_particles=1,
+            epochs=1,
+            ml_init_epochs=0,
+            batch_size=batch,
+            progress=False,
+            **settings,
+        )
 
+    observer = vcl(elbo=args.elbo)
+    learner = vcl()
     names = learner.guide.sites_for(x[:1], None, task_id=0)
+    context = FitContext(learner.model, learner.config, device, CallbackList())
+    data = Coreset.of_task(x, y, 0)
     updates = {
         "VOGN (Fisher)": VOGN(num_samples=1),
         "VOGN (GGN)": VOGN(num_samples=1, curvature="ggn"),
         "IVON": IVON(num_samples=1),
     }
-
-    context = FitContext(learner.model, learner.config, device, CallbackList())
-    data = Coreset.of_task(x, y, 0)
-
-    def natural_gradient_epoch(update):
-        update.fit(context, learner.guide, data, names, 1, args.batch_size, "timing")
-
     # The baselines fit the guide's means as point values; each penalty has one earlier task.
     values = {n: v.detach() for n, v in learner.guide.locs(names).items()}
     penalties = {"fine-tuning": None, "EWC": EWC(100.0), "SI": SynapticIntelligence(1.0)}
@@ -107,68 +154,38 @@ def main() -> None:
     penalties["SI"].before_fit(values, len(data))
     penalties["SI"].after_fit(context, values, data, 0)
 
-    def point_epoch(penalty):
-        fit_point_estimate(
-            context, learner.guide, data, names, 1, args.batch_size, "timing", penalty
+    epochs = {
+        "deterministic, Adam (torch defaults)": lambda: deterministic_epoch(net, adam, x, y, batch),
+        "deterministic, fused Adam": lambda: deterministic_epoch(net, fused_adam, x, y, batch),
+        "hand-written Bayes by Backprop (LRT)": lambda: hand_written.epoch(x, y, batch),
+        f"VCL.observe ({args.elbo} route), end to end": lambda: observer.observe((x, y)),
+    }
+    for name, update in updates.items():
+        epochs[name] = lambda u=update: u.fit(context, learner.guide, data, names, 1, batch, "t")
+    for name, penalty in penalties.items():
+        epochs[f"{name} (point estimate)"] = lambda p=penalty: fit_point_estimate(
+            context, learner.guide, data, names, 1, batch, "timing", p
         )
 
-    observer = VCL(
-        BayesianMLP(784, [100, 100], 10),
-        device=device,
-        num_particles=1,
-        epochs=1,
-        ml_init_epochs=0,
-        batch_size=args.batch_size,
-        progress=False,
-    )
-
-    natural = {name: [] for name in updates}
-    points = {name: [] for name in penalties}
-    deterministic, deterministic_fused, variational, observed = [], [], [], []
+    times = {name: [] for name in epochs}
     for _ in range(args.repeats + 1):  # the first round warms up
-        for name, update in updates.items():
-            natural[name].append(timed(lambda u=update: natural_gradient_epoch(u), device))
-        for name, penalty in penalties.items():
-            points[name].append(timed(lambda p=penalty: point_epoch(p), device))
-        deterministic.append(
-            timed(lambda: deterministic_epoch(net, adam, x, y, args.batch_size), device)
-        )
-        deterministic_fused.append(
-            timed(lambda: deterministic_epoch(net, fused_adam, x, y, args.batch_size), device)
-        )
-        variational.append(
-            timed(lambda: vcl_epoch(learner, vcl_adam, x, y, args.batch_size, fast), device)
-        )
-        observed.append(timed(lambda: observer.observe((x, y)), device))
-    det = statistics.median(deterministic[1:])
-    det_fused = statistics.median(deterministic_fused[1:])
-    var = statistics.median(variational[1:])
+        for name, epoch in epochs.items():
+            times[name].append(timed(epoch, device))
+    median = {name: statistics.median(values[1:]) for name, values in times.items()}
+    steps = -(-args.inputs // batch)
+    adam_default = median["deterministic, Adam (torch defaults)"]
+    fine_tuning = median["fine-tuning (point estimate)"]
     print(
         f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
-        f"device {device}, torch {torch.__version__}"
+        f"device {device}, torch {torch.__version__}; {args.inputs} inputs, batch {batch}, "
+        f"{steps} steps per epoch, median of {args.repeats} epochs"
     )
-    print(f"deterministic epoch, torch.optim.Adam defaults: {1e3 * det:8.1f} ms")
-    print(f"deterministic epoch, fused Adam:                {1e3 * det_fused:8.1f} ms")
-    print(f"VCL epoch ({args.elbo} ELBO, 1 sample, LRT, fused Adam): {1e3 * var:8.1f} ms")
-    print(f"ratio VCL / deterministic (default Adam): {var / det:6.2f}x")
-    print(f"ratio VCL / deterministic (fused Adam):   {var / det_fused:6.2f}x")
-    obs = statistics.median(observed[1:])
-    print(f"VCL.observe, one epoch end to end:           {1e3 * obs:8.1f} ms")
-    print(f"ratio observe / deterministic (default Adam): {obs / det:6.2f}x")
-    steps = -(-args.inputs // args.batch_size)
-    print(f"Adam step (torch defaults): {1e3 * det / steps:6.2f} ms")
-    for name, times in natural.items():
-        epoch = statistics.median(times[1:])
+    print(f"{'epoch':46s} {'ms':>8s} {'step ms':>8s} {'vs Adam':>8s} {'vs fine-tuning':>15s}")
+    for name, seconds in median.items():
+        versus_points = f"{seconds / fine_tuning:14.2f}x" if "point" in name else ""
         print(
-            f"{name} step (1 sample): {1e3 * epoch / steps:6.2f} ms, "
-            f"{epoch / det:5.2f}x Adam (defaults), {epoch / det_fused:5.2f}x fused Adam"
-        )
-    plain = statistics.median(points["fine-tuning"][1:])
-    print(f"fine-tuning epoch (point estimate, same net):  {1e3 * plain:8.1f} ms")
-    for name in ("EWC", "SI"):
-        epoch = statistics.median(points[name][1:])
-        print(
-            f"{name} epoch: {1e3 * epoch:8.1f} ms, ratio {name} / fine-tuning: {epoch / plain:6.2f}x"
+            f"{name:46s} {1e3 * seconds:8.1f} {1e3 * seconds / steps:8.2f} "
+            f"{seconds / adam_default:7.2f}x {versus_points}"
         )
 
 

@@ -9,6 +9,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 
+from pyro_cl.finite import all_finite
 from pyro_cl.nn.effects import current_data_plate
 from pyro_cl.nn.site_flags import OBSERVATION_FLAG
 from pyro_cl.spec import Registrable
@@ -55,7 +56,7 @@ class Likelihood(Registrable, ABC, kind="likelihood"):
 
     def check_targets(self, y: torch.Tensor, num_outputs: int | None) -> None:
         """Raise ``ValueError`` if ``y`` cannot be scored by this likelihood."""
-        if not torch.isfinite(y.float()).all():
+        if not all_finite(y):
             raise ValueError("targets contain NaN or inf")
 
     def converted_targets(self, y: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -259,5 +260,5 @@ def _check_regression_targets(y: torch.Tensor) -> None:
         raise ValueError(f"regression targets must be floating point, got dtype {y.dtype}")
     if y.dim() != 1:
         raise ValueError(f"regression targets must be one-dimensional, got {tuple(y.shape)}")
-    if not torch.isfinite(y).all():
+    if not all_finite(y):
         raise ValueError("targets contain NaN or inf")

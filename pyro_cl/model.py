@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import torch
 
+from pyro_cl.finite import all_finite
 from pyro_cl.likelihoods import CategoricalLikelihood, Likelihood
 from pyro_cl.nn.effects import DataPlate, new_data_plate
 from pyro_cl.nn.heads import normalised_task_id
@@ -153,7 +154,7 @@ class SupervisedModel:
                 f"{', '.join(map(str, input_shape))})"
             )
         x = x.to(self.dtype)
-        if not torch.isfinite(x).all():
+        if not all_finite(x):
             raise ValueError(
                 f"inputs of task {task_id} contain NaN or inf (after conversion to {self.dtype})"
             )

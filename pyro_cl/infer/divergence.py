@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
+from pyro_cl.finite import all_finite
 
 __all__ = ["Divergence", "DivergenceError"]
 
@@ -67,7 +67,7 @@ class Divergence:
         """:raises DivergenceError: if a tensor in ``values`` (``{site: means}``) is not finite
         or leaves the bound."""
         for name, value in values.items():
-            if not torch.isfinite(value).all():
+            if not all_finite(value):
                 raise DivergenceError(
                     f"{description}: the fitted values of {name!r} are not finite"
                 )

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 
 from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.objectives import negative_elbo
+from pyro_cl.infer.packed_gaussians import PackedGaussians
 
 __all__ = ["ELBOFitter"]
 
@@ -51,18 +54,42 @@ class ELBOFitter(Fitter):
                 raise ValueError("every likelihood weight of the data is 0: nothing to fit")
             weights = data.likelihood_weights() * (num_data / size)
 
-        def loss(index: torch.Tensor) -> torch.Tensor:
-            ids = task_id if isinstance(task_id, int) else task_id[index]
-            return negative_elbo(
-                model,
-                guide,
-                data.x[index],
-                data.y[index],
-                ids,
-                size,
-                num_particles,
-                weights=None if weights is None else weights[index],
-            )
+        with _packed(model, guide, sites) as packed:
 
-        parameters = dict(guide.named_parameters())
-        return context.minimise(loss, parameters, num_data, epochs, batch_size, description)
+            def loss(index: torch.Tensor) -> torch.Tensor:
+                ids = task_id if isinstance(task_id, int) else task_id[index]
+                return negative_elbo(
+                    model,
+                    guide,
+                    data.x[index],
+                    data.y[index],
+                    ids,
+                    size,
+                    num_particles,
+                    weights=None if weights is None else weights[index],
+                    packed=packed,
+                )
+
+            parameters = _trained_parameters(guide, packed)
+            return context.minimise(loss, parameters, num_data, epochs, batch_size, description)
+
+
+def _packed(model, guide: MeanFieldGuide, sites: list[str]) -> PackedGaussians | nullcontext:
+    """The fit's Gaussian sites packed into flat tensors on the fast route (a no-op context,
+    giving ``None``, on the Pyro route or without Gaussian sites)."""
+    if not model.fast or not guide.gaussian_sites(sites):
+        return nullcontext()
+    return PackedGaussians(model, guide, sites)
+
+
+def _trained_parameters(
+    guide: MeanFieldGuide, packed: PackedGaussians | None
+) -> dict[str, torch.nn.Parameter]:
+    """What Adam updates: the packed leaves in place of the per-site tensors they hold, and every
+    other parameter of the guide."""
+    parameters = dict(guide.named_parameters())
+    if packed is None:
+        return parameters
+    inside = {id(p) for pair in guide.gaussian_parameters(packed.names).values() for p in pair}
+    rest = {name: p for name, p in parameters.items() if id(p) not in inside}
+    return {**{f"packed.{k}": v for k, v in packed.parameters().items()}, **rest}

@@ -24,6 +24,7 @@ from typing import ClassVar
 import torch
 
 from pyro_cl.coresets.coreset import Coreset
+from pyro_cl.finite import all_finite
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.config import TrainingConfig
@@ -165,7 +166,7 @@ def checked_posterior(posterior: Posterior) -> Posterior:
     """``posterior`` unchanged, or a :class:`DivergenceError` if any site is not finite or has a
     zero scale."""
     for name, q in posterior.items():
-        if not all(torch.isfinite(value).all() for value in distribution_parameters(q).values()):
+        if not all(all_finite(value) for value in distribution_parameters(q).values()):
             raise DivergenceError(f"the posterior of site {name!r} is not finite")
         base = base_distribution(q)
         if hasattr(base, "scale") and not (base.scale > 0).all():

@@ -9,6 +9,7 @@ from pyro.infer import TraceMeanField_ELBO
 from torch.distributions import kl_divergence
 
 from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.infer.site_values import sample_outputs
 from pyro_cl.kl import gaussian_kl, kl_to_prior
 from pyro_cl.model import SupervisedModel
@@ -30,6 +31,7 @@ def negative_elbo(
     num_particles: int = 1,
     fast: bool | None = None,
     weights: torch.Tensor | None = None,
+    packed: PackedGaussians | None = None,
 ) -> torch.Tensor:
     """``-L_VCL / N_t``: ``KL(q_t || q_{t-1}) / N_t - (1/M) Σ_{n in batch} E_q[log p(y_n | θ, x_n)]``.
 
@@ -53,6 +55,10 @@ def negative_elbo(
     ``weights`` (one per point of the batch) multiply each point's term: a likelihood
     ``p(y_n | θ)^{w_n}`` (Bayesian forgetting's memory, Kurle et al. 2020 eq. 12). Both routes
     then compute the terms explicitly.
+
+    ``packed`` (fast route): the fit's Gaussian sites packed into flat tensors
+    (:class:`~pyro_cl.infer.packed_gaussians.PackedGaussians`); their KL, the sum over every
+    packed site, and their values then come from it in a few fused kernels.
     """
     if fast is None:
         fast = model.fast
@@ -68,7 +74,7 @@ def negative_elbo(
         return loss / dataset_size
     names_by_task = {task: model.sites(guide, x, [task]) for task, _ in groups}
     names = list(dict.fromkeys(name for group in names_by_task.values() for name in group))
-    kl, sites = _kl_and_sites(model, guide, names, fast)
+    kl, sites = _kl_and_sites(model, guide, names, fast, packed)
     log_likelihood = 0.0
     for task, rows in groups:
         task_sites = {name: sites[name] for name in names_by_task[task]}
@@ -97,16 +103,22 @@ def task_groups(
 
 
 def _kl_and_sites(
-    model: SupervisedModel, guide: MeanFieldGuide, names: list[str], fast: bool
+    model: SupervisedModel,
+    guide: MeanFieldGuide,
+    names: list[str],
+    fast: bool,
+    packed: PackedGaussians | None = None,
 ) -> tuple[torch.Tensor, dict]:
-    """The analytic ``KL(q || prior)`` over ``names`` and the guide's distributions of them."""
+    """The analytic ``KL(q || prior)`` over ``names`` (and every packed site) and the guide's
+    distributions of them."""
     if not fast:
         posterior = guide.posterior(names)
         return kl_to_prior(posterior, read_priors(model.net, names)), posterior
-    kl = 0.0
-    sites = {}
-    gaussians = guide.gaussian_parameters(names)
+    kl, sites = packed.kl_and_sites() if packed is not None else (0.0, {})
+    gaussians = guide.gaussian_parameters(name for name in names if name not in sites)
     for name in names:
+        if name in sites:
+            continue
         module, attribute = model.site_index[name]
         if name in gaussians:
             loc, log_variance = gaussians[name]

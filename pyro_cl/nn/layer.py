@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 from pyro.distributions import Distribution, Normal
 
+from pyro_cl.finite import all_finite
 from pyro_cl.nn.effects import RecordLayers, innermost
 from pyro_cl.nn.local_reparam import DiagonalGaussian, normal_source
 from pyro_cl.nn.substitution import SubstitutableModule, prior_site
@@ -85,7 +86,7 @@ class BayesianLayer(SubstitutableModule):
             )
         loc = normal.loc.detach().to(loc_buffer).expand_as(loc_buffer)
         scale = normal.scale.detach().to(loc_buffer).expand_as(loc_buffer)
-        if not torch.isfinite(loc).all() or not (scale > 0).all():
+        if not all_finite(loc) or not (scale > 0).all():
             raise ValueError(f"prior for {name!r} has non-finite means or non-positive scales")
         loc_buffer.copy_(loc)
         getattr(self, f"{name}_prior_scale").copy_(scale)
