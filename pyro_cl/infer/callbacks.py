@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
+from pyro_cl.infer.data_parallel import is_writer
 from pyro_cl.spec import Registrable
 
 __all__ = ["Callback", "CallbackList", "ProgressBar", "StepInfo"]
@@ -111,7 +112,8 @@ class ProgressBar(Callback):
         self._bar = None
 
     def on_fit_start(self, description: str, epochs: int) -> None:
-        self._bar = tqdm(total=epochs, desc=description, leave=False)
+        # one bar per run: in a data-parallel fit only rank 0 shows it
+        self._bar = tqdm(total=epochs, desc=description, leave=False, disable=not is_writer())
 
     def on_epoch_end(self, epoch: int, loss: float) -> None:
         if self._bar is not None:

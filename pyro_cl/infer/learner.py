@@ -30,6 +30,12 @@ from pyro_cl.coresets import Coreset, CoresetSelector
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback, CallbackList, ProgressBar
 from pyro_cl.infer.config import TrainingConfig
+from pyro_cl.infer.data_parallel import (
+    check_replicas_agree,
+    is_writer,
+    synchronise_random_state,
+    writer_barrier,
+)
 from pyro_cl.infer.elbo_fitter import ELBOFitter
 from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.model_view import ModelView
@@ -265,7 +271,7 @@ class ContinualLearner:
             return self._propagate(context, new, task_id)
         old = self._weighted_memory(between)
         if memory.order == "before":
-            update = memory.update(old, x, y, task_id, ModelView(self, time=time))
+            update = self._choose(old, x, y, task_id, ModelView(self, time=time))
             data = new.select(update.remaining).concat(update.dropped)
             history = self._propagate(context, data, task_id) if len(data) else []
             prediction_posteriors = {}
@@ -291,6 +297,14 @@ class ContinualLearner:
         ages = between.time - self.coreset.times
         return self.coreset.weighted(self.transition.likelihood_weights(ages, between))
 
+    def _choose(self, old: Coreset | None, x, y, task_id: int, view: ModelView):
+        """The memory's update, made from the same random state on every rank of a
+        data-parallel fit (so all ranks choose the same points, checked)."""
+        synchronise_random_state()
+        update = self.memory.update(old, x, y, task_id, view)
+        check_replicas_agree({"remaining": update.remaining.double()}, "memory choices")
+        return update
+
     def _fit_then_choose(
         self, context: FitContext, old: Coreset | None, new: Coreset, task_id: int, time: float
     ):
@@ -311,7 +325,7 @@ class ContinualLearner:
         history = self._propagate(context, data, task_id)
         fitted = self.current_prior()
         view = ModelView(self, prior=step_prior, time=time)
-        update = self.memory.update(old, new.x, new.y, task_id, view)
+        update = self._choose(old, new.x, new.y, task_id, view)
         if update.posterior is not None:
             install_prior(self.net, update.posterior)
         else:
@@ -381,6 +395,7 @@ class ContinualLearner:
             )
         history = self.fitter.fit(context, guide, data, sites, epochs, batch_size, description)
         self.config.divergence.check_values(guide.locs(sites), description)
+        check_replicas_agree(dict(guide.named_parameters()), "fitted parameters")
         return history, self.fitter.posterior(guide, sites)
 
     def _refit(self, context: FitContext, coreset: Coreset) -> dict[int, dict[str, Distribution]]:
@@ -558,11 +573,15 @@ class ContinualLearner:
         }
 
     def save(self, path: str | os.PathLike) -> None:
-        """Save the whole learner atomically (see :func:`pyro_cl.serialization.atomic_save`).
+        """Save the whole learner atomically (see :func:`pyro_cl.serialization.atomic_save`);
+        in a data-parallel run rank 0 writes and every rank waits until it has.
 
         :raises TypeError: before writing anything, if a part cannot be rebuilt on load.
         """
-        atomic_save(self.state(), path)
+        state = self.state()  # every rank takes part (its random state), rank 0 writes
+        if is_writer():
+            atomic_save(state, path)
+        writer_barrier()
 
     @classmethod
     def load(

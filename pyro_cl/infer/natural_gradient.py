@@ -25,6 +25,7 @@ from pyro.distributions import Normal
 
 from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.infer.data_parallel import Shard, all_reduce_sums, sharded_step
 from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.objectives import task_groups
 from pyro_cl.infer.per_example import GradientStatistics, gradient_statistics
@@ -98,7 +99,7 @@ class NaturalGradientUpdate(Fitter):
             SVI route reports.
         """
         model = context.model
-        x, y, names = data.x, data.y, sites
+        x, names = data.x, sites
         task_id = model.task_argument(data)
         others = sorted(set(names) - set(guide.gaussian_sites(names)))
         if others or has_structured_sites(model.net):
@@ -116,36 +117,52 @@ class NaturalGradientUpdate(Fitter):
         sites_by_task = {task: model.sites(guide, x, [task]) for task in data.tasks()}
 
         def step(index: torch.Tensor) -> torch.Tensor:
-            ids = task_id if isinstance(task_id, int) else task_id[index]
             batch = index.shape[0]
-            with torch.no_grad():
-                theta, noise = self._sample(states)
-            total = torch.zeros((), device=x.device)
-            gradients = {name: torch.zeros_like(theta[name]) for name in names}
-            squared = None
-            if self.curvature is not None:
-                squared = {name: torch.zeros_like(states[name].loc) for name in names}
-            for task, rows in task_groups(ids, batch):
-                rows = index[rows]
-                task_theta = {name: theta[name] for name in sites_by_task[task]}
-                stats = gradient_statistics(
-                    model, task_theta, x[rows], y[rows], task, self.curvature
-                )
-                total = total + stats.loss
-                for name, value in stats.gradients.items():
-                    gradients[name] += value
-                if squared is not None:
-                    for name, value in stats.squared.items():
-                        squared[name] += value
-            statistics = GradientStatistics(total, gradients, squared)
+            with sharded_step(index) as shard:  # the whole minibatch without a process group
+                with torch.no_grad():
+                    theta, noise = self._sample(states)
+                statistics = self._statistics(model, theta, sites_by_task, data, task_id, shard)
             with torch.no_grad():
                 self._update(states, statistics, noise, batch, effective_size)
                 kl = sum(_kl(state) for state in states.values())
-            return total / (batch * self.num_samples) + kl / effective_size
+            return statistics.loss / (batch * self.num_samples) + kl / effective_size
 
         history = context.run_epochs(step, locs, num_data, epochs, batch_size, description)
         guide.set_precisions({name: state.precision for name, state in states.items()})
         return history
+
+    def _statistics(
+        self, model, theta: dict, sites_by_task: dict, data: Coreset, task_id, shard: Shard
+    ) -> GradientStatistics:
+        """Sums over this rank's points of the loss, the gradients and (for VOGN) the squared
+        per-example gradients, at every weight sample; summed over ranks (data-parallel fits),
+        which gives the global minibatch's sums."""
+        gradients = {name: torch.zeros_like(value) for name, value in theta.items()}
+        squared = None
+        if self.curvature is not None:
+            squared = {name: torch.zeros_like(value[0]) for name, value in theta.items()}
+        total = torch.zeros((), device=data.x.device)
+        ids = task_id if isinstance(task_id, int) else task_id[shard.index]
+        for task, rows in task_groups(ids, shard.index.shape[0]) if not shard.empty else ():
+            rows = shard.index[rows]
+            task_theta = {name: theta[name] for name in sites_by_task[task]}
+            stats = gradient_statistics(
+                model, task_theta, data.x[rows], data.y[rows], task, self.curvature
+            )
+            total = total + stats.loss
+            for name, value in stats.gradients.items():
+                gradients[name] += value
+            if squared is not None:
+                for name, value in stats.squared.items():
+                    squared[name] += value
+        names = list(gradients)
+        sums = [total, *gradients.values(), *(squared.values() if squared is not None else ())]
+        sums = all_reduce_sums(sums)
+        total, reduced = sums[0], sums[1:]
+        gradients = dict(zip(names, reduced[: len(names)], strict=True))
+        if squared is not None:
+            squared = dict(zip(names, reduced[len(names) :], strict=True))
+        return GradientStatistics(total, gradients, squared)
 
     def _sample(
         self, states: dict[str, SiteState]

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from pyro_cl.infer.callbacks import Callback, CallbackList, StepInfo
+from pyro_cl.infer.data_parallel import sharded_step, synchronise_random_state
 from pyro_cl.infer.divergence import Divergence, DivergenceError
 
 __all__ = ["DivergenceError", "make_adam", "minimise", "run_epochs"]
@@ -36,7 +37,9 @@ def run_epochs(
     """Call ``step(batch_indices)`` over shuffled minibatches for ``epochs`` passes.
 
     Each epoch draws a random permutation of ``range(num_data)`` and calls ``step`` on
-    consecutive slices of ``batch_size`` indices (``None``: the whole data set at once). ``step``
+    consecutive slices of ``batch_size`` indices (``None``: the whole data set at once). Inside
+    a process group every rank draws the same permutation (:mod:`pyro_cl.infer.data_parallel`);
+    ``step`` shards each minibatch itself. ``step``
     updates whatever it trains and returns the batch's (detached) loss. ``callbacks`` see every
     step (with ``parameters``, what the steps change) and every epoch's mean loss.
 
@@ -54,6 +57,7 @@ def run_epochs(
     steps_done = 0
     first_loss = None
     callbacks.on_fit_start(description, epochs)
+    synchronise_random_state()  # data-parallel fits: every rank draws the same permutations
     try:
         for epoch in range(epochs):
             permutation = torch.randperm(num_data, device=device)
@@ -93,6 +97,11 @@ def minimise(
     """Minimise ``loss_fn(batch_indices)`` over ``parameters`` (``{name: tensor}``) with Adam over
     shuffled minibatches (:func:`run_epochs`).
 
+    ``loss_fn`` must be a mean over the batch's points plus terms that do not depend on them
+    (a KL, a penalty): inside a process group each rank evaluates it on its shard and the
+    gradients are all-reduced with weights ``M_r / M``, which gives the whole minibatch's
+    gradient (:class:`~pyro_cl.infer.data_parallel.Shard`).
+
     :param decay: ``(rate, steps)``: the learning rate at step ``s`` is
         ``learning_rate · rate^(s / steps)`` (exponential decay; ``rate = 1`` keeps it constant).
     :returns: the mean loss of every epoch.
@@ -104,14 +113,20 @@ def minimise(
     if rate != 1.0:
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: rate ** (s / steps))
 
+    trained = list(parameters.values())
+
     def adam_step(index: torch.Tensor) -> torch.Tensor:
-        loss = loss_fn(index)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        with sharded_step(index) as shard:  # the whole minibatch without a process group
+            optimizer.zero_grad(set_to_none=True)
+            loss = None
+            if not shard.empty:
+                loss = loss_fn(shard.index)
+                loss.backward()
+            loss = shard.all_reduce_gradients(trained, loss)
         optimizer.step()
         if schedule is not None:
             schedule.step()
-        return loss.detach()
+        return loss
 
     return run_epochs(
         adam_step,

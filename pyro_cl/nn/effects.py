@@ -13,6 +13,8 @@ besides Pyro's own ``_PYRO_STACK``.
   path (H-IBP supplement eq. 14's last term);
 * :class:`PosteriorConditionals` — structured sites are drawn from their posterior conditional;
 * :class:`RecordMasks` — masked layers append the masks they apply;
+* :class:`MinibatchShard` — this process's rows of a global minibatch (data-parallel fits):
+  per-point noise is drawn for the global minibatch and this process keeps its rows;
 * :class:`DataPlate` — the one ``pyro.plate("data")`` of a model run, shared by the likelihood
   and local latent sites.
 """
@@ -29,6 +31,7 @@ from pyro.poutine.runtime import _PYRO_STACK
 __all__ = [
     "CollectLocalKL",
     "DataPlate",
+    "MinibatchShard",
     "PosteriorConditionals",
     "RecordLayers",
     "RecordMasks",
@@ -62,6 +65,29 @@ class SubstituteSites(Messenger):
         super().__init__()
         self.values = values
         self.num_particles = num_particles
+
+
+class MinibatchShard(Messenger):
+    """While active, the net runs on rows ``start .. start + size`` of a global minibatch of
+    ``global_size`` points (one process's shard, :mod:`pyro_cl.infer.data_parallel`): per-point
+    noise (:func:`pyro_cl.nn.local_reparam.sample_gaussian_outputs`) is drawn for all
+    ``global_size`` points and these rows kept, so every process, and a single process running
+    the whole minibatch, draws the same number for the same point."""
+
+    def __init__(self, start: int, size: int, global_size: int) -> None:
+        super().__init__()
+        self.start = start
+        self.size = size
+        self.global_size = global_size
+
+    def rows_of(self, shape: torch.Size, data_dim: int, draw) -> torch.Tensor:
+        """``draw(shape)``, drawn at the global minibatch's size along ``data_dim`` (when
+        ``shape`` has this shard's size there) and narrowed to this shard's rows."""
+        if len(shape) <= data_dim or shape[data_dim] != self.size:
+            return draw(shape)
+        full = list(shape)
+        full[data_dim] = self.global_size
+        return draw(torch.Size(full)).narrow(data_dim, self.start, self.size)
 
 
 class RecordLayers(Messenger):

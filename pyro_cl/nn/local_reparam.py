@@ -27,6 +27,7 @@ from pyro.distributions import Normal
 from pyro.poutine.messenger import Messenger
 from pyro.poutine.runtime import _PYRO_STACK
 
+from pyro_cl.nn.effects import MinibatchShard, innermost
 from pyro_cl.posterior import base_distribution
 
 __all__ = [
@@ -146,5 +147,10 @@ def sample_gaussian_outputs(
     shape = mean.shape
     if num_particles is not None:
         shape = torch.Size((num_particles,)) + mean.shape[1:]
-    noise = standard_normal(shape, mean)
+    shard = innermost(MinibatchShard)
+    if shard is None:
+        noise = standard_normal(shape, mean)
+    else:  # one process of a data-parallel fit: the global minibatch's noise, our rows
+        data_dim = 0 if num_particles is None else 1
+        noise = shard.rows_of(shape, data_dim, lambda full: standard_normal(full, mean))
     return torch.addcmul(mean, variance.clamp_min(1e-16).sqrt(), noise)
