@@ -109,7 +109,7 @@ def synchronise_random_state() -> None:
     one of a single process, which therefore draws exactly what each of ``W`` ranks draws)."""
     if not in_process_group():
         return
-    seed = torch.randint(0, 2**62, (1,), dtype=torch.int64).to(_collective_device())
+    seed = torch.randint(0, 2**32, (1,), dtype=torch.int64).to(_collective_device())
     dist.broadcast(seed, src=0)
     _seed_everything(int(seed))
 
@@ -197,7 +197,7 @@ def sharded_step(index: torch.Tensor) -> Iterator[Shard]:
     bounds = [size * r // world for r in range(world + 1)]
     start, stop = bounds[rank], bounds[rank + 1]
     shard = Shard(index[start:stop], (stop - start) / size, start, size)
-    next_seed = int(torch.randint(0, 2**62, (1,)))
+    next_seed = int(torch.randint(0, 2**32, (1,)))
     try:
         with MinibatchShard(start, stop - start, size):
             yield shard

@@ -1,0 +1,152 @@
+"""Data-parallel fits with torch.distributed (gloo, processes spawned by the test).
+
+A 2-process run must give, after each task, the posterior a single process gets on the same
+global minibatches (here a 1-process group, which draws the same seeds; tolerance below), every
+rank must hold exactly the same posterior, only rank 0 writes, and a 1-process learner resumes
+from what the 2-process run saved.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from pyro_cl import VCL
+from pyro_cl.infer.ivon import IVON
+from pyro_cl.infer.vogn import VOGN
+from pyro_cl.nn import BayesianMLP
+
+#: 2 processes vs 1 differ only in the order floats are summed (shards, then the all-reduce).
+TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
+
+FITS = {
+    # 49 points in batches of 16: the last global minibatch has 1 point, so one rank's shard is
+    # empty at that step
+    "svi, local reparameterisation": dict(points=49, fitter=None, lrt=True),
+    "svi, weight samples": dict(points=64, fitter=None, lrt=False),
+    "vogn": dict(points=64, fitter="vogn", lrt=False),
+    "ivon": dict(points=64, fitter="ivon", lrt=False),
+}
+
+
+def _task(points: int, task: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(100 + task)
+    x = torch.randn(points, 6, generator=generator)
+    y = (x[:, task] > 0).long()
+    return x, y
+
+
+def _learner(fitter: str | None, lrt: bool) -> VCL:
+    fitters = {None: None, "vogn": VOGN(1e-2, num_samples=2), "ivon": IVON(0.05, num_samples=2)}
+    settings = {} if fitter is None else {"init_log_variance": -8.0, "ml_init_epochs": 0}
+    return VCL(
+        BayesianMLP(6, [8], 2, local_reparameterization=lrt),
+        seed=0,
+        epochs=3,
+        batch_size=16,
+        num_particles=2,
+        progress=False,
+        fitter=fitters[fitter],
+        **settings,
+    )
+
+
+def _worker(rank: int, world: int, port: int, folder: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    import pyro_cl.infer.learner as learner_module
+
+    writes = []
+    original = learner_module.atomic_save
+    learner_module.atomic_save = lambda state, path: (
+        writes.append(str(path)),
+        original(state, path),
+    )
+    results = {}
+    for name, fit in FITS.items():
+        learner = _learner(fit["fitter"], fit["lrt"])
+        for task in range(2):
+            learner.observe(_task(fit["points"], task))
+            state = learner.guide.state_dict()
+            results[f"{name}/task {task}"] = {k: v for k, v in state.items() if torch.is_tensor(v)}
+        if name == "svi, local reparameterisation":
+            learner.save(Path(folder) / f"world{world}.pt")
+    results["writes"] = writes
+    torch.save(results, Path(folder) / f"world{world}-rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("data_parallel")
+    for world in (1, 2):
+        mp.spawn(_worker, args=(world, _free_port(), str(folder)), nprocs=world, join=True)
+    load = lambda world, rank: torch.load(folder / f"world{world}-rank{rank}.pt")  # noqa: E731
+    return folder, load(1, 0), load(2, 0), load(2, 1)
+
+
+@pytest.mark.parametrize("fit", list(FITS))
+def test_two_processes_give_the_single_process_posterior(runs, fit):
+    _, single, rank0, rank1 = runs
+    for task in range(2):
+        key = f"{fit}/task {task}"
+        assert rank0[key].keys() == single[key].keys()
+        for name, value in rank0[key].items():
+            assert torch.equal(value, rank1[key][name]), f"{key}: ranks differ in {name}"
+            torch.testing.assert_close(value, single[key][name], **TOLERANCE)
+
+
+def test_only_rank_zero_writes_and_one_process_resumes(runs):
+    folder, single, rank0, rank1 = runs
+    assert rank0["writes"] == [str(folder / "world2.pt")]
+    assert rank1["writes"] == []
+    resumed = VCL.load(folder / "world2.pt")
+    saved = rank0["svi, local reparameterisation/task 1"]
+    for name, value in resumed.guide.state_dict().items():
+        if torch.is_tensor(value):
+            assert torch.equal(value, saved[name])
+    resumed.observe(_task(49, 2))  # a third task, in a plain single process
+    assert all(p.isfinite().all() for p in resumed.guide.parameters())
+
+
+def test_pyro_cl_run_under_torchrun_writes_one_result(tmp_path):
+    """`pyro-cl run` unchanged under torchrun: two ranks train, rank 0 writes results.json."""
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(_free_port()),
+        "-m",
+        "pyro_cl.cli",
+        "run",
+        "--benchmark",
+        "permuted-digits",
+        "--methods",
+        "vcl",
+        "--epochs",
+        "1",
+        "--num-tasks",
+        "2",
+        "--output",
+        str(tmp_path / "out"),
+    ]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "out" / "results.json").is_file()
+    assert done.stdout.count("ACC") >= 1
