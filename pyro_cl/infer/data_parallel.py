@@ -120,6 +120,14 @@ def _seed_everything(seed: int) -> None:
     pyro.set_rng_seed(seed)  # torch (CPU and CUDA), Python's and NumPy's generators
 
 
+def _reseed_torch(seed: int) -> None:
+    """Seed torch's CPU generator and that of the current GPU (what a step draws from):
+    microseconds, where ``torch.manual_seed`` visits every device's generator."""
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        torch.cuda.default_generators[torch.cuda.current_device()].manual_seed(seed)
+
+
 @dataclass
 class Shard:
     """This rank's part of one global minibatch.
@@ -150,25 +158,23 @@ class Shard:
         if not in_process_group():
             return loss.detach()
         collective = _collective_device()
-        reached = torch.tensor([float(p.grad is not None) for p in parameters], device=collective)
-        dist.all_reduce(reached)
-        grads = [
-            p.grad if p.grad is not None else torch.zeros_like(p)
-            for p, hit in zip(parameters, reached.tolist(), strict=True)
-            if hit
-        ]
+        reached = [p.grad is not None for p in parameters]
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
         value = torch.zeros(1, device=collective) if loss is None else loss.detach().reshape(1)
+        # One all-reduce: the share-weighted gradients and loss, and per parameter how many
+        # ranks reached it (read on the host only where this rank did not reach one).
         pieces = [g.reshape(-1).to(collective) for g in grads] + [value.to(collective)]
-        flat = torch.cat(pieces) * self.share
+        head = torch.cat(pieces) * self.share
+        flat = torch.cat([head, torch.tensor(reached, dtype=head.dtype, device=collective)])
         dist.all_reduce(flat)
+        hits = reached if all(reached) else [h > 0 for h in flat[head.numel() :].tolist()]
         offset = 0
-        for parameter, hit in zip(parameters, reached.tolist(), strict=True):
-            if not hit:
-                continue
+        for parameter, hit in zip(parameters, hits, strict=True):
             size = parameter.numel()
-            parameter.grad = flat[offset : offset + size].view_as(parameter).to(parameter.device)
+            piece = flat[offset : offset + size].view_as(parameter)
+            parameter.grad = piece.to(parameter.device) if hit else None
             offset += size
-        return flat[-1]
+        return flat[head.numel() - 1]
 
 
 def all_reduce_sums(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -202,7 +208,7 @@ def sharded_step(index: torch.Tensor) -> Iterator[Shard]:
         with MinibatchShard(start, stop - start, size):
             yield shard
     finally:
-        _seed_everything(next_seed)
+        _reseed_torch(next_seed)
 
 
 def check_replicas_agree(tensors: Mapping[str, torch.Tensor], what: str) -> None:
