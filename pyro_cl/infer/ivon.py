@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from pyro_cl.infer.natural_gradient import NaturalGradientUpdate, SiteState, check_rate
-from pyro_cl.infer.per_example import GradientStatistics
+from pyro_cl.infer.natural_gradient import NaturalGradientState, NaturalGradientUpdate, check_rate
 
 __all__ = ["IVON"]
 
@@ -59,37 +58,38 @@ class IVON(NaturalGradientUpdate):
         self.beta2 = float(beta2)
         self.hessian_init = None if hessian_init is None else float(hessian_init)
 
-    def _initialise(self, states: dict[str, SiteState], effective_size: float) -> None:
+    def _initialise(self, state: NaturalGradientState, effective_size: float) -> None:
         self._steps = 0
-        for state in states.values():
-            if self.hessian_init is None:
-                hessian = (state.precision - state.prior_precision).clamp_min(0) / effective_size
-            else:
-                hessian = torch.full_like(state.loc, self.hessian_init)
-            state.buffers["hessian"] = hessian.detach().clone()
-            state.buffers["gradient"] = torch.zeros_like(state.loc)
-            state.buffers["prior_per_point"] = state.prior_precision / effective_size
-            state.precision = effective_size * (hessian + state.buffers["prior_per_point"])
+        if self.hessian_init is None:
+            hessian = (state.precision - state.prior_precision).clamp_min(0) / effective_size
+        else:
+            hessian = torch.full_like(state.loc, self.hessian_init)
+        state.buffers["hessian"] = hessian.detach().clone()
+        state.buffers["gradient"] = torch.zeros_like(state.loc)
+        state.buffers["prior_per_point"] = state.prior_precision / effective_size
+        state.precision = effective_size * (hessian + state.buffers["prior_per_point"])
 
     def _update(
         self,
-        states: dict[str, SiteState],
-        statistics: GradientStatistics,
-        noise: dict[str, torch.Tensor],
+        state: NaturalGradientState,
+        gradients: torch.Tensor,
+        squared: torch.Tensor | None,
+        noise: torch.Tensor,
         batch_size: int,
         effective_size: float,
     ) -> None:
         self._steps += 1
-        for name, state in states.items():
-            h, g = state.buffers["hessian"], state.buffers["gradient"]
-            delta = state.buffers["prior_per_point"]
-            per_sample = statistics.gradients[name] / batch_size  # (S, ...) batch means
-            gradient = per_sample.mean(0)
-            hessian = (per_sample * noise[name]).mean(0) * state.precision.sqrt()
-            g.mul_(self.beta1).add_(gradient, alpha=1 - self.beta1)
-            correction = 0.5 * (1 - self.beta2) ** 2 * (h - hessian).square() / (h + delta)
-            h.mul_(self.beta2).add_(hessian, alpha=1 - self.beta2).add_(correction)
-            debiased = g / (1 - self.beta1**self._steps)
-            direction = debiased.addcmul_(delta, state.loc.detach() - state.prior_loc)
-            state.loc.data.addcdiv_(direction, h + delta, value=-self.learning_rate)
-            state.precision = effective_size * (h + delta)
+        h, g = state.buffers["hessian"], state.buffers["gradient"]
+        delta = state.buffers["prior_per_point"]
+        per_sample = gradients.div_(batch_size)  # (S, D) batch means
+        gradient = per_sample.mean(0)
+        hessian = (per_sample * noise).mean(0).mul_(state.precision.sqrt())
+        g.mul_(self.beta1).add_(gradient, alpha=1 - self.beta1)
+        h_plus_delta = h + delta
+        correction = (h - hessian).square_().div_(h_plus_delta).mul_(0.5 * (1 - self.beta2) ** 2)
+        h.mul_(self.beta2).add_(hessian, alpha=1 - self.beta2).add_(correction)
+        h_plus_delta = torch.add(h, delta, out=h_plus_delta)
+        debiased = g / (1 - self.beta1**self._steps)
+        direction = debiased.addcmul_(delta, state.loc - state.prior_loc)
+        state.loc.addcdiv_(direction, h_plus_delta, value=-self.learning_rate)
+        state.precision = h_plus_delta.mul_(effective_size)

@@ -3,8 +3,9 @@
 A natural-gradient update keeps, for every latent site, the guide's mean ``μ`` and a precision
 ``s`` (``1/σ²``), and for each minibatch
 
-1. draws ``S`` weights ``θ_s = μ + ε_s / √s`` from the guide (``ε_s ~ N(0, I)``, drawn site by
-   site in order, each as one ``torch.randn((S, *shape))``);
+1. draws ``S`` weights ``θ_s = μ + ε_s / √s`` from the guide (``ε_s ~ N(0, I)``, one
+   ``torch.randn((S, D))`` over all ``D`` parameters: the sites are packed into flat vectors for
+   the length of the fit, :class:`~pyro_cl.infer.packed_gaussians.PackedGaussians`);
 2. computes the minibatch's gradient statistics at every ``θ_s``
    (:mod:`pyro_cl.infer.per_example`);
 3. moves ``(μ, s)`` by the method's rule (:meth:`NaturalGradientUpdate._update`), with the
@@ -21,36 +22,47 @@ from __future__ import annotations
 from abc import abstractmethod
 
 import torch
-from pyro.distributions import Normal
 
 from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.data_parallel import Shard, all_reduce_sums, sharded_step
 from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.objectives import task_groups
+from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.infer.per_example import GradientStatistics, gradient_statistics
-from pyro_cl.kl import gaussian_kl
 from pyro_cl.nn.structured import has_structured_sites
-from pyro_cl.posterior import base_distribution, read_priors
 
-__all__ = ["NaturalGradientUpdate", "SiteState"]
+__all__ = ["NaturalGradientState", "NaturalGradientUpdate"]
 
 
-class SiteState:
-    """Everything an update tracks for one site; ``loc`` is the guide's parameter itself."""
+class NaturalGradientState:
+    """Everything an update tracks, flat over all ``D`` parameters of the fit's sites: the mean
+    ``loc`` (the packed guide's own memory, so the guide shows every step), the precision ``s``,
+    the prior's mean and precision (read once per fit) and method-specific buffers."""
 
-    def __init__(self, loc: torch.Tensor, precision: torch.Tensor, prior) -> None:
-        normal = base_distribution(prior)
-        if not isinstance(normal, Normal):
-            raise TypeError(
-                f"natural-gradient updates need Gaussian priors, got {type(prior).__name__}"
-            )
-        self.loc = loc
-        self.precision = precision
-        self.prior_loc = normal.loc.detach().to(loc).expand_as(loc)
-        self.prior_precision = normal.scale.detach().to(loc).expand_as(loc).pow(-2)
-        #: Method-specific buffers (momentum, Hessian estimate, ...).
+    def __init__(self, packed: PackedGaussians) -> None:
+        self.packed = packed
+        self.loc = packed.loc.data
+        self.precision = packed.log_variance.detach().neg().exp()
+        self.prior_loc = packed.prior_loc
+        self.prior_precision = packed.prior_precision
+        #: Σ log λ_p - D: the part of the KL that is constant during the fit.
+        self.kl_constant = packed.constant
+        #: Method-specific buffers (momentum, Hessian estimate, ...), flat.
         self.buffers: dict[str, torch.Tensor] = {}
+
+    def kl(self) -> torch.Tensor:
+        """``KL(N(μ, 1/s) ‖ N(μ_p, 1/λ_p)) = ½ [Σ λ_p/s + Σ λ_p (μ - μ_p)² + Σ log s + C]``."""
+        difference = self.loc - self.prior_loc
+        quadratic = torch.dot(self.prior_precision, self.precision.reciprocal())
+        quadratic = quadratic + torch.dot(difference * difference, self.prior_precision)
+        return 0.5 * (quadratic + self.precision.log().sum() + self.kl_constant)
+
+    def flat(self, per_site: dict[str, torch.Tensor], leading: int = 0) -> torch.Tensor:
+        """Per-site tensors (with ``leading`` dimensions before each site's shape) as one flat
+        tensor in the packed order."""
+        pieces = [per_site[name].flatten(leading) for name in self.packed.names]
+        return torch.cat(pieces, dim=leading)
 
 
 class NaturalGradientUpdate(Fitter):
@@ -109,26 +121,34 @@ class NaturalGradientUpdate(Fitter):
             )
         num_data = x.shape[0]
         effective_size = self.data_scale * num_data
-        priors = read_priors(model.net, names)
-        locs = guide.locs(names)
-        precisions = guide.precisions(names)
-        states = {name: SiteState(locs[name], precisions[name], priors[name]) for name in names}
-        self._initialise(states, effective_size)
         sites_by_task = {task: model.sites(guide, x, [task]) for task in data.tasks()}
+        with PackedGaussians(model, guide, names) as packed:
+            state = NaturalGradientState(packed)
+            self._initialise(state, effective_size)
 
-        def step(index: torch.Tensor) -> torch.Tensor:
-            batch = index.shape[0]
-            with sharded_step(index) as shard:  # the whole minibatch without a process group
+            def step(index: torch.Tensor) -> torch.Tensor:
+                batch = index.shape[0]
+                with sharded_step(index) as shard:  # the whole minibatch without a group
+                    noise = torch.randn(
+                        (self.num_samples, state.loc.numel()),
+                        device=x.device,
+                        dtype=state.loc.dtype,
+                    )
+                    theta = state.loc + noise * state.precision.rsqrt()
+                    theta_by_site = packed.sample_views(theta)
+                    statistics = self._statistics(
+                        model, theta_by_site, sites_by_task, data, task_id, shard
+                    )
+                gradients = state.flat(statistics.gradients, leading=1)
+                squared = None if statistics.squared is None else state.flat(statistics.squared)
                 with torch.no_grad():
-                    theta, noise = self._sample(states)
-                statistics = self._statistics(model, theta, sites_by_task, data, task_id, shard)
-            with torch.no_grad():
-                self._update(states, statistics, noise, batch, effective_size)
-                kl = sum(_kl(state) for state in states.values())
-            return statistics.loss / (batch * self.num_samples) + kl / effective_size
+                    self._update(state, gradients, squared, noise, batch, effective_size)
+                    kl = state.kl()
+                return statistics.loss / (batch * self.num_samples) + kl / effective_size
 
-        history = context.run_epochs(step, locs, num_data, epochs, batch_size, description)
-        guide.set_precisions({name: state.precision for name, state in states.items()})
+            locs = guide.locs(names)  # views of the packed means: callbacks see every step
+            history = context.run_epochs(step, locs, num_data, epochs, batch_size, description)
+            packed.log_variance.data.copy_(state.precision.log().neg())
         return history
 
     def _statistics(
@@ -164,38 +184,23 @@ class NaturalGradientUpdate(Fitter):
             squared = dict(zip(names, reduced[len(names) :], strict=True))
         return GradientStatistics(total, gradients, squared)
 
-    def _sample(
-        self, states: dict[str, SiteState]
-    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """``θ_s = μ + ε_s/√s`` for ``S`` samples, and the noise ``ε``, site by site in order."""
-        theta, noise = {}, {}
-        for name, state in states.items():
-            eps = torch.randn((self.num_samples, *state.loc.shape), device=state.loc.device)
-            eps = eps.to(state.loc.dtype)
-            noise[name] = eps
-            theta[name] = state.loc.detach() + eps * state.precision.rsqrt()
-        return theta, noise
-
-    def _initialise(self, states: dict[str, SiteState], effective_size: float) -> None:  # noqa: B027
+    def _initialise(self, state: NaturalGradientState, effective_size: float) -> None:  # noqa: B027
         """Set up method-specific buffers before the first step (nothing by default)."""
 
     @abstractmethod
     def _update(
         self,
-        states: dict[str, SiteState],
-        statistics: GradientStatistics,
-        noise: dict[str, torch.Tensor],
+        state: NaturalGradientState,
+        gradients: torch.Tensor,
+        squared: torch.Tensor | None,
+        noise: torch.Tensor,
         batch_size: int,
         effective_size: float,
     ) -> None:
-        """Move every site's ``loc`` (in place) and ``precision`` one step."""
-
-
-def _kl(state: SiteState) -> torch.Tensor:
-    variance = state.precision.reciprocal()
-    return gaussian_kl(
-        state.loc, variance, variance.log(), state.prior_loc, state.prior_precision.rsqrt()
-    )
+        """Move ``state.loc`` (in place) and ``state.precision`` one step, from the minibatch's
+        summed gradients ``(S, D)`` at the samples ``θ_s = μ + ε_s/√s`` (``noise`` is ``ε``,
+        ``(S, D)``) and, for curvature methods, the summed squared per-example gradients
+        ``(D,)``."""
 
 
 def check_rate(name: str, value: float) -> float:

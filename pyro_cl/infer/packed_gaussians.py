@@ -20,11 +20,13 @@ import math
 from collections.abc import Iterable
 
 import torch
+from pyro.distributions import Normal
 from torch import nn
 
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.local_reparam import DiagonalGaussian
+from pyro_cl.posterior import base_distribution, read_priors_of
 
 __all__ = ["PackedGaussians", "PackedGaussianKL"]
 
@@ -102,6 +104,14 @@ class PackedGaussians:
             for piece, shape in zip(flat.split(self.sizes), self.shapes, strict=True)
         ]
 
+    def sample_views(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``{site: (S, *shape)}`` views of ``S`` flat draws ``(S, D)`` of all packed sites."""
+        pieces = flat.split(self.sizes, dim=-1)
+        return {
+            name: piece.unflatten(-1, shape)
+            for name, piece, shape in zip(self.names, pieces, self.shapes, strict=True)
+        }
+
     def parameters(self) -> dict[str, nn.Parameter]:
         """``{"loc": μ, "log_variance": log σ²}``: the flat leaves a fit optimises."""
         return {"loc": self.loc, "log_variance": self.log_variance}
@@ -139,8 +149,18 @@ class PackedGaussians:
 
 
 def _prior_parameters(model: SupervisedModel, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(loc, scale)`` of site ``name``'s Gaussian prior: the layer's buffers for pyro_cl layers,
+    else read off the ``PyroSample`` prior of any module.
+
+    :raises TypeError: if the prior is not Gaussian.
+    """
     module, attribute = model.site_index[name]
-    return module.prior_parameters(attribute)
+    if hasattr(module, "prior_parameters"):
+        return module.prior_parameters(attribute)
+    normal = base_distribution(read_priors_of(module, attribute))
+    if not isinstance(normal, Normal):
+        raise TypeError(f"site {name!r} needs a Gaussian prior, got {type(normal).__name__}")
+    return normal.loc, normal.scale
 
 
 def _flat(tensors: list[torch.Tensor], shapes: list[torch.Size] | None = None) -> torch.Tensor:

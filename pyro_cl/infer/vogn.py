@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from pyro_cl.infer.natural_gradient import NaturalGradientUpdate, SiteState, check_rate
-from pyro_cl.infer.per_example import GradientStatistics
+from pyro_cl.infer.natural_gradient import NaturalGradientState, NaturalGradientUpdate, check_rate
 
 __all__ = ["VOGN"]
 
@@ -71,30 +70,25 @@ class VOGN(NaturalGradientUpdate):
         self.momentum = float(momentum)
         self.curvature = curvature
 
-    def _initialise(self, states: dict[str, SiteState], effective_size: float) -> None:
+    def _initialise(self, state: NaturalGradientState, effective_size: float) -> None:
         if self.momentum:
-            for state in states.values():
-                state.buffers["momentum"] = torch.zeros_like(state.loc)
+            state.buffers["momentum"] = torch.zeros_like(state.loc)
 
     def _update(
         self,
-        states: dict[str, SiteState],
-        statistics: GradientStatistics,
-        noise: dict[str, torch.Tensor],
+        state: NaturalGradientState,
+        gradients: torch.Tensor,
+        squared: torch.Tensor | None,
+        noise: torch.Tensor,
         batch_size: int,
         effective_size: float,
     ) -> None:
         scale = effective_size / (batch_size * self.num_samples)
-        for name, state in states.items():
-            gradient = statistics.gradients[name].sum(0).mul_(scale)
-            fisher = statistics.squared[name].mul(scale)
-            state.precision.mul_(1 - self.beta).add_(
-                fisher + state.prior_precision, alpha=self.beta
-            )
-            if self.momentum:
-                average = state.buffers["momentum"]
-                gradient = average.mul_(self.momentum).add_(gradient, alpha=1 - self.momentum)
-            direction = gradient.addcmul(
-                state.prior_precision, state.loc.detach() - state.prior_loc
-            )
-            state.loc.data.addcdiv_(direction, state.precision, value=-self.learning_rate)
+        gradient = gradients.sum(0).mul_(scale)
+        fisher = squared.mul_(scale).add_(state.prior_precision)
+        state.precision.mul_(1 - self.beta).add_(fisher, alpha=self.beta)
+        if self.momentum:
+            average = state.buffers["momentum"]
+            gradient = average.mul_(self.momentum).add_(gradient, alpha=1 - self.momentum)
+        direction = gradient.addcmul(state.prior_precision, state.loc - state.prior_loc)
+        state.loc.addcdiv_(direction, state.precision, value=-self.learning_rate)
