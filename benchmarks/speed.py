@@ -9,7 +9,8 @@ ratios are robust to the machine's load; an epoch's time divided by its 40 steps
 
 Rows: the deterministic net with torch's default and fused Adam; a hand-written Bayes-by-Backprop
 loop with local reparameterisation (the reference the library must beat, issue 18); VCL's
-``observe`` for one epoch, end to end; VOGN, IVON, fine-tuning, EWC and SI. Every ratio is to the
+``observe`` for one epoch, end to end; VOGN and IVON, eager and with the update fused by
+``torch.compile`` (compiled in the warm-up round); fine-tuning, EWC and SI. Every ratio is to the
 deterministic epoch with torch's default Adam (``--elbo pyro``: ``observe`` on Pyro's
 ``TraceMeanField_ELBO`` route).
 
@@ -146,6 +147,8 @@ def main() -> None:
         "VOGN (Fisher)": VOGN(num_samples=1),
         "VOGN (GGN)": VOGN(num_samples=1, curvature="ggn"),
         "IVON": IVON(num_samples=1),
+        "VOGN (Fisher), compiled update": VOGN(num_samples=1, compiled=True),
+        "IVON, compiled update": IVON(num_samples=1, compiled=True),
     }
     # The baselines fit the guide's means as point values; each penalty has one earlier task.
     values = {n: v.detach() for n, v in learner.guide.locs(names).items()}

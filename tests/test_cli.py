@@ -85,6 +85,7 @@ def test_cli_runs_natural_gradient_methods_with_their_settings(tmp_path):
         "learning_rate": 0.05,
         "num_samples": 2,
         "data_scale": 1.0,
+        "compiled": False,
         "beta": 0.2,
         "momentum": 0.0,
         "curvature": "fisher",

@@ -35,6 +35,8 @@ class IVON(NaturalGradientUpdate):
     :param hessian_init: initial ``h``; ``None`` derives it from the guide's precision,
         ``h = max(s - λ_p, 0)/λ`` (so ``between_tasks="keep"`` resumes where the last task ended).
     :param data_scale: ``ρ``.
+    :param compiled: fuse the update into one kernel with ``torch.compile`` (see
+        :class:`~pyro_cl.infer.natural_gradient.NaturalGradientUpdate`).
     """
 
     name = "ivon"
@@ -47,8 +49,9 @@ class IVON(NaturalGradientUpdate):
         num_samples: int = 1,
         hessian_init: float | None = 0.1,
         data_scale: float = 1.0,
+        compiled: bool = False,
     ) -> None:
-        super().__init__(learning_rate, num_samples, data_scale)
+        super().__init__(learning_rate, num_samples, data_scale, compiled)
         if not 0 <= beta1 < 1:
             raise ValueError(f"beta1 must lie in [0, 1), got {beta1}")
         check_rate("1 - beta2", 1 - beta2)
@@ -79,17 +82,51 @@ class IVON(NaturalGradientUpdate):
         effective_size: float,
     ) -> None:
         self._steps += 1
-        h, g = state.buffers["hessian"], state.buffers["gradient"]
-        delta = state.buffers["prior_per_point"]
-        per_sample = gradients.div_(batch_size)  # (S, D) batch means
-        gradient = per_sample.mean(0)
-        hessian = (per_sample * noise).mean(0).mul_(state.precision.sqrt())
-        g.mul_(self.beta1).add_(gradient, alpha=1 - self.beta1)
-        h_plus_delta = h + delta
-        correction = (h - hessian).square_().div_(h_plus_delta).mul_(0.5 * (1 - self.beta2) ** 2)
-        h.mul_(self.beta2).add_(hessian, alpha=1 - self.beta2).add_(correction)
-        h_plus_delta = torch.add(h, delta, out=h_plus_delta)
-        debiased = g / (1 - self.beta1**self._steps)
-        direction = debiased.addcmul_(delta, state.loc - state.prior_loc)
-        state.loc.addcdiv_(direction, h_plus_delta, value=-self.learning_rate)
-        state.precision = h_plus_delta.mul_(effective_size)
+        b = state.buffers
+        scalars = torch.tensor(
+            [batch_size, 1 / (1 - self.beta1**self._steps), effective_size],
+            dtype=state.loc.dtype,
+            device=state.loc.device,
+        )
+        self._fused(_ivon_step)(
+            state.loc,
+            state.precision,
+            b["hessian"],
+            b["gradient"],
+            b["prior_per_point"],
+            state.prior_loc,
+            gradients,
+            noise,
+            scalars,
+            self.learning_rate,
+            self.beta1,
+            self.beta2,
+        )
+
+
+def _ivon_step(
+    loc: torch.Tensor,
+    precision: torch.Tensor,
+    h: torch.Tensor,
+    g: torch.Tensor,
+    delta: torch.Tensor,
+    prior_loc: torch.Tensor,
+    gradients: torch.Tensor,
+    noise: torch.Tensor,
+    scalars: torch.Tensor,
+    learning_rate: float,
+    beta1: float,
+    beta2: float,
+) -> None:
+    """One IVON step in place on flat tensors (the class docstring's update); ``scalars`` holds
+    ``(M, 1/(1 - β₁ᵗ), λ)``: tensors, so a compiled step is not recompiled as they change."""
+    batch_size, debias, effective_size = scalars[0], scalars[1], scalars[2]
+    per_sample = gradients / batch_size  # (S, D) batch means
+    gradient = per_sample.mean(0)
+    hessian = (per_sample * noise).mean(0) * precision.sqrt()
+    g.mul_(beta1).add_(gradient, alpha=1 - beta1)
+    correction = 0.5 * (1 - beta2) ** 2 * (h - hessian).square() / (h + delta)
+    h.mul_(beta2).add_(hessian, alpha=1 - beta2).add_(correction)
+    direction = g * debias + delta * (loc - prior_loc)
+    loc.sub_(learning_rate * direction / (h + delta))
+    precision.copy_(effective_size * (h + delta))
