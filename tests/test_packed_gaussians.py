@@ -96,3 +96,16 @@ def test_all_finite_is_exact_even_when_the_sum_overflows():
     assert not all_finite(torch.tensor([1.0, float("nan")]))
     assert not all_finite(torch.tensor([1.0, float("-inf")]))
     assert all_finite(torch.arange(5))
+
+
+def test_the_natural_gradient_kl_is_the_closed_form_kl():
+    from pyro_cl.infer.natural_gradient import precision_kl
+
+    torch.manual_seed(1)
+    loc, precision = torch.randn(30).double(), torch.rand(30).double() + 0.2
+    prior_loc, prior_precision = torch.randn(30).double(), torch.rand(30).double() + 0.5
+    constant = float(-prior_precision.log().sum()) - 30  # NaturalGradientState.kl_constant
+    variance = precision.reciprocal()
+    expected = gaussian_kl(loc, variance, variance.log(), prior_loc, prior_precision.rsqrt())
+    got = precision_kl(loc, precision, prior_loc, prior_precision) + 0.5 * constant
+    torch.testing.assert_close(got, expected)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from pyro_cl.infer.natural_gradient import NaturalGradientState, NaturalGradientUpdate, check_rate
+from pyro_cl.infer.natural_gradient import (
+    NaturalGradientState,
+    NaturalGradientUpdate,
+    check_rate,
+    precision_kl,
+)
 
 __all__ = ["IVON"]
 
@@ -80,7 +85,7 @@ class IVON(NaturalGradientUpdate):
         noise: torch.Tensor,
         batch_size: int,
         effective_size: float,
-    ) -> None:
+    ) -> torch.Tensor:
         self._steps += 1
         b = state.buffers
         scalars = torch.tensor(
@@ -88,9 +93,11 @@ class IVON(NaturalGradientUpdate):
             dtype=state.loc.dtype,
             device=state.loc.device,
         )
-        self._fused(_ivon_step)(
+        return self._fused(_ivon_step)(
             state.loc,
             state.precision,
+            state.scale,
+            state.prior_precision,
             b["hessian"],
             b["gradient"],
             b["prior_per_point"],
@@ -107,6 +114,8 @@ class IVON(NaturalGradientUpdate):
 def _ivon_step(
     loc: torch.Tensor,
     precision: torch.Tensor,
+    scale: torch.Tensor,
+    prior_precision: torch.Tensor,
     h: torch.Tensor,
     g: torch.Tensor,
     delta: torch.Tensor,
@@ -117,16 +126,19 @@ def _ivon_step(
     learning_rate: float,
     beta1: float,
     beta2: float,
-) -> None:
-    """One IVON step in place on flat tensors (the class docstring's update); ``scalars`` holds
+) -> torch.Tensor:
+    """One IVON step in place on flat tensors (the class docstring's update), returning the new
+    guide's :func:`~pyro_cl.infer.natural_gradient.precision_kl`; ``scalars`` holds
     ``(M, 1/(1 - β₁ᵗ), λ)``: tensors, so a compiled step is not recompiled as they change."""
     batch_size, debias, effective_size = scalars[0], scalars[1], scalars[2]
     per_sample = gradients / batch_size  # (S, D) batch means
     gradient = per_sample.mean(0)
-    hessian = (per_sample * noise).mean(0) * precision.sqrt()
+    hessian = (per_sample * noise).mean(0) / scale
     g.mul_(beta1).add_(gradient, alpha=1 - beta1)
     correction = 0.5 * (1 - beta2) ** 2 * (h - hessian).square() / (h + delta)
     h.mul_(beta2).add_(hessian, alpha=1 - beta2).add_(correction)
     direction = g * debias + delta * (loc - prior_loc)
     loc.sub_(learning_rate * direction / (h + delta))
     precision.copy_(effective_size * (h + delta))
+    scale.copy_(precision.rsqrt())
+    return precision_kl(loc, precision, prior_loc, prior_precision)

@@ -34,7 +34,7 @@ from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.infer.per_example import GradientStatistics, gradient_statistics
 from pyro_cl.nn.structured import has_structured_sites
 
-__all__ = ["NaturalGradientState", "NaturalGradientUpdate"]
+__all__ = ["NaturalGradientState", "NaturalGradientUpdate", "precision_kl"]
 
 
 class NaturalGradientState:
@@ -48,17 +48,12 @@ class NaturalGradientState:
         self.precision = packed.log_variance.detach().neg().exp()
         self.prior_loc = packed.prior_loc
         self.prior_precision = packed.prior_precision
-        #: Σ log λ_p - D: the part of the KL that is constant during the fit.
+        #: Σ log σ_p² - D (twice the part of the KL that is constant during the fit).
         self.kl_constant = packed.constant
         #: Method-specific buffers (momentum, Hessian estimate, ...), flat.
         self.buffers: dict[str, torch.Tensor] = {}
-
-    def kl(self) -> torch.Tensor:
-        """``KL(N(μ, 1/s) ‖ N(μ_p, 1/λ_p)) = ½ [Σ λ_p/s + Σ λ_p (μ - μ_p)² + Σ log s + C]``."""
-        difference = self.loc - self.prior_loc
-        quadratic = torch.dot(self.prior_precision, self.precision.reciprocal())
-        quadratic = quadratic + torch.dot(difference * difference, self.prior_precision)
-        return 0.5 * (quadratic + self.precision.log().sum() + self.kl_constant)
+        #: ``σ = 1/√s``, kept up to date by every step (the weight samples' scale).
+        self.scale = self.precision.rsqrt()
 
     def flat(self, per_site: dict[str, torch.Tensor], leading: int = 0) -> torch.Tensor:
         """Per-site tensors (with ``leading`` dimensions before each site's shape) as one flat
@@ -144,6 +139,7 @@ class NaturalGradientUpdate(Fitter):
         with PackedGaussians(model, guide, names) as packed:
             state = NaturalGradientState(packed)
             self._initialise(state, effective_size)
+            state.scale = state.precision.rsqrt()
 
             def step(index: torch.Tensor) -> torch.Tensor:
                 batch = index.shape[0]
@@ -153,7 +149,7 @@ class NaturalGradientUpdate(Fitter):
                         device=x.device,
                         dtype=state.loc.dtype,
                     )
-                    theta = state.loc + noise * state.precision.rsqrt()
+                    theta = torch.addcmul(state.loc, noise, state.scale)
                     theta_by_site = packed.sample_views(theta)
                     statistics = self._statistics(
                         model, theta_by_site, sites_by_task, data, task_id, shard
@@ -161,8 +157,8 @@ class NaturalGradientUpdate(Fitter):
                 gradients = state.flat(statistics.gradients, leading=1)
                 squared = None if statistics.squared is None else state.flat(statistics.squared)
                 with torch.no_grad():
-                    self._update(state, gradients, squared, noise, batch, effective_size)
-                    kl = state.kl()
+                    kl = self._update(state, gradients, squared, noise, batch, effective_size)
+                    kl = kl + 0.5 * state.kl_constant
                 return statistics.loss / (batch * self.num_samples) + kl / effective_size
 
             locs = guide.locs(names)  # views of the packed means: callbacks see every step
@@ -215,11 +211,28 @@ class NaturalGradientUpdate(Fitter):
         noise: torch.Tensor,
         batch_size: int,
         effective_size: float,
-    ) -> None:
-        """Move ``state.loc`` (in place) and ``state.precision`` one step, from the minibatch's
-        summed gradients ``(S, D)`` at the samples ``θ_s = μ + ε_s/√s`` (``noise`` is ``ε``,
-        ``(S, D)``) and, for curvature methods, the summed squared per-example gradients
-        ``(D,)``."""
+    ) -> torch.Tensor:
+        """Move ``state.loc``, ``state.precision`` and ``state.scale`` (in place) one step, from
+        the minibatch's summed gradients ``(S, D)`` at the samples ``θ_s = μ + ε_s/√s``
+        (``noise`` is ``ε``, ``(S, D)``) and, for curvature methods, the summed squared
+        per-example gradients ``(D,)``.
+
+        :returns: the KL of the new guide to the prior but for its constant,
+            :func:`precision_kl` (computed in the same, possibly fused, function).
+        """
+
+
+def precision_kl(
+    loc: torch.Tensor,
+    precision: torch.Tensor,
+    prior_loc: torch.Tensor,
+    prior_precision: torch.Tensor,
+) -> torch.Tensor:
+    """``KL(N(μ, 1/s) ‖ N(μ_p, 1/λ_p))`` less its constant ``½ (Σ log λ_p - D)``:
+    ``½ [Σ λ_p/s + Σ λ_p (μ - μ_p)² + Σ log s]``."""
+    difference = loc - prior_loc
+    terms = prior_precision * (precision.reciprocal() + difference * difference) + precision.log()
+    return 0.5 * terms.sum()
 
 
 def check_rate(name: str, value: float) -> float:

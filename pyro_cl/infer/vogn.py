@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import torch
 
-from pyro_cl.infer.natural_gradient import NaturalGradientState, NaturalGradientUpdate, check_rate
+from pyro_cl.infer.natural_gradient import (
+    NaturalGradientState,
+    NaturalGradientUpdate,
+    check_rate,
+    precision_kl,
+)
 
 __all__ = ["VOGN"]
 
@@ -85,16 +90,17 @@ class VOGN(NaturalGradientUpdate):
         noise: torch.Tensor,
         batch_size: int,
         effective_size: float,
-    ) -> None:
+    ) -> torch.Tensor:
         scale = torch.tensor(
             effective_size / (batch_size * self.num_samples),
             dtype=state.loc.dtype,
             device=state.loc.device,
         )
         momentum = state.buffers.get("momentum")
-        self._fused(_vogn_step)(
+        return self._fused(_vogn_step)(
             state.loc,
             state.precision,
+            state.scale,
             momentum if momentum is not None else state.loc,  # unused without momentum
             state.prior_loc,
             state.prior_precision,
@@ -110,6 +116,7 @@ class VOGN(NaturalGradientUpdate):
 def _vogn_step(
     loc: torch.Tensor,
     precision: torch.Tensor,
+    sample_scale: torch.Tensor,
     average: torch.Tensor,
     prior_loc: torch.Tensor,
     prior_precision: torch.Tensor,
@@ -119,8 +126,9 @@ def _vogn_step(
     learning_rate: float,
     beta: float,
     momentum: float,
-) -> None:
-    """One VOGN step (eq. 52/53) in place on flat tensors; ``scale`` is ``ρN/(MS)``, a tensor so a
+) -> torch.Tensor:
+    """One VOGN step (eq. 52/53) in place on flat tensors, returning the new guide's
+    :func:`~pyro_cl.infer.natural_gradient.precision_kl`; ``scale`` is ``ρN/(MS)``, a tensor so a
     compiled step is not recompiled as the minibatch size changes."""
     gradient = gradients.sum(0) * scale
     precision.mul_(1 - beta).add_(squared * scale + prior_precision, alpha=beta)
@@ -128,3 +136,5 @@ def _vogn_step(
         gradient = average.mul_(momentum).add_(gradient, alpha=1 - momentum)
     direction = gradient + prior_precision * (loc - prior_loc)
     loc.sub_(learning_rate * direction / precision)
+    sample_scale.copy_(precision.rsqrt())
+    return precision_kl(loc, precision, prior_loc, prior_precision)
