@@ -81,7 +81,9 @@ def negative_elbo(
         with CollectLocalKL() as local_kl:
             outputs = sample_outputs(model, task_sites, x[rows], task, num_particles, fast)
         # per point: E_q[log p(y_n | θ)] - KL of its local sites (masks); mean over particles
-        per_point = model.likelihood.log_prob(outputs, y[rows]) - local_kl.per_point()
+        per_point = model.likelihood.log_prob(outputs, y[rows])
+        if local_kl.terms:  # local sites (masks, a VAE's codes) reported their KL
+            per_point = per_point - local_kl.per_point()
         if weights is not None:
             per_point = per_point * weights[rows]
         log_likelihood = log_likelihood + per_point.mean(0).sum()

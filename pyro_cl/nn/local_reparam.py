@@ -30,6 +30,9 @@ from pyro.poutine.runtime import _PYRO_STACK
 from pyro_cl.nn.effects import MinibatchShard, innermost
 from pyro_cl.posterior import base_distribution
 
+#: The smallest pre-activation variance sampled (so that its square root stays differentiable).
+VARIANCE_FLOOR = 1e-16
+
 __all__ = [
     "LocalReparameterizationMessenger",
     "local_reparameterization",
@@ -135,15 +138,27 @@ def gaussian_linear(
         ``num_particles`` and the noise is drawn with ``num_particles`` rows along it.
     """
     mean = F.linear(x, weight.loc, None if bias is None else bias.loc)
-    variance = F.linear(x * x, weight.variance, None if bias is None else bias.variance)
-    return sample_gaussian_outputs(mean, variance, num_particles)
+    # the floor keeps √variance differentiable where an input row is 0; added to the bias's
+    # variance (out_features numbers) it costs nothing per point
+    if bias is None:
+        floor = torch.full_like(weight.variance[:, 0], VARIANCE_FLOOR)
+    else:
+        floor = bias.variance + VARIANCE_FLOOR
+    variance = F.linear(x * x, weight.variance, floor)
+    return sample_gaussian_outputs(mean, variance, num_particles, floored=True)
 
 
 def sample_gaussian_outputs(
-    mean: torch.Tensor, variance: torch.Tensor, num_particles: int | None = None
+    mean: torch.Tensor,
+    variance: torch.Tensor,
+    num_particles: int | None = None,
+    floored: bool = False,
 ) -> torch.Tensor:
     """``mean + √variance · ε`` with standard normal ``ε``; with ``num_particles`` the leading
-    (particle) dimension of the result has ``num_particles`` rows, however many ``mean`` has."""
+    (particle) dimension of the result has ``num_particles`` rows, however many ``mean`` has.
+
+    :param floored: the caller already kept ``variance`` at or above :data:`VARIANCE_FLOOR`
+        (else it is clamped here)."""
     shape = mean.shape
     if num_particles is not None:
         shape = torch.Size((num_particles,)) + mean.shape[1:]
@@ -153,4 +168,5 @@ def sample_gaussian_outputs(
     else:  # one process of a data-parallel fit: the global minibatch's noise, our rows
         data_dim = 0 if num_particles is None else 1
         noise = shard.rows_of(shape, data_dim, lambda full: standard_normal(full, mean))
-    return torch.addcmul(mean, variance.clamp_min(1e-16).sqrt(), noise)
+    scale = (variance if floored else variance.clamp_min(VARIANCE_FLOOR)).sqrt()
+    return torch.addcmul(mean, scale, noise)
