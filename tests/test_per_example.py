@@ -88,8 +88,14 @@ class PlainNet(PyroModule):
         return torch.tanh(x @ self.w.T + self.b)
 
 
+@pytest.mark.parametrize("chunked", [False, True])
 @pytest.mark.parametrize("curvature", ["fisher", "ggn"])
-def test_functional_statistics_equal_layer_statistics_and_a_loop(curvature):
+def test_functional_statistics_equal_layer_statistics_and_a_loop(curvature, chunked, monkeypatch):
+    """Vectorised over samples and examples (in chunks of one sample when memory is tight)."""
+    if chunked:
+        import pyro_cl.infer.per_example as per_example
+
+        monkeypatch.setattr(per_example, "PER_EXAMPLE_FLOATS", 1)
     torch.manual_seed(2)
     model = SupervisedModel(PlainNet(), CategoricalLikelihood())
     x = torch.randn(5, 2, dtype=torch.float64)

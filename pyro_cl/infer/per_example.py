@@ -79,6 +79,11 @@ def _site_of(model: SupervisedModel) -> dict:
     return {(module, attribute): name for name, (module, attribute) in model.site_index.items()}
 
 
+#: How many numbers of per-example gradients (samples x examples x parameters) the generic
+#: route forms at once (1 GiB of float32); more samples are taken in chunks.
+PER_EXAMPLE_FLOATS = 2**28
+
+
 def layer_statistics(
     model: SupervisedModel,
     theta: dict[str, torch.Tensor],
@@ -135,44 +140,45 @@ def functional_statistics(
     curvature: str | None = "fisher",
 ) -> GradientStatistics:
     """Gradient statistics for any ``PyroModule`` net, with ``torch.func`` per-example gradients:
-    the model runs with its sample sites conditioned on ``θ_s`` (one Monte Carlo sample at a
-    time, all examples of the batch vectorised)."""
+    the model runs with its sample sites conditioned on ``θ_s``, vectorised over the Monte Carlo
+    samples and the examples (``vmap`` of ``vmap``; the samples in chunks that keep the
+    per-example gradients under :data:`PER_EXAMPLE_FLOATS` numbers)."""
     _check_curvature(curvature)
     names = list(theta)
-    particles = next(iter(theta.values())).shape[0]
+    values = {name: theta[name].detach() for name in names}
 
-    def outputs_at(values: dict[str, torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
-        return poutine.condition(model.net_outputs, data=values)(inputs, task_id)
+    def outputs_at(sample: dict[str, torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
+        return poutine.condition(model.net_outputs, data=sample)(inputs, task_id)
 
-    def example_loss(values, xi, yi) -> torch.Tensor:
-        return -model.likelihood.log_prob(outputs_at(values, xi[None]), yi[None]).sum()
+    def example_loss(sample, xi, yi) -> torch.Tensor:
+        return -model.likelihood.log_prob(outputs_at(sample, xi[None]), yi[None]).sum()
 
-    def example_projection(values, xi, column) -> torch.Tensor:
-        return (outputs_at(values, xi[None])[0] * column).sum()
+    def example_projection(sample, xi, column) -> torch.Tensor:
+        return (outputs_at(sample, xi[None])[0] * column).sum()
 
-    loss = theta[names[0]].new_zeros(())
-    gradients = {name: torch.zeros_like(theta[name]) for name in names}
-    squared = {name: torch.zeros_like(theta[name][0]) for name in names}
-    for s in range(particles):
-        values = {name: theta[name][s].detach() for name in names}
-        per_example = vmap(grad(example_loss), in_dims=(None, 0, 0))(values, x, y)
-        with torch.no_grad():
-            outputs = outputs_at(values, x)
-            loss += -model.likelihood.log_prob(outputs, y).sum()
+    size = sum(value[0].numel() for value in values.values())
+    chunk = max(1, PER_EXAMPLE_FLOATS // max(1, x.shape[0] * size))
+    over_examples = vmap(grad_and_value(example_loss), in_dims=(None, 0, 0))
+    per_example, losses = vmap(over_examples, in_dims=(0, None, None), chunk_size=chunk)(
+        values, x, y
+    )  # {site: (S, N, *shape)}, (S, N)
+    gradients = {name: per_example[name].sum(1) for name in names}
+    if curvature is None:
+        return GradientStatistics(losses.sum(), gradients, None)
+    if curvature == "fisher":
+        squared = {name: per_example[name].square().sum((0, 1)) for name in names}
+        return GradientStatistics(losses.sum(), gradients, squared)
+    del per_example
+    squared = {name: torch.zeros_like(values[name][0]) for name in names}
+    with torch.no_grad():
+        outputs = vmap(outputs_at, in_dims=(0, None), chunk_size=chunk)(values, x)
+    factor = model.likelihood.hessian_factor(outputs)  # (S, N, out, out)
+    project = vmap(grad(example_projection), in_dims=(None, 0, 0))
+    for c in range(factor.shape[-1]):
+        seeds = vmap(project, in_dims=(0, None, 0), chunk_size=chunk)(values, x, factor[..., c])
         for name in names:
-            gradients[name][s] = per_example[name].sum(0)
-        if curvature == "fisher":
-            for name in names:
-                squared[name] += per_example[name].square().sum(0)
-        elif curvature == "ggn":
-            factor = model.likelihood.hessian_factor(outputs)
-            for c in range(factor.shape[-1]):
-                seeds = vmap(grad(example_projection), in_dims=(None, 0, 0))(
-                    values, x, factor[..., c]
-                )
-                for name in names:
-                    squared[name] += seeds[name].square().sum(0)
-    return GradientStatistics(loss, gradients, squared if curvature else None)
+            squared[name] += seeds[name].square().sum((0, 1))
+    return GradientStatistics(losses.sum(), gradients, squared)
 
 
 def gradient_statistics(
