@@ -17,8 +17,12 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from pyro_cl import VCL
+from pyro_cl import VCL, SupervisedModel
+from pyro_cl import CategoricalLikelihood as Categorical
+from pyro_cl.coresets import Coreset
+from pyro_cl.infer.data_parallel import sharded_step
 from pyro_cl.infer.ivon import IVON
+from pyro_cl.infer.per_example import gradient_statistics
 from pyro_cl.infer.vogn import VOGN
 from pyro_cl.nn import BayesianMLP
 
@@ -78,8 +82,36 @@ def _worker(rank: int, world: int, port: int, folder: str) -> None:
         if name == "svi, local reparameterisation":
             learner.save(Path(folder) / f"world{world}.pt")
     results["writes"] = writes
+    results["spread"] = _spread_statistics()
     torch.save(results, Path(folder) / f"world{world}-rank{rank}.pt")
     dist.destroy_process_group()
+
+
+def _spread_problem():
+    """A net, 4 weight samples of its sites and 10 points: one global minibatch."""
+    model = SupervisedModel(BayesianMLP(6, [8], 2, local_reparameterization=False), Categorical())
+    generator = torch.Generator().manual_seed(3)
+    theta = {
+        name: torch.randn(4, *module.prior_parameters(attribute)[0].shape, generator=generator)
+        for name, (module, attribute) in model.site_index.items()
+    }
+    x, y = _task(10, 0)
+    return model, theta, x, y
+
+
+def _spread_statistics() -> dict[str, torch.Tensor]:
+    """VOGN's minibatch statistics with the samples spread over the ranks."""
+    model, theta, x, y = _spread_problem()
+    update = VOGN(num_samples=4, spread_samples=True)
+    with sharded_step(torch.arange(10)) as shard:
+        stats = update._statistics(
+            model, theta, {0: list(theta)}, Coreset.of_task(x, y, 0), 0, shard
+        )
+    return {
+        "loss": stats.loss,
+        **{f"gradient {n}": g for n, g in stats.gradients.items()},
+        **{f"squared {n}": g for n, g in stats.squared.items()},
+    }
 
 
 def _free_port() -> int:
@@ -119,6 +151,30 @@ def test_only_rank_zero_writes_and_one_process_resumes(runs):
             assert torch.equal(value, saved[name])
     resumed.observe(_task(49, 2))  # a third task, in a plain single process
     assert all(p.isfinite().all() for p in resumed.guide.parameters())
+
+
+def test_spread_samples_give_each_rank_its_samples_on_its_shard(runs):
+    """Osawa et al. 2019's scheme: with 2 ranks, samples 0 and 2 see the first 5 points, samples
+    1 and 3 the last 5, each scaled by M/M_r = 2 to stand for the minibatch."""
+    _, single, rank0, rank1 = runs
+    model, theta, x, y = _spread_problem()
+    expected = {"loss": torch.zeros(())}
+    for s in range(4):
+        rows = slice(0, 5) if s % 2 == 0 else slice(5, 10)
+        sample = {n: v[s : s + 1] for n, v in theta.items()}
+        stats = gradient_statistics(model, sample, x[rows], y[rows], 0, "fisher")
+        expected["loss"] = expected["loss"] + 2 * stats.loss
+        for n in theta:
+            gradient = expected.setdefault(f"gradient {n}", torch.zeros_like(theta[n]))
+            gradient[s] = 2 * stats.gradients[n][0]
+            squared = expected.setdefault(f"squared {n}", torch.zeros_like(theta[n][0]))
+            squared += 2 * stats.squared[n]
+    for key, value in expected.items():
+        assert torch.equal(rank0["spread"][key], rank1["spread"][key])
+        torch.testing.assert_close(rank0["spread"][key], value, rtol=1e-5, atol=1e-6)
+    # without a process group (here: a 1-process group) nothing is spread
+    full = gradient_statistics(model, theta, x, y, 0, "fisher")
+    torch.testing.assert_close(single["spread"]["loss"], full.loss, rtol=1e-5, atol=1e-6)
 
 
 def test_pyro_cl_run_under_torchrun_writes_one_result(tmp_path):

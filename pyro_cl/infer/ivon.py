@@ -40,8 +40,9 @@ class IVON(NaturalGradientUpdate):
     :param hessian_init: initial ``h``; ``None`` derives it from the guide's precision,
         ``h = max(s - λ_p, 0)/λ`` (so ``between_tasks="keep"`` resumes where the last task ended).
     :param data_scale: ``ρ``.
-    :param compiled: fuse the update into one kernel with ``torch.compile`` (see
-        :class:`~pyro_cl.infer.natural_gradient.NaturalGradientUpdate`).
+    :param compiled: fuse the update into one kernel with ``torch.compile``.
+    :param spread_samples: spread the samples over data-parallel ranks, one per rank as Osawa et
+        al. 2019 (both: see :class:`~pyro_cl.infer.natural_gradient.NaturalGradientUpdate`).
     """
 
     name = "ivon"
@@ -55,8 +56,9 @@ class IVON(NaturalGradientUpdate):
         hessian_init: float | None = 0.1,
         data_scale: float = 1.0,
         compiled: bool = False,
+        spread_samples: bool = False,
     ) -> None:
-        super().__init__(learning_rate, num_samples, data_scale, compiled)
+        super().__init__(learning_rate, num_samples, data_scale, compiled, spread_samples)
         if not 0 <= beta1 < 1:
             raise ValueError(f"beta1 must lie in [0, 1), got {beta1}")
         check_rate("1 - beta2", 1 - beta2)

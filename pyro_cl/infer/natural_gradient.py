@@ -26,7 +26,7 @@ import torch
 
 from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.guides import MeanFieldGuide
-from pyro_cl.infer.data_parallel import Shard, all_reduce_sums, sharded_step
+from pyro_cl.infer.data_parallel import Shard, all_reduce_sums, rank_and_world, sharded_step
 from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.fusion import fused
 from pyro_cl.infer.objectives import task_groups
@@ -73,6 +73,11 @@ class NaturalGradientUpdate(Fitter):
         thesis section 3.4); the likelihood counts ``ρN`` points.
     :param compiled: fuse the update's element-wise work into one kernel with ``torch.compile``
         (:mod:`pyro_cl.infer.fusion`; seconds to compile once per process, eager fallback).
+    :param spread_samples: in a data-parallel fit (:mod:`pyro_cl.infer.data_parallel`), spread
+        the ``S`` weight samples over the ``W`` ranks: rank ``r`` evaluates samples
+        ``r, r + W, ...`` on its shard only, its sums scaled by ``M / M_r`` (Osawa et al. 2019:
+        one sample per GPU; ``S = W`` samples at the cost of one). Unbiased, noisier; without a
+        process group it changes nothing.
     """
 
     #: Which curvature statistic the update needs (see :data:`pyro_cl.infer.per_example.CURVATURES`).
@@ -84,6 +89,7 @@ class NaturalGradientUpdate(Fitter):
         num_samples: int,
         data_scale: float = 1.0,
         compiled: bool = False,
+        spread_samples: bool = False,
     ) -> None:
         if not learning_rate > 0:
             raise ValueError(f"learning_rate must be positive, got {learning_rate}")
@@ -95,6 +101,7 @@ class NaturalGradientUpdate(Fitter):
         self.num_samples = int(num_samples)
         self.data_scale = float(data_scale)
         self.compiled = bool(compiled)
+        self.spread_samples = bool(spread_samples)
         self._kernels: dict = {}
 
     def _fused(self, step: Callable) -> Callable:
@@ -171,25 +178,30 @@ class NaturalGradientUpdate(Fitter):
     ) -> GradientStatistics:
         """Sums over this rank's points of the loss, the gradients and (for VOGN) the squared
         per-example gradients, at every weight sample; summed over ranks (data-parallel fits),
-        which gives the global minibatch's sums."""
+        which gives the global minibatch's sums.
+
+        With ``spread_samples`` in a data-parallel fit, this rank evaluates only the samples
+        ``rank, rank + W, ...`` on its shard, scaled by ``M / M_r`` to stand for the minibatch."""
+        mine, scale = self._samples_of_this_rank(theta, shard)
         gradients = {name: torch.zeros_like(value) for name, value in theta.items()}
         squared = None
         if self.curvature is not None:
             squared = {name: torch.zeros_like(value[0]) for name, value in theta.items()}
         total = torch.zeros((), device=data.x.device)
         ids = task_id if isinstance(task_id, int) else task_id[shard.index]
-        for task, rows in task_groups(ids, shard.index.shape[0]) if not shard.empty else ():
+        empty = shard.empty or mine.numel() == 0
+        for task, rows in task_groups(ids, shard.index.shape[0]) if not empty else ():
             rows = shard.index[rows]
-            task_theta = {name: theta[name] for name in sites_by_task[task]}
+            task_theta = {name: theta[name][mine] for name in sites_by_task[task]}
             stats = gradient_statistics(
                 model, task_theta, data.x[rows], data.y[rows], task, self.curvature
             )
-            total = total + stats.loss
+            total = total + scale * stats.loss
             for name, value in stats.gradients.items():
-                gradients[name] += value
+                gradients[name][mine] += scale * value
             if squared is not None:
                 for name, value in stats.squared.items():
-                    squared[name] += value
+                    squared[name] += scale * value
         names = list(gradients)
         sums = [total, *gradients.values(), *(squared.values() if squared is not None else ())]
         sums = all_reduce_sums(sums)
@@ -198,6 +210,21 @@ class NaturalGradientUpdate(Fitter):
         if squared is not None:
             squared = dict(zip(names, reduced[len(names) :], strict=True))
         return GradientStatistics(total, gradients, squared)
+
+    def _samples_of_this_rank(self, theta: dict, shard: Shard) -> tuple[torch.Tensor, float]:
+        """The indices of the weight samples this rank evaluates and the factor on its sums:
+        all samples and 1, unless ``spread_samples`` spreads them over the ranks."""
+        count = next(iter(theta.values())).shape[0]
+        device = next(iter(theta.values())).device
+        rank, world = rank_and_world()
+        if not self.spread_samples or world == 1:
+            return torch.arange(count, device=device), 1.0
+        if shard.empty:
+            raise ValueError(
+                f"spread_samples needs at least one point per process in every minibatch; a "
+                f"minibatch of {shard.global_size} points is split over {world} processes"
+            )
+        return torch.arange(rank, count, world, device=device), shard.global_size / len(shard.index)
 
     def _initialise(self, state: NaturalGradientState, effective_size: float) -> None:  # noqa: B027
         """Set up method-specific buffers before the first step (nothing by default)."""

@@ -48,8 +48,9 @@ class VOGN(NaturalGradientUpdate):
     :param momentum: ``γ`` (0 switches it off; the thesis uses 0.9 on split CIFAR).
     :param curvature: "fisher" (the thesis's empirical Fisher) or "ggn".
     :param data_scale: ``ρ``.
-    :param compiled: fuse the update into one kernel with ``torch.compile`` (see
-        :class:`~pyro_cl.infer.natural_gradient.NaturalGradientUpdate`).
+    :param compiled: fuse the update into one kernel with ``torch.compile``.
+    :param spread_samples: spread the samples over data-parallel ranks, one per rank as Osawa et
+        al. 2019 (both: see :class:`~pyro_cl.infer.natural_gradient.NaturalGradientUpdate`).
 
     Example::
 
@@ -68,8 +69,9 @@ class VOGN(NaturalGradientUpdate):
         curvature: str = "fisher",
         data_scale: float = 1.0,
         compiled: bool = False,
+        spread_samples: bool = False,
     ) -> None:
-        super().__init__(learning_rate, num_samples, data_scale, compiled)
+        super().__init__(learning_rate, num_samples, data_scale, compiled, spread_samples)
         if curvature not in ("fisher", "ggn"):
             raise ValueError(f"curvature must be 'fisher' or 'ggn', got {curvature!r}")
         if not 0 <= momentum < 1:
