@@ -13,16 +13,17 @@ When a process group is initialised (``torchrun`` and :func:`init_from_environme
 * natural-gradient fits (VOGN, IVON) all-reduce their sums over points (the minibatch gradient
   and VOGN's per-example squared-gradient sums) before the update;
 * per-point noise of local reparameterisation is drawn for the whole global minibatch on every
-  rank and each rank keeps its rows (:class:`~pyro_cl.nn.effects.MinibatchShard`), so a ``W``-process fit makes
-  the same random draws as a single process, and weight samples (drawn once per step from the
-  same random state on every rank) are the same too;
+  rank and each rank keeps its rows (:class:`~pyro_cl.nn.effects.MinibatchShard`), so a
+  ``W``-process fit makes the same random draws as one process, and weight samples (drawn once
+  per step from the same random state on every rank) are the same too;
 * after every step each rank re-seeds from a seed drawn before it, so randomness whose amount
   depends on the shard (IBP masks, a VAE's codes) cannot put the ranks out of step.
 
 At the end of every fit the learner checks that all ranks hold the same parameters
 (:func:`check_replicas_agree`) and raises if not. Checkpoints and result files are written by
-rank 0 only (:func:`is_writer`). Without a process group (or with one process) nothing here
-changes anything.
+rank 0 only (:func:`is_writer`). Without a process group nothing here changes anything; a group
+of one process re-seeds as ``W`` processes do, so it draws what they draw (the reference of
+``tests/test_data_parallel.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import pyro
 import torch
 import torch.distributed as dist
 
@@ -115,8 +117,6 @@ def synchronise_random_state() -> None:
 
 
 def _seed_everything(seed: int) -> None:
-    import pyro
-
     pyro.set_rng_seed(seed)  # torch (CPU and CUDA), Python's and NumPy's generators
 
 
