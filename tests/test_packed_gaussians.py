@@ -109,3 +109,26 @@ def test_the_natural_gradient_kl_is_the_closed_form_kl():
     expected = gaussian_kl(loc, variance, variance.log(), prior_loc, prior_precision.rsqrt())
     got = precision_kl(loc, precision, prior_loc, prior_precision) + 0.5 * constant
     torch.testing.assert_close(got, expected)
+
+
+def test_callbacks_of_a_packed_fit_see_the_guides_values_by_site():
+    from pyro_cl.infer.callbacks import Callback
+
+    class Watch(Callback):
+        def __init__(self):
+            self.seen = []
+
+        def on_step(self, info):
+            self.seen.append({k: v.detach().clone() for k, v in info.parameters.items()})
+
+    watch = Watch()
+    x, y = two_class_data(32, 4)
+    learner = VCL(
+        BayesianMLP(4, [8], 2), seed=0, epochs=1, batch_size=16, progress=False, callbacks=[watch]
+    )
+    learner.observe((x, y))
+    fitted = [step for step in watch.seen if "loc.hidden/0/weight" in step]
+    assert len(fitted) == 2  # the ELBO fit's two steps, by the guide's parameter names
+    assert not torch.equal(fitted[-1]["loc.hidden/0/weight"], fitted[-2]["loc.hidden/0/weight"])
+    final = learner.guide.loc["hidden/0/weight"]
+    torch.testing.assert_close(fitted[-1]["loc.hidden/0/weight"], final.detach())

@@ -71,7 +71,10 @@ class ELBOFitter(Fitter):
                 )
 
             parameters = _trained_parameters(guide, packed)
-            return context.minimise(loss, parameters, num_data, epochs, batch_size, description)
+            by_site = dict(guide.named_parameters())  # what callbacks see: values by site
+            return context.minimise(
+                loss, parameters, num_data, epochs, batch_size, description, watched=by_site
+            )
 
 
 def _packed(model, guide: MeanFieldGuide, sites: list[str]) -> PackedGaussians | nullcontext:

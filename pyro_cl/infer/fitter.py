@@ -60,9 +60,11 @@ class FitContext:
         batch_size: int | None,
         description: str,
         callbacks: Callback | None = None,
+        watched: Mapping[str, torch.Tensor] | None = None,
     ) -> list[float]:
         """:func:`~pyro_cl.infer.training.minimise` with the configuration's Adam settings and,
-        by default, the context's callbacks."""
+        by default, the context's callbacks (``watched``: what they see, default
+        ``parameters``)."""
         optimisation = self.config.optimisation
         return minimise(
             loss,
@@ -76,6 +78,7 @@ class FitContext:
             self.callbacks if callbacks is None else callbacks,
             optimisation.decay,
             self.config.divergence,
+            watched,
         )
 
     def run_epochs(

@@ -89,7 +89,7 @@ class PackedGaussians:
             prior_scale = _flat([scale for _, scale in priors], self.shapes)
             self.prior_loc = prior_loc.to(self.loc)
             self.prior_precision = prior_scale.to(self.loc).square().reciprocal()
-            # Σ log σ_p² - D, the part of the KL that is a constant of the fit
+            # Σ log σ_p² - D: the KL's bracket holds it, a constant of the fit
             self.constant = float(-self.prior_precision.log().sum()) - self.loc.numel()
         self._share_memory(pairs)
 

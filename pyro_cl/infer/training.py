@@ -93,6 +93,7 @@ def minimise(
     callbacks: Callback | None = None,
     decay: tuple[float, int] = (1.0, 1000),
     divergence: Divergence | None = None,
+    watched: Mapping[str, torch.Tensor] | None = None,
 ) -> list[float]:
     """Minimise ``loss_fn(batch_indices)`` over ``parameters`` (``{name: tensor}``) with Adam over
     shuffled minibatches (:func:`run_epochs`).
@@ -104,6 +105,8 @@ def minimise(
 
     :param decay: ``(rate, steps)``: the learning rate at step ``s`` is
         ``learning_rate · rate^(s / steps)`` (exponential decay; ``rate = 1`` keeps it constant).
+    :param watched: what the callbacks see after each step (default ``parameters``; a packed fit
+        shows them the guide's per-site tensors, which share the packed memory).
     :returns: the mean loss of every epoch.
     :raises DivergenceError: as soon as an epoch's loss diverges (:func:`run_epochs`).
     """
@@ -136,6 +139,6 @@ def minimise(
         device,
         description,
         callbacks,
-        parameters,
+        parameters if watched is None else watched,
         divergence,
     )
