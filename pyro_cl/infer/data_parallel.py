@@ -157,24 +157,19 @@ class Shard:
         parameters = list(parameters)
         if not in_process_group():
             return loss.detach()
-        collective = _collective_device()
+        like = parameters[0]
         reached = [p.grad is not None for p in parameters]
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
-        value = torch.zeros(1, device=collective) if loss is None else loss.detach().reshape(1)
-        # One all-reduce: the share-weighted gradients and loss, and per parameter how many
-        # ranks reached it (read on the host only where this rank did not reach one).
-        pieces = [g.reshape(-1).to(collective) for g in grads] + [value.to(collective)]
-        head = torch.cat(pieces) * self.share
-        flat = torch.cat([head, torch.tensor(reached, dtype=head.dtype, device=collective)])
-        dist.all_reduce(flat)
-        hits = reached if all(reached) else [h > 0 for h in flat[head.numel() :].tolist()]
-        offset = 0
-        for parameter, hit in zip(parameters, hits, strict=True):
-            size = parameter.numel()
-            piece = flat[offset : offset + size].view_as(parameter)
-            parameter.grad = piece.to(parameter.device) if hit else None
-            offset += size
-        return flat[head.numel() - 1]
+        weighted = [
+            torch.zeros_like(p) if p.grad is None else p.grad * self.share for p in parameters
+        ]
+        value = torch.zeros((), device=like.device) if loss is None else loss.detach()
+        flags = torch.tensor(reached, dtype=like.dtype, device=like.device)
+        *grads, total, ranks_reached = all_reduce_sums([*weighted, value * self.share, flags])
+        if not all(reached):  # read on the host only where this rank missed a parameter
+            reached = [count > 0 for count in ranks_reached.tolist()]
+        for parameter, grad, hit in zip(parameters, grads, reached, strict=True):
+            parameter.grad = grad if hit else None
+        return total
 
 
 def all_reduce_sums(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
