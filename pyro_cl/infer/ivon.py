@@ -77,7 +77,7 @@ class IVON(NaturalGradientUpdate):
         state.buffers["hessian"] = hessian.detach().clone()
         state.buffers["gradient"] = torch.zeros_like(state.loc)
         state.buffers["prior_per_point"] = state.prior_precision / effective_size
-        state.precision = effective_size * (hessian + state.buffers["prior_per_point"])
+        state.set_precision(effective_size * (hessian + state.buffers["prior_per_point"]))
 
     def _update(
         self,

@@ -45,15 +45,19 @@ class NaturalGradientState:
     def __init__(self, packed: PackedGaussians) -> None:
         self.packed = packed
         self.loc = packed.loc.data
-        self.precision = packed.log_variance.detach().neg().exp()
         self.prior_loc = packed.prior_loc
         self.prior_precision = packed.prior_precision
         #: Σ log σ_p² - D (twice the part of the KL that is constant during the fit).
         self.kl_constant = packed.constant
         #: Method-specific buffers (momentum, Hessian estimate, ...), flat.
         self.buffers: dict[str, torch.Tensor] = {}
-        #: ``σ = 1/√s``, kept up to date by every step (the weight samples' scale).
-        self.scale = self.precision.rsqrt()
+        self.set_precision(packed.log_variance.detach().neg().exp())
+
+    def set_precision(self, precision: torch.Tensor) -> None:
+        """Start from ``precision`` ``s`` (and ``σ = 1/√s``, the weight samples' scale, which
+        every step then keeps up to date in place)."""
+        self.precision = precision
+        self.scale = precision.rsqrt()
 
     def flat(self, per_site: dict[str, torch.Tensor], leading: int = 0) -> torch.Tensor:
         """Per-site tensors (with ``leading`` dimensions before each site's shape) as one flat
@@ -146,7 +150,6 @@ class NaturalGradientUpdate(Fitter):
         with PackedGaussians(model, guide, names) as packed:
             state = NaturalGradientState(packed)
             self._initialise(state, effective_size)
-            state.scale = state.precision.rsqrt()
 
             def step(index: torch.Tensor) -> torch.Tensor:
                 batch = index.shape[0]
@@ -182,28 +185,30 @@ class NaturalGradientUpdate(Fitter):
 
         With ``spread_samples`` in a data-parallel fit, this rank evaluates only the samples
         ``rank, rank + W, ...`` on its shard, scaled by ``M / M_r`` to stand for the minibatch."""
-        mine, scale = self._samples_of_this_rank(theta, shard)
+        mine, scale = self._samples_of_this_rank(shard)
         gradients = {name: torch.zeros_like(value) for name, value in theta.items()}
         squared = None
         if self.curvature is not None:
             squared = {name: torch.zeros_like(value[0]) for name, value in theta.items()}
         total = torch.zeros((), device=data.x.device)
         ids = task_id if isinstance(task_id, int) else task_id[shard.index]
-        empty = shard.empty or mine.numel() == 0
+        empty = shard.empty or next(iter(theta.values()))[mine].shape[0] == 0
         for task, rows in task_groups(ids, shard.index.shape[0]) if not empty else ():
             rows = shard.index[rows]
             task_theta = {name: theta[name][mine] for name in sites_by_task[task]}
             stats = gradient_statistics(
                 model, task_theta, data.x[rows], data.y[rows], task, self.curvature
             )
-            total = total + scale * stats.loss
+            total = total + stats.loss
             for name, value in stats.gradients.items():
-                gradients[name][mine] += scale * value
+                gradients[name][mine] += value
             if squared is not None:
                 for name, value in stats.squared.items():
-                    squared[name] += scale * value
+                    squared[name] += value
         names = list(gradients)
         sums = [total, *gradients.values(), *(squared.values() if squared is not None else ())]
+        if scale != 1.0:  # this rank's samples stand for the whole minibatch
+            sums = [value * scale for value in sums]
         sums = all_reduce_sums(sums)
         total, reduced = sums[0], sums[1:]
         gradients = dict(zip(names, reduced[: len(names)], strict=True))
@@ -211,20 +216,19 @@ class NaturalGradientUpdate(Fitter):
             squared = dict(zip(names, reduced[len(names) :], strict=True))
         return GradientStatistics(total, gradients, squared)
 
-    def _samples_of_this_rank(self, theta: dict, shard: Shard) -> tuple[torch.Tensor, float]:
-        """The indices of the weight samples this rank evaluates and the factor on its sums:
-        all samples and 1, unless ``spread_samples`` spreads them over the ranks."""
-        count = next(iter(theta.values())).shape[0]
-        device = next(iter(theta.values())).device
+    def _samples_of_this_rank(self, shard: Shard) -> tuple[slice, float]:
+        """Which weight samples this rank evaluates (a slice of the sample dimension) and the
+        factor on its sums: all samples and 1, unless ``spread_samples`` spreads them over the
+        ranks."""
         rank, world = rank_and_world()
         if not self.spread_samples or world == 1:
-            return torch.arange(count, device=device), 1.0
+            return slice(None), 1.0
         if shard.empty:
             raise ValueError(
                 f"spread_samples needs at least one point per process in every minibatch; a "
                 f"minibatch of {shard.global_size} points is split over {world} processes"
             )
-        return torch.arange(rank, count, world, device=device), shard.global_size / len(shard.index)
+        return slice(rank, None, world), shard.global_size / len(shard.index)
 
     def _initialise(self, state: NaturalGradientState, effective_size: float) -> None:  # noqa: B027
         """Set up method-specific buffers before the first step (nothing by default)."""
