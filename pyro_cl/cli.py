@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-
-import torch
 
 from pyro_cl.benchmark_run import ARCHITECTURES, BenchmarkRun, fill_unset, run_benchmark
 from pyro_cl.guides import REINIT_POLICIES
@@ -362,26 +361,25 @@ def command_line_errors(program: str, debug: bool = False) -> Iterator[None]:
         raise SystemExit(f"{program}: {message}") from None
 
 
-def join_data_parallel(args: argparse.Namespace) -> None:
+def join_data_parallel(run: BenchmarkRun) -> BenchmarkRun:
     """Under ``torchrun --nproc-per-node N`` (``WORLD_SIZE`` > 1): join the process group (gloo
-    on the CPU, NCCL on GPUs, each rank on the GPU of its ``LOCAL_RANK``); every fit is then
-    data-parallel (:mod:`pyro_cl.infer.data_parallel`). Rank 0 prints and writes the results;
-    the other ranks train alongside it silently."""
+    on the CPU, NCCL on GPUs, each rank on the GPU of its ``LOCAL_RANK``) and return ``run`` on
+    this rank's device; every fit is then data-parallel (:mod:`pyro_cl.infer.data_parallel`).
+    Rank 0 prints and writes the results; the other ranks train alongside it silently."""
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    args.device = init_from_environment(device)
-    if not is_writer():
-        args.output = None
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the life of the process)
+        return run
+    device = init_from_environment(run.resolved_device)
+    if is_writer():
+        return dataclasses.replace(run, device=device)
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the life of the process)
+    return dataclasses.replace(run, device=device, output=None)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "run":
         with command_line_errors("pyro-cl run", args.debug):
-            join_data_parallel(args)
-            run_benchmark(benchmark_run_from_args(args))
+            run_benchmark(join_data_parallel(benchmark_run_from_args(args)))
     elif args.command == "stream":
         with command_line_errors("pyro-cl stream", args.debug):
             run = stream_run_from_args(args)
