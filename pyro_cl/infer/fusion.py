@@ -3,10 +3,10 @@
 A natural-gradient step ends in a dozen element-wise operations over every parameter (VOGN
 thesis eq. 52; IVON's algorithm 1). Run one by one, each is a pass over memory the matrix
 products have just evicted from the cache, so on a small net they cost as much as the forward
-and backward passes. ``torch.compile`` turns the whole update into one loop (measured in
-``benchmarks/speed.py --compiled``). Compiling takes seconds to a minute the first time in a
-process (Inductor needs a C++ compiler on the CPU), so it is opt-in; where it cannot compile, the
-update runs eagerly after one warning, with the same result.
+and backward passes. ``torch.compile`` turns the whole update into one loop (measured in the
+compiled rows of ``benchmarks/speed.py``). Compiling takes seconds to a minute the first time in
+a process (Inductor needs a C++ compiler on the CPU), so it is opt-in; where it cannot compile,
+the update runs eagerly after one warning, with the same result.
 """
 
 from __future__ import annotations
