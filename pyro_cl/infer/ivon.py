@@ -8,8 +8,8 @@ from pyro_cl.infer.natural_gradient import (
     NaturalGradientState,
     NaturalGradientUpdate,
     check_rate,
-    precision_kl,
 )
+from pyro_cl.kl import precision_kl
 
 __all__ = ["IVON"]
 
@@ -130,7 +130,7 @@ def _ivon_step(
     beta2: float,
 ) -> torch.Tensor:
     """One IVON step in place on flat tensors (the class docstring's update), returning the new
-    guide's :func:`~pyro_cl.infer.natural_gradient.precision_kl`; ``scalars`` holds
+    guide's :func:`~pyro_cl.kl.precision_kl`; ``scalars`` holds
     ``(M, 1/(1 - β₁ᵗ), λ)``: tensors, so a compiled step is not recompiled as they change."""
     batch_size, debias, effective_size = scalars[0], scalars[1], scalars[2]
     per_sample = gradients / batch_size  # (S, D) batch means

@@ -34,7 +34,7 @@ from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.infer.per_example import GradientStatistics, gradient_statistics
 from pyro_cl.nn.structured import has_structured_sites
 
-__all__ = ["NaturalGradientState", "NaturalGradientUpdate", "precision_kl"]
+__all__ = ["NaturalGradientState", "NaturalGradientUpdate"]
 
 
 class NaturalGradientState:
@@ -249,21 +249,8 @@ class NaturalGradientUpdate(Fitter):
         per-example gradients ``(D,)``.
 
         :returns: the KL of the new guide to the prior but for its constant,
-            :func:`precision_kl` (computed in the same, possibly fused, function).
+            :func:`~pyro_cl.kl.precision_kl` (computed in the same, possibly fused, function).
         """
-
-
-def precision_kl(
-    loc: torch.Tensor,
-    precision: torch.Tensor,
-    prior_loc: torch.Tensor,
-    prior_precision: torch.Tensor,
-) -> torch.Tensor:
-    """``KL(N(μ, 1/s) ‖ N(μ_p, 1/λ_p))`` less its constant ``½ (Σ log λ_p - D)``:
-    ``½ [Σ λ_p/s + Σ λ_p (μ - μ_p)² + Σ log s]``."""
-    difference = loc - prior_loc
-    terms = prior_precision * (precision.reciprocal() + difference * difference) + precision.log()
-    return 0.5 * terms.sum()
 
 
 def check_rate(name: str, value: float) -> float:

@@ -7,7 +7,7 @@ per-kernel overhead costs as much as the arithmetic. :class:`PackedGaussians` co
 sites' means and log-variances into two flat leaves for the length of a fit: the per-site tensors
 the net needs are views of them (``split`` + ``view``: no copies, and one ``cat`` in the backward
 pass), ``σ² = exp(log σ²)`` is one kernel, the KL is one fused function with its gradient in closed
-form (:class:`PackedGaussianKL`), and Adam updates two tensors.
+form (:class:`~pyro_cl.kl.PackedGaussianKL`), and Adam updates two tensors.
 
 While packed, the guide's own per-site parameters are views of the same memory, so the guide
 always shows the current values (callbacks, checkpoints and a rollback see what the fit did);
@@ -24,40 +24,12 @@ from pyro.distributions import Normal
 from torch import nn
 
 from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.kl import PackedGaussianKL
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.local_reparam import DiagonalGaussian
 from pyro_cl.posterior import base_distribution, read_priors_of
 
-__all__ = ["PackedGaussians", "PackedGaussianKL"]
-
-
-class PackedGaussianKL(torch.autograd.Function):
-    """``KL(N(μ, diag σ²) ‖ N(μ_p, diag σ_p²))`` summed over a flat vector, with the prior's terms
-    computed once per fit (they do not change during it):
-
-    ``KL = ½ [Σ σ² λ_p + Σ (μ - μ_p)² λ_p - Σ log σ² + Σ log σ_p² - D]`` with ``λ_p = 1/σ_p²``.
-
-    The gradient is written out rather than traced: ``∂KL/∂μ = (μ - μ_p) λ_p``,
-    ``∂KL/∂σ² = ½ λ_p`` and ``∂KL/∂log σ² = -½`` (the path through ``σ² = exp(log σ²)`` is added
-    by autograd), which saves the intermediate tensors of the traced form.
-    """
-
-    @staticmethod
-    def forward(ctx, loc, log_variance, variance, prior_loc, prior_precision, constant):
-        difference = loc - prior_loc
-        scaled = difference * prior_precision
-        ctx.save_for_backward(scaled, prior_precision)
-        quadratic = torch.dot(variance, prior_precision) + torch.dot(difference, scaled)
-        return 0.5 * (quadratic - log_variance.sum() + constant)
-
-    @staticmethod
-    def backward(ctx, grad):
-        scaled, prior_precision = ctx.saved_tensors
-        half = 0.5 * grad
-        grad_loc = scaled * grad
-        grad_log_variance = (-half).expand_as(scaled)
-        grad_variance = prior_precision * half
-        return grad_loc, grad_log_variance, grad_variance, None, None, None
+__all__ = ["PackedGaussians"]
 
 
 class PackedGaussians:

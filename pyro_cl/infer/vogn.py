@@ -9,8 +9,8 @@ from pyro_cl.infer.natural_gradient import (
     NaturalGradientState,
     NaturalGradientUpdate,
     check_rate,
-    precision_kl,
 )
+from pyro_cl.kl import precision_kl
 
 __all__ = ["VOGN"]
 
@@ -130,7 +130,7 @@ def _vogn_step(
     momentum: float,
 ) -> torch.Tensor:
     """One VOGN step (eq. 52/53) in place on flat tensors, returning the new guide's
-    :func:`~pyro_cl.infer.natural_gradient.precision_kl`; ``scale`` is ``ρN/(MS)``, a tensor so a
+    :func:`~pyro_cl.kl.precision_kl`; ``scale`` is ``ρN/(MS)``, a tensor so a
     compiled step is not recompiled as the minibatch size changes."""
     gradient = gradients.sum(0) * scale
     precision.mul_(1 - beta).add_(squared * scale + prior_precision, alpha=beta)
