@@ -42,11 +42,11 @@ class Likelihood(Registrable, ABC, kind="likelihood"):
     def observe(
         self, outputs: torch.Tensor, y: torch.Tensor | None, dataset_size: int | None = None
     ) -> torch.Tensor:
-        """The ``obs`` sample site, in a data plate scaled to ``dataset_size`` (default: batch)."""
-        with current_data_plate(outputs.shape[0], outputs.device, dataset_size):
-            return pyro.sample(
-                "obs", self.distribution(outputs), obs=y, infer={OBSERVATION_FLAG: True}
-            )
+        """The ``obs`` sample site, in a data plate scaled to ``dataset_size`` (default: batch).
+        The points are the distribution's last batch dimension (particles, if any, lead)."""
+        distribution = self.distribution(outputs)
+        with current_data_plate(distribution.batch_shape[-1], outputs.device, dataset_size):
+            return pyro.sample("obs", distribution, obs=y, infer={OBSERVATION_FLAG: True})
 
     def hessian_factor(self, outputs: torch.Tensor) -> torch.Tensor:
         """``L`` of shape ``(..., outputs, C)`` with ``L Lᵀ = -∂² log p(y | f) / ∂f²`` at ``f =

@@ -9,7 +9,7 @@ import torch
 
 from pyro_cl.finite import all_finite
 from pyro_cl.likelihoods import CategoricalLikelihood, Likelihood
-from pyro_cl.nn.effects import DataPlate, new_data_plate
+from pyro_cl.nn.effects import DataPlate, ParticlePlate, innermost, new_data_plate
 from pyro_cl.nn.heads import normalised_task_id
 from pyro_cl.nn.substitution import SubstitutableModule
 from pyro_cl.posterior import sample_sites
@@ -61,6 +61,11 @@ class SupervisedModel:
             raise ValueError("elbo='fast' needs a net built from pyro_cl layers only")
         #: True when losses, predictions and gradient statistics take the fast route.
         self.fast = route != "pyro" and library_layers_only
+        #: True when the Pyro route runs all Monte Carlo particles in one pass (a
+        #: :class:`~pyro_cl.nn.effects.ParticlePlate`): pyro_cl layers broadcast over a leading
+        #: particle dimension; an arbitrary ``PyroModule`` need not, so a net with sites outside
+        #: pyro_cl layers is run once per particle, as Pyro's ELBOs do by default.
+        self.vectorized_particles = library_layers_only
 
     @property
     def multi_head(self) -> bool:
@@ -180,6 +185,8 @@ class SupervisedModel:
     ) -> torch.Tensor:
         # one data plate for the whole run: the observations and any local latent sites
         with DataPlate(new_data_plate(x.shape[0], x.device, dataset_size)):
+            if innermost(ParticlePlate) is not None:  # the particles' leading dimension
+                x = x.unsqueeze(0)
             outputs = self.net_outputs(x, task_id)
             self.likelihood.observe(outputs, y, dataset_size)
         return outputs

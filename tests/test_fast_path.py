@@ -1,21 +1,27 @@
 """The fast ELBO equals Pyro's TraceMeanField_ELBO on the same random draws (value and gradients)."""
 
 import pyro
+import pyro.distributions as dist
 import pytest
 import torch
 from pyro.infer import TraceMeanField_ELBO
+from pyro.nn import PyroModule, PyroSample
 
 from pyro_cl import CategoricalLikelihood, MeanFieldGuide, SupervisedModel
 from pyro_cl.infer.objectives import negative_elbo
-from pyro_cl.infer.site_values import substitute_sites
+from pyro_cl.infer.site_values import sample_outputs, substitute_sites
 from pyro_cl.kl import kl_to_prior
 from pyro_cl.nn import BayesianMLP, local_reparameterization
 from pyro_cl.posterior import read_priors
 from tests.helpers import fixed_preactivation_noise, loss_and_gradients, two_class_data
 
 
+@pytest.mark.parametrize("particles", [1, 3])
 @pytest.mark.parametrize("use_lrt", [False, True])
-def test_fast_elbo_equals_trace_mean_field_elbo(use_lrt, monkeypatch):
+def test_fast_elbo_equals_trace_mean_field_elbo(use_lrt, particles, monkeypatch):
+    """One particle: Pyro's own ``TraceMeanField_ELBO``. Several: the Pyro route's particle plate
+    (all particles in one pass, weights and pre-activation noise drawn in the fast route's
+    order), against the fast route."""
     x, y = two_class_data(32, 4)
     net = BayesianMLP(4, [8, 6], 2, heads=2, local_reparameterization=use_lrt)
     model = SupervisedModel(net, CategoricalLikelihood())
@@ -30,6 +36,8 @@ def test_fast_elbo_equals_trace_mean_field_elbo(use_lrt, monkeypatch):
         if use_lrt:
             generator.manual_seed(7)
         pyro.set_rng_seed(3)
+        if particles > 1:
+            return negative_elbo(model, guide, x, y, task, n, particles, fast=False)
         with local_reparameterization():
             loss = TraceMeanField_ELBO().differentiable_loss(
                 model, guide, x, y, task_id=task, dataset_size=n
@@ -40,7 +48,7 @@ def test_fast_elbo_equals_trace_mean_field_elbo(use_lrt, monkeypatch):
         if use_lrt:
             generator.manual_seed(7)
         pyro.set_rng_seed(3)
-        return negative_elbo(model, guide, x, y, task, n, num_particles=1, fast=True)
+        return negative_elbo(model, guide, x, y, task, n, particles, fast=True)
 
     loss_pyro, grads_pyro = loss_and_gradients(pyro_loss, guide)
     loss_fast, grads_fast = loss_and_gradients(fast_loss, guide)
@@ -85,3 +93,53 @@ def test_mixed_task_batches_count_each_site_once_on_both_routes():
         torch.testing.assert_close(
             losses[True][1][key], losses[False][1][key], rtol=1e-4, atol=1e-6
         )
+
+
+class _PlainPyroLinear(PyroModule[torch.nn.Linear]):
+    """An ordinary PyroModule (not a pyro_cl layer): its forward need not broadcast over
+    particles."""
+
+    def __init__(self, fan_in: int, fan_out: int) -> None:
+        super().__init__(fan_in, fan_out)
+        self.weight = PyroSample(dist.Normal(0.0, 1.0).expand([fan_out, fan_in]).to_event(2))
+        self.bias = PyroSample(dist.Normal(0.0, 1.0).expand([fan_out]).to_event(1))
+
+
+@pytest.mark.parametrize("library_layers", [True, False])
+def test_the_pyro_route_runs_all_particles_in_one_pass_where_the_net_broadcasts(library_layers):
+    """pyro_cl layers: the ELBO and predictions run the net once for all particles (a particle
+    plate, no Python loop). A plain PyroModule: once per particle, as Pyro's ELBOs do."""
+    x, y = two_class_data(10, 4)
+    net = BayesianMLP(4, [5], 2) if library_layers else _PlainPyroLinear(4, 2)
+    model = SupervisedModel(net, CategoricalLikelihood(), route="pyro")
+    assert model.vectorized_particles == library_layers
+    guide = MeanFieldGuide(model, init_log_variance=-2.0)
+    names = guide.sites_for(x, y, task_id=0, dataset_size=10)
+    calls = []
+    net.register_forward_hook(lambda module, args, out: calls.append(out.shape))
+    loss = negative_elbo(model, guide, x, y, 0, 10, num_particles=4, fast=False)
+    loss.backward()
+    assert torch.isfinite(loss)
+    outputs = sample_outputs(model, guide.posterior(names), x, 0, num_samples=4, fast=False)
+    assert outputs.shape == (4, 10, 2)
+    expected = [(4, 10, 2)] * 2 if library_layers else [(10, 2)] * 8
+    assert calls == expected
+
+
+def test_pyro_route_predictions_equal_the_fast_route_on_the_same_draws(monkeypatch):
+    """``sample_outputs`` on both routes (local reparameterisation, three samples in one pass):
+    the same pre-activation noise gives the same outputs."""
+    x, _ = two_class_data(6, 4)
+    net = BayesianMLP(4, [8, 6], 2, heads=2)
+    model = SupervisedModel(net, CategoricalLikelihood())
+    guide = MeanFieldGuide(model, init_log_variance=-2.0)
+    names = guide.sites_for(x, None, task_id=1)
+    sites = guide.posterior(names)
+    generator = fixed_preactivation_noise(monkeypatch)
+    outputs = {}
+    for fast in (True, False):
+        generator.manual_seed(11)
+        outputs[fast] = sample_outputs(model, sites, x, 1, num_samples=3, fast=fast)
+    assert outputs[True].shape == (3, 6, 2)
+    torch.testing.assert_close(outputs[False], outputs[True])
+    assert not torch.allclose(outputs[True][0], outputs[True][1])  # three different draws

@@ -100,8 +100,11 @@ def test_importance_sampled_log_likelihood_converges_to_the_exact_marginal():
     assert (few - exact).mean() < -0.01
 
 
+@pytest.mark.parametrize("particles", [1, 3])
 @pytest.mark.parametrize("use_lrt", [False, True])
-def test_fast_bound_equals_pyro_elbo_on_the_same_draws(use_lrt, monkeypatch):
+def test_fast_bound_equals_pyro_elbo_on_the_same_draws(use_lrt, particles, monkeypatch):
+    """One particle: Pyro's own ``TraceMeanField_ELBO``; several: the Pyro route's particle
+    plate (codes and decoder weights of all particles in one pass)."""
     x = _images(20)
     net = _decoder(heads=2, local_reparameterization=use_lrt)
     model = GenerativeModel(net, PixelBernoulliLikelihood())
@@ -115,6 +118,8 @@ def test_fast_bound_equals_pyro_elbo_on_the_same_draws(use_lrt, monkeypatch):
         if use_lrt:
             generator.manual_seed(7)
         pyro.set_rng_seed(3)
+        if particles > 1:
+            return negative_elbo(model, guide, x, x, task, n, particles, fast=False)
         with local_reparameterization():
             loss = TraceMeanField_ELBO().differentiable_loss(
                 model, guide, x, x, task_id=task, dataset_size=n
@@ -125,7 +130,7 @@ def test_fast_bound_equals_pyro_elbo_on_the_same_draws(use_lrt, monkeypatch):
         if use_lrt:
             generator.manual_seed(7)
         pyro.set_rng_seed(3)
-        return negative_elbo(model, guide, x, x, task, n, num_particles=1, fast=True)
+        return negative_elbo(model, guide, x, x, task, n, particles, fast=True)
 
     loss_pyro, grads_pyro = loss_and_gradients(pyro_loss, guide)
     loss_fast, grads_fast = loss_and_gradients(fast_loss, guide)

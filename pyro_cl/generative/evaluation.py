@@ -70,7 +70,7 @@ def importance_log_likelihood(
             for done in range(0, num_samples, chunk):
                 k = min(chunk, num_samples - done)
                 z = q.sample((k,))  # (k, M, D)
-                outputs = outputs_per_draw(model.decode, learner.net, sites, z, task_id, model.fast)
+                outputs = outputs_per_draw(model.decode, model, sites, z, task_id)
                 log_weights = (
                     model.likelihood.log_prob(outputs, batch)
                     + prior.log_prob(z).sum(-1)
@@ -113,7 +113,7 @@ def generate(
         }
     z = torch.randn(1, num_samples, model.latent_dim, device=learner.device, dtype=model.dtype)
     with exclusive_mode(learner.net, training=False):
-        outputs = outputs_per_draw(model.decode, learner.net, sites, z, task_id, model.fast)[0]
+        outputs = outputs_per_draw(model.decode, model, sites, z, task_id)[0]
     observations = model.likelihood.distribution(outputs)
     return observations.mean if mean else observations.sample()
 

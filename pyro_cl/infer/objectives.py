@@ -13,7 +13,7 @@ from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.infer.site_values import sample_outputs
 from pyro_cl.kl import gaussian_kl, kl_to_prior
 from pyro_cl.model import SupervisedModel
-from pyro_cl.nn.effects import CollectLocalKL
+from pyro_cl.nn.effects import CollectLocalKL, in_particle_plate
 from pyro_cl.nn.local_reparam import DiagonalGaussian, local_reparameterization
 from pyro_cl.nn.structured import has_structured_sites
 from pyro_cl.posterior import read_priors
@@ -66,12 +66,7 @@ def negative_elbo(
     if (len(groups) > 1 or weights is not None) and not fast and has_structured_sites(model.net):
         raise ValueError("weighted or task-mixing batches need elbo='fast' for nets with IBP masks")
     if len(groups) == 1 and not fast and weights is None:
-        elbo = TraceMeanField_ELBO(num_particles=num_particles)
-        with local_reparameterization():
-            loss = elbo.differentiable_loss(
-                model, guide, x, y, task_id=groups[0][0], dataset_size=dataset_size
-            )
-        return loss / dataset_size
+        return _trace_mean_field_loss(model, guide, x, y, groups[0][0], dataset_size, num_particles)
     names_by_task = {task: model.sites(guide, x, [task]) for task, _ in groups}
     names = list(dict.fromkeys(name for group in names_by_task.values() for name in group))
     kl, sites = _kl_and_sites(model, guide, names, fast, packed)
@@ -88,6 +83,32 @@ def negative_elbo(
             per_point = per_point * weights[rows]
         log_likelihood = log_likelihood + per_point.mean(0).sum()
     return kl / dataset_size - log_likelihood / x.shape[0]
+
+
+def _trace_mean_field_loss(
+    model: SupervisedModel,
+    guide: MeanFieldGuide,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    task_id: int,
+    dataset_size: float,
+    num_particles: int,
+) -> torch.Tensor:
+    """Pyro's ``TraceMeanField_ELBO`` loss divided by ``N``: its particles in one pass in a
+    :class:`~pyro_cl.nn.effects.ParticlePlate` (the loss then sums them, so it is divided by
+    their number too) where the net broadcasts over particles, else Pyro's loop over them."""
+    vectorized = model.vectorized_particles and num_particles > 1
+    elbo = TraceMeanField_ELBO(num_particles=1 if vectorized else num_particles)
+    if vectorized:
+        model, guide = (
+            in_particle_plate(model, num_particles),
+            in_particle_plate(guide, num_particles),
+        )
+    with local_reparameterization():
+        loss = elbo.differentiable_loss(
+            model, guide, x, y, task_id=task_id, dataset_size=dataset_size
+        )
+    return loss / (dataset_size * (num_particles if vectorized else 1))
 
 
 def task_groups(

@@ -8,7 +8,9 @@ once, with two interchangeable routes:
   distributions directly (:func:`substitute_sites`) and no ``pyro.sample`` statement runs; all
   particles are drawn in one vectorised pass;
 * the **Pyro path**, for any ``PyroModule``: a guide that samples ``sites`` is traced and the model
-  replayed against it, once per particle, under local reparameterisation.
+  replayed against it under local reparameterisation, all particles in one pass inside a
+  :class:`~pyro_cl.nn.effects.ParticlePlate` when the net's layers broadcast over particles
+  (:attr:`~pyro_cl.model.SupervisedModel.vectorized_particles`), else once per particle.
 
 Sites missing from ``sites`` are drawn from the model's current prior on both routes.
 """
@@ -16,6 +18,7 @@ Sites missing from ``sites`` are drawn from the model's current prior on both ro
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 
 import pyro
 import torch
@@ -23,7 +26,7 @@ from pyro import poutine
 from pyro.distributions import Delta, Distribution
 
 from pyro_cl.model import SupervisedModel
-from pyro_cl.nn.effects import SubstituteSites
+from pyro_cl.nn.effects import ParticlePlate, SubstituteSites
 from pyro_cl.nn.local_reparam import local_reparameterization
 from pyro_cl.nn.module_walks import cached_walk, modules_of_type
 from pyro_cl.nn.substitution import SubstitutableModule
@@ -77,7 +80,8 @@ def sample_outputs(
     if fast:
         with substitute_sites(model.net, sites, num_samples):
             return model.net_outputs(x.unsqueeze(0), task_id)
-
+    if model.vectorized_particles:
+        return _replayed(model.net_outputs, sites, x.unsqueeze(0), task_id, num_samples)
     return torch.stack(
         [_replayed(model.net_outputs, sites, x, task_id) for _ in range(num_samples)]
     )
@@ -85,34 +89,43 @@ def sample_outputs(
 
 def outputs_per_draw(
     forward: Callable[..., torch.Tensor],
-    net: torch.nn.Module,
+    model: SupervisedModel,
     sites: SiteValues,
     inputs: torch.Tensor,
     task_id: int,
-    fast: bool,
 ) -> torch.Tensor:
     """``forward(inputs[k], task_id)`` for every ``k`` of ``inputs``' leading dimension, each
     with its own draw of the latent sites from ``sites``: shape ``(K, ...)``.
 
-    ``forward`` runs ``net`` (e.g. a generative model's decoder on latent codes ``z`` of shape
-    ``(K, N, D)``: one decoder draw per importance sample). The fast path does all ``K`` draws
-    in one vectorised pass; the Pyro path replays ``forward`` against a guide of ``sites`` once
-    per draw.
+    ``forward`` runs ``model.net`` (e.g. a generative model's decoder on latent codes ``z`` of
+    shape ``(K, N, D)``: one decoder draw per importance sample). The fast path does all ``K``
+    draws in one vectorised pass, and so does the Pyro path in a particle plate where the net
+    broadcasts; otherwise it replays ``forward`` against a guide of ``sites`` once per draw.
     """
-    if fast:
-        with substitute_sites(net, sites, inputs.shape[0]):
+    if model.fast:
+        with substitute_sites(model.net, sites, inputs.shape[0]):
             return forward(inputs, task_id)
+    if model.vectorized_particles:
+        return _replayed(forward, sites, inputs, task_id, inputs.shape[0])
     return torch.stack([_replayed(forward, sites, row, task_id) for row in inputs])
 
 
-def _replayed(forward: Callable[..., torch.Tensor], sites: SiteValues, x, task_id):
+def _replayed(
+    forward: Callable[..., torch.Tensor],
+    sites: SiteValues,
+    x: torch.Tensor,
+    task_id: int,
+    num_particles: int | None = None,
+) -> torch.Tensor:
     """``forward(x, task_id)`` with one draw of ``sites`` (a guide trace replayed into it, under
-    local reparameterisation)."""
+    local reparameterisation), or ``num_particles`` draws in one pass in a particle plate (``x``
+    then leads with a particle dimension of 1 or ``num_particles``)."""
 
     def sites_guide():
         for name, value in sites.items():
             pyro.sample(name, _as_distribution(value))
 
-    with local_reparameterization():
+    plate = nullcontext() if num_particles is None else ParticlePlate(num_particles)
+    with local_reparameterization(), plate:
         guide_trace = poutine.trace(sites_guide).get_trace()
         return poutine.replay(forward, trace=guide_trace)(x, task_id)

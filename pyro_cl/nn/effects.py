@@ -16,11 +16,14 @@ besides Pyro's own ``_PYRO_STACK``.
 * :class:`MinibatchShard` — this process's rows of a global minibatch (data-parallel fits):
   per-point noise is drawn for the global minibatch and this process keeps its rows;
 * :class:`DataPlate` — the one ``pyro.plate("data")`` of a model run, shared by the likelihood
-  and local latent sites.
+  and local latent sites;
+* :class:`ParticlePlate` — the Pyro route's Monte Carlo particles in one vectorised pass (a
+  ``pyro.plate`` left of the data plate).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 import pyro
@@ -32,6 +35,9 @@ __all__ = [
     "CollectLocalKL",
     "DataPlate",
     "MinibatchShard",
+    "PARTICLE_DIM",
+    "ParticlePlate",
+    "in_particle_plate",
     "PosteriorConditionals",
     "RecordLayers",
     "RecordMasks",
@@ -150,6 +156,41 @@ class DataPlate(Messenger):
     def __enter__(self) -> pyro.plate:
         super().__enter__()
         return self.plate
+
+
+#: The particle plate's dimension: left of the data plate, the one plate (dim -1) of a model run.
+PARTICLE_DIM = -2
+
+
+class ParticlePlate(pyro.plate):
+    """``pyro.plate("particles", P, dim=-2)``: ``P`` Monte Carlo particles of a Pyro program in
+    one pass (what ``vectorize_particles=True`` does inside Pyro's ELBOs, here a handler that
+    pyro_cl modules can find with :func:`innermost`).
+
+    Run a guide and the model inside it and every latent site drawn there gets the plate's batch
+    dimension: a global site's draw has shape ``(P, 1, *site shape)`` (particles, then the data
+    plate's 1). pyro_cl modules view such a draw as ``(P, *site shape)`` (:meth:`particles_of`)
+    and run with the particles along the leading dimension of their inputs and outputs, exactly
+    as on the fast path; the model gives its inputs that leading dimension (of size 1).
+    """
+
+    def __init__(self, num_particles: int) -> None:
+        super().__init__("particles", num_particles, dim=PARTICLE_DIM)
+
+    @staticmethod
+    def particles_of(value: torch.Tensor, event_dim: int) -> torch.Tensor:
+        """A draw of shape ``(*batch, *event)`` drawn in this plate, as ``(P, *event)``."""
+        return value.reshape(-1, *value.shape[value.dim() - event_dim :])
+
+
+def in_particle_plate(fn: Callable, num_particles: int) -> Callable:
+    """``fn`` (a model or guide) run inside a :class:`ParticlePlate` of ``num_particles``."""
+
+    def run_in_plate(*args, **kwargs):
+        with ParticlePlate(num_particles):
+            return fn(*args, **kwargs)
+
+    return run_in_plate
 
 
 def new_data_plate(batch: int, device: torch.device, size: int | None = None) -> pyro.plate:

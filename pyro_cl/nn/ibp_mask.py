@@ -9,6 +9,7 @@ from pyro.distributions import Bernoulli, Beta
 from pyro_cl.nn.concrete import MASK_PARAMETERISATIONS, LogitBinaryConcrete, mask_logits
 from pyro_cl.nn.effects import (
     CollectLocalKL,
+    ParticlePlate,
     PosteriorConditionals,
     RecordMasks,
     current_data_plate,
@@ -84,6 +85,9 @@ class IBPMask(StructuredSites, SubstitutableModule):
         if not self.hierarchical:
             return parent_log_probabilities
         parent = parent_log_probabilities.exp().clamp(_PI_FLOOR, 1 - _PI_FLOOR)
+        in_plate = not self.substituted and innermost(ParticlePlate) is not None
+        if in_plate:  # the particles' (P, K) as batch (P, 1): the particle and data plates
+            parent = parent.unsqueeze(-2)
         alpha = self.child_concentration
         conditional = Beta(alpha * parent, alpha * (1 - parent), validate_args=False).to_event(1)
         if self.substituted:
@@ -92,6 +96,8 @@ class IBPMask(StructuredSites, SubstitutableModule):
             probabilities = pyro.sample(
                 site_name(self, "unit_probs"), conditional, infer={STRUCTURED_FLAG: True}
             )
+            if in_plate:
+                probabilities = ParticlePlate.particles_of(probabilities, 1)
         return torch.log(probabilities.clamp(min=torch.finfo(probabilities.dtype).tiny))
 
     def forward(self, hidden: torch.Tensor, parent_log_probabilities: torch.Tensor) -> torch.Tensor:

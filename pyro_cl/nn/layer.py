@@ -9,7 +9,7 @@ from pyro.distributions import Distribution, Normal
 
 from pyro_cl.finite import all_finite
 from pyro_cl.nn.effects import RecordLayers, innermost
-from pyro_cl.nn.local_reparam import DiagonalGaussian, normal_source
+from pyro_cl.nn.local_reparam import DiagonalGaussian, normal_source, unbroadcast_normal
 from pyro_cl.nn.substitution import SubstitutableModule, prior_site
 from pyro_cl.posterior import base_distribution
 
@@ -93,13 +93,17 @@ class BayesianLayer(SubstitutableModule):
 
     def _site(self, name: str):
         """The value to use for site ``name``: a Normal (for local reparameterisation) or a
-        tensor."""
+        tensor (with a leading particle dimension inside a Pyro route's particle plate)."""
         value = self._site_value(name)
-        if not self.substituted and self.local_reparameterization:
+        if self.substituted:
+            return value
+        if self.local_reparameterization:
             normal = normal_source(value)
             if normal is not None:
+                normal = unbroadcast_normal(normal, self.prior(name).event_dim)
+            if normal is not None:
                 return normal
-        return value
+        return self._particles_of(name, value)
 
     def _gaussians(self, *values) -> list[DiagonalGaussian] | None:
         """The values as diagonal Gaussians if local reparameterisation applies to all of them."""

@@ -37,6 +37,7 @@ __all__ = [
     "LocalReparameterizationMessenger",
     "local_reparameterization",
     "normal_source",
+    "unbroadcast_normal",
     "DiagonalGaussian",
     "gaussian_linear",
     "sample_gaussian_outputs",
@@ -101,6 +102,23 @@ def normal_source(value: torch.Tensor) -> Normal | None:
             if found is not None:
                 return found
     return None
+
+
+def unbroadcast_normal(normal: Normal, event_dim: int) -> Normal | None:
+    """``normal`` without its batch dimensions when a plate only broadcast it there (as a guide's
+    global site drawn in a :class:`~pyro_cl.nn.effects.ParticlePlate` is: its ``loc`` and
+    ``scale`` are stride-0 views along every batch dimension longer than 1, so every particle has
+    the same Normal and local reparameterisation applies once to all of them); ``None`` when the
+    batch entries differ."""
+    batch = normal.loc.dim() - event_dim
+    if batch <= 0:
+        return normal
+    for tensor in (normal.loc, normal.scale):
+        sizes, strides = tensor.shape[:batch], tensor.stride()[:batch]
+        if any(size > 1 and stride != 0 for size, stride in zip(sizes, strides, strict=True)):
+            return None
+    first = (0,) * batch
+    return Normal(normal.loc[first], normal.scale[first], validate_args=False)
 
 
 def standard_normal(shape: torch.Size, like: torch.Tensor) -> torch.Tensor:

@@ -75,8 +75,9 @@ class BetaSticks(SubstitutableModule):
         concentration0.copy_(new0)
 
     def forward(self) -> torch.Tensor:
-        """Draw ``v`` and return ``log π``: shape ``(K,)``, or ``(particles, K)`` on the fast path."""
-        return stick_breaking_log_probabilities(self._draw(self._site_value("v")))
+        """Draw ``v`` and return ``log π``: shape ``(K,)``, or ``(particles, K)`` with particles."""
+        value = self._particles_of("v", self._site_value("v"))
+        return stick_breaking_log_probabilities(self._draw(value))
 
     def extra_repr(self) -> str:
         return f"num_sticks={self.num_sticks}"

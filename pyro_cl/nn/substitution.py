@@ -8,7 +8,7 @@ import torch
 from pyro.distributions import Distribution
 from pyro.nn import PyroModule, PyroSample
 
-from pyro_cl.nn.effects import SubstituteSites, innermost
+from pyro_cl.nn.effects import ParticlePlate, SubstituteSites, innermost
 from pyro_cl.nn.local_reparam import DiagonalGaussian
 
 __all__ = ["SubstitutableModule", "prior_site"]
@@ -30,7 +30,8 @@ class SubstitutableModule(PyroModule):
     Inside a :class:`~pyro_cl.nn.effects.SubstituteSites` handler that lists this module, the
     module takes its sites from the handler (falling back to its prior) and runs no
     ``pyro.sample`` statement, with all particles along a leading dimension. Otherwise it is an
-    ordinary Pyro program.
+    ordinary Pyro program; inside a :class:`~pyro_cl.nn.effects.ParticlePlate` its draws and
+    activations carry the plate's particles along the same leading dimension.
     """
 
     def _substitution(self) -> dict | None:
@@ -45,11 +46,13 @@ class SubstitutableModule(PyroModule):
 
     @property
     def num_particles(self) -> int | None:
-        """The fast path's particle count (``None`` outside it or without particles)."""
+        """The particle count of the fast path, or of the Pyro route's :class:`ParticlePlate`
+        (``None`` without particles)."""
         handler = innermost(SubstituteSites)
-        if handler is None or self not in handler.values:
-            return None
-        return handler.num_particles
+        if handler is not None and self in handler.values:
+            return handler.num_particles
+        plate = innermost(ParticlePlate)
+        return None if plate is None else plate.size
 
     def prior(self, name: str) -> Distribution:
         """The current prior of site ``name``."""
@@ -63,6 +66,13 @@ class SubstitutableModule(PyroModule):
             value = values.get(name)
             return self.prior(name) if value is None else value
         return getattr(self, name)
+
+    def _particles_of(self, name: str, value):
+        """A Pyro-route draw of site ``name`` made inside a :class:`ParticlePlate` (shape
+        ``(P, 1, *site shape)``) as ``(P, *site shape)``; anything else as it is."""
+        if not torch.is_tensor(value) or innermost(ParticlePlate) is None:
+            return value
+        return ParticlePlate.particles_of(value, self.prior(name).event_dim)
 
     def _draw(self, value) -> torch.Tensor:
         """A draw from ``value`` (with the particle dimension on the fast path) or ``value``."""
