@@ -43,6 +43,13 @@ def test_reproduce_runs_pieces_resumes_and_regenerates_the_table(tmp_path, capsy
     plan = capsys.readouterr().out
     assert plan.count("[done]") == 4 and "reference step on cpu" in plan
 
+    # the table of what has finished, with a row that has not: it runs nothing
+    only = [*argv[:4], "split-mnist vcl", "split-mnist vcl-random", *argv[5:], "--table-only"]
+    assert reproduce.main(only) == 0
+    printed = capsys.readouterr().out
+    assert "running 0" in printed and "not run" in printed
+    assert not (out / "tiny" / "vcl" / "split-mnist_vcl-random").exists()
+
 
 def test_the_table_goes_between_the_markers_of_results(tmp_path):
     reproduce = load_benchmark_script("reproduce")

@@ -151,15 +151,15 @@ class NaturalGradientUpdate(Fitter):
             state = NaturalGradientState(packed)
             self._initialise(state, effective_size)
 
+            # ε and θ = μ + ε σ are redrawn in place every step: a fresh (S, D) tensor per step
+            # costs page faults on CPU that the draw itself does not
+            noise = state.loc.new_empty((self.num_samples, state.loc.numel()))
+            theta = torch.empty_like(noise)
+
             def step(index: torch.Tensor) -> torch.Tensor:
                 batch = index.shape[0]
                 with sharded_step(index) as shard:  # the whole minibatch without a group
-                    noise = torch.randn(
-                        (self.num_samples, state.loc.numel()),
-                        device=x.device,
-                        dtype=state.loc.dtype,
-                    )
-                    theta = torch.addcmul(state.loc, noise, state.scale)
+                    torch.addcmul(state.loc, noise.normal_(), state.scale, out=theta)
                     theta_by_site = packed.sample_views(theta)
                     statistics = self._statistics(
                         model, theta_by_site, sites_by_task, data, task_id, shard

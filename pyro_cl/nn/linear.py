@@ -55,7 +55,11 @@ class BayesianLinear(BayesianLayer):
             return self._record(x, gaussian_linear(x, *gaussians, self.num_particles))
         weight = self._draw(weight)
         bias = None if bias is None else self._draw(bias)
-        if weight.dim() == 2:
+        if weight.dim() == 2 or weight.shape[0] == 1:  # one weight for every particle
+            weight, bias = (
+                weight.reshape(weight.shape[-2:]),
+                None if bias is None else bias.view(-1),
+            )
             return self._record(x, F.linear(x, weight, bias))
         out = torch.matmul(x, weight.transpose(-1, -2))
         return self._record(x, out if bias is None else out + bias.unsqueeze(-2))
