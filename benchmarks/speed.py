@@ -12,9 +12,10 @@ loop with local reparameterisation (the reference the library must beat, issue 1
 ``observe`` for one epoch, end to end; VOGN and IVON, eager and with the update fused by
 ``torch.compile`` (compiled in the warm-up round); fine-tuning, EWC and SI. Every ratio is to the
 deterministic epoch with torch's default Adam (``--elbo pyro``: ``observe`` on Pyro's
-``TraceMeanField_ELBO`` route).
+``TraceMeanField_ELBO`` route; ``--particles P``: ``observe`` with ``P`` Monte Carlo samples).
 
     python benchmarks/speed.py [--inputs 10000] [--repeats 5] [--device cpu] [--elbo fast|pyro]
+                               [--particles 1]
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--elbo", choices=["fast", "pyro"], default="fast")
+    parser.add_argument("--particles", type=int, default=1, help="MC samples of observe's ELBO")
     args = parser.parse_args()
     device = torch.device(args.device)
     torch.manual_seed(0)
@@ -130,7 +132,7 @@ def main() -> None:
         return VCL(
             BayesianMLP(784, [100, 100], 10),
             device=device,
-            num_particles=1,
+            num_particles=args.particles,
             epochs=1,
             ml_init_epochs=0,
             batch_size=batch,
@@ -139,7 +141,7 @@ def main() -> None:
         )
 
     observer = vcl(elbo=args.elbo)
-    learner = vcl()
+    learner = vcl()  # the natural-gradient and baseline rows: one sample (num_samples=1)
     names = learner.guide.sites_for(x[:1], None, task_id=0)
     context = FitContext(learner.model, learner.config, device, CallbackList())
     data = Coreset.of_task(x, y, 0)
@@ -161,7 +163,9 @@ def main() -> None:
         "deterministic, Adam (torch defaults)": lambda: deterministic_epoch(net, adam, x, y, batch),
         "deterministic, fused Adam": lambda: deterministic_epoch(net, fused_adam, x, y, batch),
         "hand-written Bayes by Backprop (LRT)": lambda: hand_written.epoch(x, y, batch),
-        f"VCL.observe ({args.elbo} route), end to end": lambda: observer.observe((x, y)),
+        f"VCL.observe ({args.elbo} route, {args.particles} MC), end to end": lambda: (
+            observer.observe((x, y))
+        ),
     }
     for name, update in updates.items():
         epochs[name] = lambda u=update: u.fit(context, learner.guide, data, names, 1, batch, "t")
