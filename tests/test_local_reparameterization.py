@@ -5,6 +5,7 @@ from pyro.distributions import Normal
 
 from pyro_cl.infer.site_values import substitute_sites
 from pyro_cl.nn import BayesianLinear, local_reparameterization
+from pyro_cl.nn.local_reparam import unbroadcast_normal
 
 
 def _layer_with_posterior(local_reparameterization_on: bool):
@@ -55,3 +56,19 @@ def test_messenger_hands_the_guides_normal_to_the_layer():
     # Without the messenger the replayed weight is shared by every row.
     out_shared = poutine.replay(layer, trace=guide_trace)(x)
     assert out_shared.std().item() < 0.01
+
+
+def test_a_normal_broadcast_by_a_plate_loses_its_batch_dimensions_and_a_varying_one_does_not():
+    """The particle plate broadcasts a guide's Normal to ``(P, 1, *site)`` as stride-0 views: the
+    layer gets the site-shaped Normal back (local reparameterisation applies once to all
+    particles). A Normal that truly differs per particle is not collapsed."""
+    loc, scale = torch.randn(3, 4), torch.rand(3, 4) + 0.1
+    broadcast = Normal(loc, scale).expand(torch.Size([5, 1, 3, 4]))
+    site = unbroadcast_normal(broadcast, event_dim=2)
+    assert site.loc.shape == (3, 4)
+    torch.testing.assert_close(site.loc, loc)
+    torch.testing.assert_close(site.scale, scale)
+    varying = Normal(torch.randn(5, 1, 3, 4), torch.ones(5, 1, 3, 4))
+    assert unbroadcast_normal(varying, event_dim=2) is None
+    unbatched = Normal(loc, scale)
+    assert unbroadcast_normal(unbatched, event_dim=2) is unbatched
