@@ -77,14 +77,7 @@ def sample_outputs(
     """
     if fast is None:
         fast = model.fast
-    if fast:
-        with substitute_sites(model.net, sites, num_samples):
-            return model.net_outputs(x.unsqueeze(0), task_id)
-    if model.vectorized_particles:
-        return _replayed(model.net_outputs, sites, x.unsqueeze(0), task_id, num_samples)
-    return torch.stack(
-        [_replayed(model.net_outputs, sites, x, task_id) for _ in range(num_samples)]
-    )
+    return _outputs(model.net_outputs, model, sites, x.unsqueeze(0), task_id, num_samples, fast)
 
 
 def outputs_per_draw(
@@ -102,12 +95,28 @@ def outputs_per_draw(
     draws in one vectorised pass, and so does the Pyro path in a particle plate where the net
     broadcasts; otherwise it replays ``forward`` against a guide of ``sites`` once per draw.
     """
-    if model.fast:
-        with substitute_sites(model.net, sites, inputs.shape[0]):
+    return _outputs(forward, model, sites, inputs, task_id, inputs.shape[0], model.fast)
+
+
+def _outputs(
+    forward: Callable[..., torch.Tensor],
+    model: SupervisedModel,
+    sites: SiteValues,
+    inputs: torch.Tensor,
+    task_id: int,
+    num_draws: int,
+    fast: bool,
+) -> torch.Tensor:
+    """``forward(inputs, task_id)`` with ``num_draws`` draws of ``sites``, ``inputs`` leading
+    with a dimension of 1 or ``num_draws``: in one pass on the fast path and, where the net
+    broadcasts, in a particle plate on the Pyro path; else one replay per draw."""
+    if fast:
+        with substitute_sites(model.net, sites, num_draws):
             return forward(inputs, task_id)
     if model.vectorized_particles:
-        return _replayed(forward, sites, inputs, task_id, inputs.shape[0])
-    return torch.stack([_replayed(forward, sites, row, task_id) for row in inputs])
+        return _replayed(forward, sites, inputs, task_id, num_draws)
+    rows = inputs.expand(num_draws, *inputs.shape[1:])
+    return torch.stack([_replayed(forward, sites, row, task_id) for row in rows])
 
 
 def _replayed(
