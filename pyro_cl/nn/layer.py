@@ -8,7 +8,7 @@ import torch
 from pyro.distributions import Distribution, Normal
 
 from pyro_cl.finite import all_finite
-from pyro_cl.nn.effects import RecordLayers, innermost
+from pyro_cl.nn.effects import ParticlePlate, RecordLayers, innermost
 from pyro_cl.nn.local_reparam import DiagonalGaussian, normal_source, unbroadcast_normal
 from pyro_cl.nn.substitution import SubstitutableModule, prior_site
 from pyro_cl.posterior import base_distribution
@@ -97,13 +97,12 @@ class BayesianLayer(SubstitutableModule):
         value = self._site_value(name)
         if self.substituted:
             return value
-        if self.local_reparameterization:
-            normal = normal_source(value)
-            if normal is not None:
-                normal = unbroadcast_normal(normal, self.prior(name).event_dim)
-            if normal is not None:
-                return normal
-        return self._particles_of(name, value)
+        normal = normal_source(value) if self.local_reparameterization else None
+        if innermost(ParticlePlate) is None:
+            return value if normal is None else normal
+        event_dim = self.prior(name).event_dim  # the site's own dimensions, left of the plates
+        normal = None if normal is None else unbroadcast_normal(normal, event_dim)
+        return normal if normal is not None else ParticlePlate.particles_of(value, event_dim)
 
     def _gaussians(self, *values) -> list[DiagonalGaussian] | None:
         """The values as diagonal Gaussians if local reparameterisation applies to all of them."""
