@@ -22,7 +22,10 @@ from pyro_cl import CategoricalLikelihood as Categorical
 from pyro_cl.coresets import Coreset
 from pyro_cl.infer.data_parallel import sharded_step
 from pyro_cl.infer.ivon import IVON
+from pyro_cl.infer.natural_gradient import GradientSums
+from pyro_cl.infer.packed_gaussians import site_views
 from pyro_cl.infer.per_example import gradient_statistics
+from pyro_cl.infer.row_gather import RowGather
 from pyro_cl.infer.vogn import VOGN
 from pyro_cl.nn import BayesianMLP
 
@@ -103,14 +106,17 @@ def _spread_statistics() -> dict[str, torch.Tensor]:
     """VOGN's minibatch statistics with the samples spread over the ranks."""
     model, theta, x, y = _spread_problem()
     update = VOGN(num_samples=4, spread_samples=True)
+    shapes = {name: value.shape[1:] for name, value in theta.items()}
+    sums = GradientSums(shapes, 4, curvature=True, like=x)
+    data = Coreset.of_task(x, y, 0)
     with sharded_step(torch.arange(10)) as shard:
-        stats = update._statistics(
-            model, theta, {0: list(theta)}, Coreset.of_task(x, y, 0), 0, shard
+        loss, gradients, squared = update._statistics(
+            model, theta, {0: list(theta)}, data, 0, shard, sums, RowGather(data.x)
         )
     return {
-        "loss": stats.loss,
-        **{f"gradient {n}": g for n, g in stats.gradients.items()},
-        **{f"squared {n}": g for n, g in stats.squared.items()},
+        "loss": loss,
+        **{f"gradient {n}": g for n, g in site_views(gradients, shapes).items()},
+        **{f"squared {n}": g for n, g in site_views(squared, shapes).items()},
     }
 
 

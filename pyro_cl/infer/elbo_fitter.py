@@ -11,6 +11,7 @@ from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.objectives import negative_elbo
 from pyro_cl.infer.packed_gaussians import PackedGaussians
+from pyro_cl.infer.row_gather import RowGather
 
 __all__ = ["ELBOFitter"]
 
@@ -54,6 +55,7 @@ class ELBOFitter(Fitter):
                 raise ValueError("every likelihood weight of the data is 0: nothing to fit")
             weights = data.likelihood_weights() * (num_data / size)
 
+        rows_of = RowGather(data.x)
         with _packed(model, guide, sites) as packed:
 
             def loss(index: torch.Tensor) -> torch.Tensor:
@@ -61,7 +63,7 @@ class ELBOFitter(Fitter):
                 return negative_elbo(
                     model,
                     guide,
-                    data.x[index],
+                    rows_of(index),
                     data.y[index],
                     ids,
                     size,

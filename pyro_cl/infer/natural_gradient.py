@@ -19,6 +19,7 @@ ends, so everything downstream (the handoff, prediction, coresets, save/load) se
 
 from __future__ import annotations
 
+import math
 from abc import abstractmethod
 from collections.abc import Callable
 
@@ -30,11 +31,12 @@ from pyro_cl.infer.data_parallel import Shard, all_reduce_sums, rank_and_world, 
 from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.fusion import fused
 from pyro_cl.infer.objectives import task_groups
-from pyro_cl.infer.packed_gaussians import PackedGaussians
-from pyro_cl.infer.per_example import GradientStatistics, gradient_statistics
+from pyro_cl.infer.packed_gaussians import PackedGaussians, site_views
+from pyro_cl.infer.per_example import gradient_statistics
+from pyro_cl.infer.row_gather import RowGather
 from pyro_cl.nn.structured import has_structured_sites
 
-__all__ = ["NaturalGradientState", "NaturalGradientUpdate"]
+__all__ = ["GradientSums", "NaturalGradientState", "NaturalGradientUpdate"]
 
 
 class NaturalGradientState:
@@ -59,11 +61,33 @@ class NaturalGradientState:
         self.precision = precision
         self.scale = precision.rsqrt()
 
-    def flat(self, per_site: dict[str, torch.Tensor], leading: int = 0) -> torch.Tensor:
-        """Per-site tensors (with ``leading`` dimensions before each site's shape) as one flat
-        tensor in the packed order."""
-        pieces = [per_site[name].flatten(leading) for name in self.packed.names]
-        return torch.cat(pieces, dim=leading)
+
+class GradientSums:
+    """The minibatch sums a step reads, in flat buffers in the packed order that every step
+    reuses (on CPU a fresh ``(S, D)`` tensor per step costs page faults that the arithmetic does
+    not): the gradients ``(S, D)`` and, for curvature methods, the squared gradients ``(D,)``,
+    each with per-site views the per-task statistics are added into.
+
+    :param shapes: ``{site: shape}`` in the flat order.
+    :param num_samples: ``S``.
+    :param curvature: whether to keep squared gradients.
+    :param like: a tensor of the fit's dtype and device.
+    """
+
+    def __init__(
+        self, shapes: dict[str, torch.Size], num_samples: int, curvature: bool, like: torch.Tensor
+    ) -> None:
+        size = sum(math.prod(shape) for shape in shapes.values())
+        self.gradients = like.new_zeros((num_samples, size))
+        self.squared = like.new_zeros(size) if curvature else None
+        self.gradient_views = site_views(self.gradients, shapes)
+        self.squared_views = None if self.squared is None else site_views(self.squared, shapes)
+
+    def zero_(self) -> GradientSums:
+        self.gradients.zero_()
+        if self.squared is not None:
+            self.squared.zero_()
+        return self
 
 
 class NaturalGradientUpdate(Fitter):
@@ -155,21 +179,23 @@ class NaturalGradientUpdate(Fitter):
             # costs page faults on CPU that the draw itself does not
             noise = state.loc.new_empty((self.num_samples, state.loc.numel()))
             theta = torch.empty_like(noise)
+            theta_by_site = packed.sample_views(theta)
+            rows_of = RowGather(data.x)
+            sums = GradientSums(
+                packed.site_shapes, self.num_samples, self.curvature is not None, state.loc
+            )
 
             def step(index: torch.Tensor) -> torch.Tensor:
                 batch = index.shape[0]
                 with sharded_step(index) as shard:  # the whole minibatch without a group
                     torch.addcmul(state.loc, noise.normal_(), state.scale, out=theta)
-                    theta_by_site = packed.sample_views(theta)
-                    statistics = self._statistics(
-                        model, theta_by_site, sites_by_task, data, task_id, shard
+                    loss, gradients, squared = self._statistics(
+                        model, theta_by_site, sites_by_task, data, task_id, shard, sums, rows_of
                     )
-                gradients = state.flat(statistics.gradients, leading=1)
-                squared = None if statistics.squared is None else state.flat(statistics.squared)
                 with torch.no_grad():
                     kl = self._update(state, gradients, squared, noise, batch, effective_size)
                     kl = kl + 0.5 * state.kl_constant
-                return statistics.loss / (batch * self.num_samples) + kl / effective_size
+                return loss / (batch * self.num_samples) + kl / effective_size
 
             locs = guide.locs(names)  # views of the packed means: callbacks see every step
             history = context.run_epochs(step, locs, num_data, epochs, batch_size, description)
@@ -177,19 +203,26 @@ class NaturalGradientUpdate(Fitter):
         return history
 
     def _statistics(
-        self, model, theta: dict, sites_by_task: dict, data: Coreset, task_id, shard: Shard
-    ) -> GradientStatistics:
+        self,
+        model,
+        theta: dict,
+        sites_by_task: dict,
+        data: Coreset,
+        task_id,
+        shard: Shard,
+        sums: GradientSums,
+        rows_of: RowGather,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Sums over this rank's points of the loss, the gradients and (for VOGN) the squared
-        per-example gradients, at every weight sample; summed over ranks (data-parallel fits),
-        which gives the global minibatch's sums.
+        per-example gradients, at every weight sample, summed over ranks (data-parallel fits),
+        which gives the global minibatch's sums: ``(loss, gradients (S, D), squared (D,) or
+        None)``, the last two flat in ``sums``' order (``sums``' own buffers without a process
+        group). ``rows_of`` gathers the inputs ``data.x`` of a group of points.
 
         With ``spread_samples`` in a data-parallel fit, this rank evaluates only the samples
         ``rank, rank + W, ...`` on its shard, scaled by ``M / M_r`` to stand for the minibatch."""
         mine, scale = self._samples_of_this_rank(shard)
-        gradients = {name: torch.zeros_like(value) for name, value in theta.items()}
-        squared = None
-        if self.curvature is not None:
-            squared = {name: torch.zeros_like(value[0]) for name, value in theta.items()}
+        sums.zero_()
         total = torch.zeros((), device=data.x.device)
         ids = task_id if isinstance(task_id, int) else task_id[shard.index]
         empty = shard.empty or next(iter(theta.values()))[mine].shape[0] == 0
@@ -197,24 +230,18 @@ class NaturalGradientUpdate(Fitter):
             rows = shard.index[rows]
             task_theta = {name: theta[name][mine] for name in sites_by_task[task]}
             stats = gradient_statistics(
-                model, task_theta, data.x[rows], data.y[rows], task, self.curvature
+                model, task_theta, rows_of(rows), data.y[rows], task, self.curvature
             )
             total = total + stats.loss
             for name, value in stats.gradients.items():
-                gradients[name][mine] += value
-            if squared is not None:
-                for name, value in stats.squared.items():
-                    squared[name] += value
-        names = list(gradients)
-        sums = [total, *gradients.values(), *(squared.values() if squared is not None else ())]
+                sums.gradient_views[name][mine].add_(value)
+            for name, value in (stats.squared or {}).items():
+                sums.squared_views[name].add_(value)
+        flat = [total, sums.gradients] + ([sums.squared] if sums.squared is not None else [])
         if scale != 1.0:  # this rank's samples stand for the whole minibatch
-            sums = [value * scale for value in sums]
-        sums = all_reduce_sums(sums)
-        total, reduced = sums[0], sums[1:]
-        gradients = dict(zip(names, reduced[: len(names)], strict=True))
-        if squared is not None:
-            squared = dict(zip(names, reduced[len(names) :], strict=True))
-        return GradientStatistics(total, gradients, squared)
+            flat = [value * scale for value in flat]
+        total, gradients, *squared = all_reduce_sums(flat)
+        return total, gradients, squared[0] if squared else None
 
     def _samples_of_this_rank(self, shard: Shard) -> tuple[slice, float]:
         """Which weight samples this rank evaluates (a slice of the sample dimension) and the

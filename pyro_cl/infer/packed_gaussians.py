@@ -29,7 +29,17 @@ from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.local_reparam import DiagonalGaussian
 from pyro_cl.posterior import base_distribution, read_priors_of
 
-__all__ = ["PackedGaussians"]
+__all__ = ["PackedGaussians", "site_views"]
+
+
+def site_views(flat: torch.Tensor, shapes: dict[str, torch.Size]) -> dict[str, torch.Tensor]:
+    """``{site: (*leading, *shape)}`` views of a flat ``(*leading, D)`` tensor that holds the
+    sites ``shapes`` one after another in the last dimension (no copies)."""
+    pieces = flat.split([math.prod(shape) for shape in shapes.values()], dim=-1)
+    return {
+        name: piece.unflatten(-1, shape)
+        for (name, shape), piece in zip(shapes.items(), pieces, strict=True)
+    }
 
 
 class PackedGaussians:
@@ -53,6 +63,7 @@ class PackedGaussians:
         pairs = guide.gaussian_parameters(self.names)
         self.shapes = [pairs[name][0].shape for name in self.names]
         self.sizes = [math.prod(shape) for shape in self.shapes]
+        self.site_shapes = dict(zip(self.names, self.shapes, strict=True))
         with torch.no_grad():
             self.loc = nn.Parameter(_flat([pairs[n][0] for n in self.names]))
             self.log_variance = nn.Parameter(_flat([pairs[n][1] for n in self.names]))
@@ -78,11 +89,7 @@ class PackedGaussians:
 
     def sample_views(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """``{site: (S, *shape)}`` views of ``S`` flat draws ``(S, D)`` of all packed sites."""
-        pieces = flat.split(self.sizes, dim=-1)
-        return {
-            name: piece.unflatten(-1, shape)
-            for name, piece, shape in zip(self.names, pieces, self.shapes, strict=True)
-        }
+        return site_views(flat, self.site_shapes)
 
     def parameters(self) -> dict[str, nn.Parameter]:
         """``{"loc": μ, "log_variance": log σ²}``: the flat leaves a fit optimises."""

@@ -17,6 +17,7 @@ from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback, CallbackList, StepInfo
 from pyro_cl.infer.fitter import FitContext, Fitter
 from pyro_cl.infer.objectives import negative_log_likelihood
+from pyro_cl.infer.row_gather import RowGather
 from pyro_cl.spec import Registrable
 
 __all__ = [
@@ -111,9 +112,10 @@ def fit_point_estimate(
     values = guide.locs(sites)
     trained = {**values, **guide.amortised_parameters(tasks)}  # a generative model's encoder
     num_data = len(data)
+    rows_of = RowGather(data.x)
 
     def loss(index: torch.Tensor) -> torch.Tensor:
-        nll = negative_log_likelihood(model, values, data.x[index], data.y[index], task_id)
+        nll = negative_log_likelihood(model, values, rows_of(index), data.y[index], task_id)
         return nll if penalty is None else nll + penalty(values) / num_data
 
     callbacks = None
