@@ -8,7 +8,7 @@ from pyro.infer import TraceMeanField_ELBO
 from pyro.nn import PyroModule, PyroSample
 
 from pyro_cl import CategoricalLikelihood, MeanFieldGuide, SupervisedModel
-from pyro_cl.infer.objectives import negative_elbo
+from pyro_cl.infer.objectives import negative_elbo, task_groups
 from pyro_cl.infer.site_values import sample_outputs, substitute_sites
 from pyro_cl.kl import kl_to_prior
 from pyro_cl.nn import BayesianMLP, local_reparameterization
@@ -93,6 +93,18 @@ def test_mixed_task_batches_count_each_site_once_on_both_routes():
         torch.testing.assert_close(
             losses[True][1][key], losses[False][1][key], rtol=1e-4, atol=1e-6
         )
+
+
+def test_task_groups_group_rows_by_task_in_order():
+    ids = torch.tensor([3, 0, 3, 1, 0, 3])
+    groups = task_groups(ids, 6)
+    assert [task for task, _ in groups] == [0, 1, 3]
+    for task, rows in groups:
+        assert torch.equal(rows, (ids == task).nonzero().squeeze(1))
+    assert task_groups(torch.tensor([2, 2]), 2) == [(2, slice(None))]
+    assert task_groups(4, 9) == [(4, slice(None))]
+    with pytest.raises(ValueError, match="expected 3 task ids"):
+        task_groups(ids, 3)
 
 
 class _PlainPyroLinear(PyroModule[torch.nn.Linear]):

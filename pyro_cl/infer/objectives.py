@@ -114,15 +114,19 @@ def _trace_mean_field_loss(
 def task_groups(
     task_id: int | torch.Tensor, num_rows: int
 ) -> list[tuple[int, slice | torch.Tensor]]:
-    """``[(task, rows)]``: a single task covers every row; per-point ids are grouped."""
+    """``[(task, rows)]``: a single task covers every row; per-point ids (non-negative) are
+    grouped, each group's rows in increasing order, with one read of the group sizes back to the
+    host per call (on a GPU, one synchronisation, not one per task)."""
     if not isinstance(task_id, torch.Tensor):
         return [(task_id, slice(None))]
     if task_id.shape != (num_rows,):
         raise ValueError(f"expected {num_rows} task ids, got shape {tuple(task_id.shape)}")
-    tasks = torch.unique(task_id).tolist()
+    counts = torch.bincount(task_id).tolist()
+    tasks = [task for task, count in enumerate(counts) if count > 0]
     if len(tasks) == 1:
-        return [(int(tasks[0]), slice(None))]
-    return [(int(task), (task_id == task).nonzero().squeeze(1)) for task in tasks]
+        return [(tasks[0], slice(None))]
+    rows = torch.argsort(task_id, stable=True).split(counts)
+    return [(task, rows[task]) for task in tasks]
 
 
 def _kl_and_sites(
