@@ -99,8 +99,8 @@ def layer_statistics(
     """
     _check_curvature(curvature)
     names = list(theta)
-    leaves, records, outputs = _recorded_forward(model, theta, x, task_id)
-    leaves = [leaves[name] for name in names]
+    leaves_by_name, records, outputs = _recorded_forward(model, theta, x, task_id)
+    leaves = [leaves_by_name[name] for name in names]
     loss = -model.likelihood.log_prob(outputs, y).sum()
     layer_outputs = [out for _, _, out in records]
     targets = leaves + (layer_outputs if curvature == "fisher" else [])
@@ -109,14 +109,14 @@ def layer_statistics(
     if curvature is None:
         return GradientStatistics(loss.detach(), gradients, None)
     site_of = _site_of(model)
-    squared = {name: torch.zeros_like(theta[name][0]) for name in names}
+    squared: dict[str, torch.Tensor] = {}
 
     def accumulate(output_gradients) -> None:
         for (layer, inputs, _), g in zip(records, output_gradients, strict=True):
             for attribute, value in layer.squared_gradient_sums(inputs.detach(), g).items():
                 name = site_of.get((layer, attribute))
-                if name in squared:
-                    squared[name] += value
+                if name in leaves_by_name:
+                    squared[name] = value if name not in squared else squared[name] + value
 
     if curvature == "fisher":
         accumulate(derivatives[len(names) :])
@@ -128,7 +128,10 @@ def layer_statistics(
                 outputs, layer_outputs, factor[..., c], retain_graph=c < columns - 1
             )
             accumulate(seeds)
-    return GradientStatistics(loss.detach(), gradients, squared)
+    for name in names:  # sites this task's forward pass does not use (other heads)
+        if name not in squared:
+            squared[name] = torch.zeros_like(theta[name][0])
+    return GradientStatistics(loss.detach(), gradients, {name: squared[name] for name in names})
 
 
 def functional_statistics(
