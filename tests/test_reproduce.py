@@ -17,6 +17,7 @@ def test_reproduce_runs_pieces_resumes_and_regenerates_the_table(tmp_path, capsy
         "--data-root", str(data),
         "--output", str(out),
         "--jobs", "2",
+        "--device", "cpu",  # the option a GPU run passes (--device cuda), through every script
     ]  # fmt: skip
     assert reproduce.main(argv) == 0
     printed = capsys.readouterr().out
@@ -25,6 +26,7 @@ def test_reproduce_runs_pieces_resumes_and_regenerates_the_table(tmp_path, capsy
         for seed in (0, 1):
             piece = json.loads((out / "tiny" / row / f"seed{seed}" / "piece.json").read_text())
             assert piece["seconds"] > 0 and f"--seeds {seed}" in piece["command"]
+            assert "--device cpu" in piece["command"]
     table = (out / "tiny" / "table.md").read_text()
     lines = [
         line for line in table.splitlines() if line.startswith("| vcl") or "generative |" in line
