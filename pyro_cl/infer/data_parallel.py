@@ -163,7 +163,10 @@ class Shard:
             torch.zeros_like(p) if p.grad is None else p.grad * self.share for p in parameters
         ]
         value = torch.zeros((), device=like.device) if loss is None else loss.detach()
-        flags = torch.tensor(reached, dtype=like.dtype, device=like.device)
+        flags = like.new_ones(len(parameters))  # fills on the device: no host-to-device copy
+        for position, hit in enumerate(reached):
+            if not hit:
+                flags[position] = 0
         *grads, total, ranks_reached = all_reduce_sums([*weighted, value * self.share, flags])
         if not all(reached):  # read on the host only where this rank missed a parameter
             reached = [count > 0 for count in ranks_reached.tolist()]

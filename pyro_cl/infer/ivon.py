@@ -69,7 +69,7 @@ class IVON(NaturalGradientUpdate):
         self.hessian_init = None if hessian_init is None else float(hessian_init)
 
     def _initialise(self, state: NaturalGradientState, effective_size: float) -> None:
-        self._steps = 0
+        state.buffers["steps"] = torch.zeros((), dtype=state.loc.dtype, device=state.loc.device)
         if self.hessian_init is None:
             hessian = (state.precision - state.prior_precision).clamp_min(0) / effective_size
         else:
@@ -88,13 +88,7 @@ class IVON(NaturalGradientUpdate):
         batch_size: int,
         effective_size: float,
     ) -> torch.Tensor:
-        self._steps += 1
         b = state.buffers
-        scalars = torch.tensor(
-            [batch_size, 1 / (1 - self.beta1**self._steps), effective_size],
-            dtype=state.loc.dtype,
-            device=state.loc.device,
-        )
         return self._fused(_ivon_step)(
             state.loc,
             state.precision,
@@ -106,7 +100,9 @@ class IVON(NaturalGradientUpdate):
             state.prior_loc,
             gradients,
             noise,
-            scalars,
+            b["steps"],
+            self._constant(batch_size, state.loc),
+            self._constant(effective_size, state.loc),
             self.learning_rate,
             self.beta1,
             self.beta2,
@@ -124,15 +120,19 @@ def _ivon_step(
     prior_loc: torch.Tensor,
     gradients: torch.Tensor,
     noise: torch.Tensor,
-    scalars: torch.Tensor,
+    steps: torch.Tensor,
+    batch_size: torch.Tensor,
+    effective_size: torch.Tensor,
     learning_rate: float,
     beta1: float,
     beta2: float,
 ) -> torch.Tensor:
     """One IVON step in place on flat tensors (the class docstring's update), returning the new
-    guide's :func:`~pyro_cl.kl.precision_kl`; ``scalars`` holds
-    ``(M, 1/(1 - β₁ᵗ), λ)``: tensors, so a compiled step is not recompiled as they change."""
-    batch_size, debias, effective_size = scalars[0], scalars[1], scalars[2]
+    guide's :func:`~pyro_cl.kl.precision_kl`. ``steps`` (``t``, counted here), the minibatch
+    size ``M`` and ``λ`` are 0-d tensors on the device, so neither a host-to-device copy per
+    step nor a recompilation of a compiled step as they change."""
+    steps.add_(1)
+    debias = 1 / (1 - beta1**steps)
     per_sample = gradients / batch_size  # (S, D) batch means
     gradient = per_sample.mean(0)
     hessian = (per_sample * noise).mean(0) / scale

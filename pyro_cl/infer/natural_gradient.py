@@ -131,6 +131,7 @@ class NaturalGradientUpdate(Fitter):
         self.compiled = bool(compiled)
         self.spread_samples = bool(spread_samples)
         self._kernels: dict = {}
+        self._constants: dict = {}
 
     def _fused(self, step: Callable) -> Callable:
         """``step`` (a module-level update on flat tensors), compiled once per fitter when
@@ -138,6 +139,15 @@ class NaturalGradientUpdate(Fitter):
         if step not in self._kernels:
             self._kernels[step] = fused(step, self.compiled)
         return self._kernels[step]
+
+    def _constant(self, value: float, like: torch.Tensor) -> torch.Tensor:
+        """``value`` as a 0-d tensor of ``like``'s dtype and device, made once per value and fit:
+        a tensor made from a Python number every step is a blocking host-to-device copy on a GPU
+        (and a number passed to a compiled step would recompile it as it changes)."""
+        key = (float(value), like.dtype, like.device)
+        if key not in self._constants:
+            self._constants[key] = torch.tensor(key[0], dtype=like.dtype, device=like.device)
+        return self._constants[key]
 
     # ------------------------------------------------------------------ fitting
     def fit(
@@ -173,6 +183,7 @@ class NaturalGradientUpdate(Fitter):
         sites_by_task = {task: model.sites(guide, x, [task]) for task in data.tasks()}
         with PackedGaussians(model, guide, names) as packed:
             state = NaturalGradientState(packed)
+            self._constants.clear()
             self._initialise(state, effective_size)
 
             # ε and θ = μ + ε σ are redrawn in place every step: a fresh (S, D) tensor per step

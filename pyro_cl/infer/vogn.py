@@ -93,11 +93,7 @@ class VOGN(NaturalGradientUpdate):
         batch_size: int,
         effective_size: float,
     ) -> torch.Tensor:
-        scale = torch.tensor(
-            effective_size / (batch_size * self.num_samples),
-            dtype=state.loc.dtype,
-            device=state.loc.device,
-        )
+        scale = self._constant(effective_size / (batch_size * self.num_samples), state.loc)
         momentum = state.buffers.get("momentum")
         return self._fused(_vogn_step)(
             state.loc,

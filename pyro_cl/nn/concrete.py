@@ -95,6 +95,8 @@ class LogitBinaryConcrete(TorchDistribution):
         logits: torch.Tensor,
         validate_args: bool | None = None,
     ) -> None:
+        if not isinstance(temperature, torch.Tensor):  # a fill on the device: no host copy
+            temperature = logits.new_full((), float(temperature))
         self.temperature, self.logits = broadcast_all(temperature, logits)
         super().__init__(self.logits.shape, validate_args=validate_args)
 
