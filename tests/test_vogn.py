@@ -11,8 +11,13 @@ from pyro_cl import VCL, DivergenceError, GaussianLikelihood, MeanFieldGuide, Su
 from pyro_cl.coresets import Coreset, RandomCoreset
 from pyro_cl.infer.callbacks import CallbackList
 from pyro_cl.infer.config import TrainingConfig
+from pyro_cl.infer.data_parallel import sharded_step
 from pyro_cl.infer.fitter import FitContext
 from pyro_cl.infer.ivon import IVON
+from pyro_cl.infer.natural_gradient import GradientSums
+from pyro_cl.infer.packed_gaussians import site_views
+from pyro_cl.infer.per_example import gradient_statistics
+from pyro_cl.infer.row_gather import RowGather
 from pyro_cl.infer.vogn import VOGN
 from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.nn import BayesianLinear, BayesianMLP
@@ -274,6 +279,47 @@ def test_vogn_with_a_coreset_and_save_load_resume_identically(tmp_path):
     for name, q in learner.current_prior().items():
         torch.testing.assert_close(loaded.current_prior()[name].base_dist.loc, q.base_dist.loc)
     assert set(loaded.prediction_posteriors) == {0, 1}
+
+
+def test_statistics_of_a_batch_mixing_tasks_are_the_sums_of_each_tasks_own():
+    """A coreset minibatch of three heads' points: the summed gradients (every head's sites,
+    zero where a task does not reach) and squared gradients are the per-task statistics added
+    up, each task's points run through its own head; twice in a row (the buffers are reused)."""
+    torch.manual_seed(0)
+    model = SupervisedModel(BayesianMLP(3, [4], 2, heads=3), CategoricalLikelihood())
+    theta = {
+        name: torch.randn(2, *module.prior_parameters(attribute)[0].shape)
+        for name, (module, attribute) in model.site_index.items()
+    }
+    x, y = torch.randn(9, 3), torch.randint(0, 2, (9,))
+    task_ids = torch.tensor([2, 0, 1, 0, 2, 2, 1, 0, 0])
+    data = Coreset(x, y, task_ids)
+    shapes = {name: value.shape[1:] for name, value in theta.items()}
+    sums = GradientSums(shapes, 2, curvature=True, like=x)
+    sites_by_task = {task: [n for n in theta if "heads" not in n or f"heads.{task}." in n]
+                     for task in range(3)}  # fmt: skip
+    expected_gradients = {name: torch.zeros_like(value) for name, value in theta.items()}
+    expected_squared = {name: torch.zeros_like(value[0]) for name, value in theta.items()}
+    expected_loss = 0.0
+    for task in range(3):
+        rows = task_ids == task
+        task_theta = {name: theta[name] for name in sites_by_task[task]}
+        stats = gradient_statistics(model, task_theta, x[rows], y[rows], task, "fisher")
+        expected_loss += stats.loss
+        for name in task_theta:
+            expected_gradients[name] += stats.gradients[name]
+            expected_squared[name] += stats.squared[name]
+    for _ in range(2):
+        with sharded_step(torch.arange(9)) as shard:
+            loss, gradients, squared = VOGN()._statistics(
+                model, theta, sites_by_task, data, task_ids, shard, sums, RowGather(x)
+            )
+        torch.testing.assert_close(loss, expected_loss)
+        for name, value in site_views(gradients, shapes).items():
+            torch.testing.assert_close(value, expected_gradients[name])
+        for name, value in site_views(squared, shapes).items():
+            torch.testing.assert_close(value, expected_squared[name])
+    assert expected_gradients["heads.1.weight"].abs().sum() > 0  # every head was reached
 
 
 def test_bad_hyperparameters_are_refused():
