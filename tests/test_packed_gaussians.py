@@ -6,7 +6,7 @@ import torch
 from pyro_cl import VCL, CategoricalLikelihood, MeanFieldGuide, SupervisedModel
 from pyro_cl.finite import all_finite
 from pyro_cl.infer.objectives import negative_elbo
-from pyro_cl.infer.packed_gaussians import PackedGaussians
+from pyro_cl.infer.packed_gaussians import PackedGaussians, site_views
 from pyro_cl.kl import PackedGaussianKL, gaussian_kl, precision_kl
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.posterior import install_prior
@@ -130,3 +130,18 @@ def test_callbacks_of_a_packed_fit_see_the_guides_values_by_site():
     assert not torch.equal(fitted[-1]["loc.hidden/0/weight"], fitted[-2]["loc.hidden/0/weight"])
     final = learner.guide.loc["hidden/0/weight"]
     torch.testing.assert_close(fitted[-1]["loc.hidden/0/weight"], final.detach())
+
+
+def test_site_views_share_memory_for_any_leading_dimensions_and_scalar_sites():
+    shapes = {"w": torch.Size((2, 3)), "scale": torch.Size(()), "b": torch.Size((2,))}
+    flat = torch.arange(18.0).view(2, 9)  # two draws of 6 + 1 + 2 numbers
+    views = site_views(flat, shapes)
+    assert {name: view.shape for name, view in views.items()} == {
+        "w": (2, 2, 3),
+        "scale": (2,),
+        "b": (2, 2),
+    }
+    assert torch.equal(views["scale"], torch.tensor([6.0, 15.0]))
+    views["b"][1, 0] = -1.0
+    assert flat[1, 7] == -1.0
+    assert site_views(flat[0], shapes)["scale"].shape == ()

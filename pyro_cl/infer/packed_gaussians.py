@@ -36,8 +36,8 @@ def site_views(flat: torch.Tensor, shapes: dict[str, torch.Size]) -> dict[str, t
     """``{site: (*leading, *shape)}`` views of a flat ``(*leading, D)`` tensor that holds the
     sites ``shapes`` one after another in the last dimension (no copies)."""
     pieces = flat.split([math.prod(shape) for shape in shapes.values()], dim=-1)
-    return {
-        name: piece.unflatten(-1, shape)
+    return {  # view, not unflatten: a scalar site's shape () is one number
+        name: piece.view(piece.shape[:-1] + torch.Size(shape))
         for (name, shape), piece in zip(shapes.items(), pieces, strict=True)
     }
 
@@ -62,7 +62,6 @@ class PackedGaussians:
         self.names = guide.gaussian_sites(list(names))
         pairs = guide.gaussian_parameters(self.names)
         self.shapes = [pairs[name][0].shape for name in self.names]
-        self.sizes = [math.prod(shape) for shape in self.shapes]
         self.site_shapes = dict(zip(self.names, self.shapes, strict=True))
         with torch.no_grad():
             self.loc = nn.Parameter(_flat([pairs[n][0] for n in self.names]))
@@ -78,14 +77,8 @@ class PackedGaussians:
 
     def _share_memory(self, pairs: dict) -> None:
         for flat, index in ((self.loc, 0), (self.log_variance, 1)):
-            for name, view in zip(self.names, self._views(flat.data), strict=True):
+            for name, view in site_views(flat.data, self.site_shapes).items():
                 pairs[name][index].data = view
-
-    def _views(self, flat: torch.Tensor) -> list[torch.Tensor]:
-        return [
-            piece.view(shape)
-            for piece, shape in zip(flat.split(self.sizes), self.shapes, strict=True)
-        ]
 
     def sample_views(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """``{site: (S, *shape)}`` views of ``S`` flat draws ``(S, D)`` of all packed sites."""
@@ -107,12 +100,9 @@ class PackedGaussians:
             self.prior_precision,
             self.constant,
         )
-        sites = {
-            name: DiagonalGaussian(loc, var)
-            for name, loc, var in zip(
-                self.names, self._views(self.loc), self._views(variance), strict=True
-            )
-        }
+        locs = site_views(self.loc, self.site_shapes)
+        variances = site_views(variance, self.site_shapes)
+        sites = {name: DiagonalGaussian(locs[name], variances[name]) for name in self.names}
         return kl, sites
 
     def __enter__(self) -> PackedGaussians:
