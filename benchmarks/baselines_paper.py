@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pyro_cl.benchmark_run import run_benchmark
-from pyro_cl.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
-from pyro_cl.plotting import plot_strength_sweep
+from pyro_cl.app.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
+from pyro_cl.app.plotting import plot_strength_sweep
+from pyro_cl.app.runner import run_benchmark
 
 #: λ values of the paper's appendix sweeps (LP's are not listed there; a decade grid around 1).
 STRENGTHS = {

@@ -16,8 +16,9 @@ import json
 import sys
 from pathlib import Path
 
-from pyro_cl.benchmark_run import BenchmarkRun, run_benchmark
-from pyro_cl.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
+from pyro_cl.app.benchmark_run import BenchmarkRun
+from pyro_cl.app.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
+from pyro_cl.app.runner import run_benchmark
 
 
 def build_runs(argv: list[str] | None = None) -> dict[int, BenchmarkRun]:

@@ -39,21 +39,21 @@ import numpy as np
 import torch
 from pyro.distributions import Normal
 
-from pyro_cl.cli import command_line_errors
-from pyro_cl.data.streams import rotating_weights
-from pyro_cl.infer.diffusion import OrnsteinUhlenbeck, Wiener
-from pyro_cl.infer.forgetting import BayesianForgetting
-from pyro_cl.infer.transitions import Identity, Transition, TransitionContext
-from pyro_cl.plotting import (
+from pyro_cl.app.cli import command_line_errors
+from pyro_cl.app.plotting import (
     plot_adaptation_sweep,
     plot_memory_sweep,
     plot_online_lml,
     plot_transition_evolution,
     plot_weight_tracks,
 )
-from pyro_cl.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
-from pyro_cl.stream_experiment import StreamResult, last_fraction_mean
-from pyro_cl.stream_presets import STREAM_PRESETS
+from pyro_cl.app.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
+from pyro_cl.app.stream_experiment import StreamResult, last_fraction_mean
+from pyro_cl.app.stream_presets import STREAM_PRESETS
+from pyro_cl.data.streams import rotating_weights
+from pyro_cl.infer.diffusion import OrnsteinUhlenbeck, Wiener
+from pyro_cl.infer.forgetting import BayesianForgetting
+from pyro_cl.infer.transitions import Identity, Transition, TransitionContext
 
 SCHEDULES = {
     "short": {

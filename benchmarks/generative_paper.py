@@ -31,11 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pyro_cl.benchmark_run import run_benchmark
-from pyro_cl.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
-from pyro_cl.generative.benchmark import method_means
-from pyro_cl.generative.experiment import GenerativeResult
-from pyro_cl.generative.plots import plot_generative_metrics
+from pyro_cl.app.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
+from pyro_cl.app.generative_benchmark import method_means
+from pyro_cl.app.generative_experiment import GenerativeResult
+from pyro_cl.app.generative_plots import plot_generative_metrics
+from pyro_cl.app.runner import run_benchmark
 
 #: λ of the paper's generative sweeps (section 6.2).
 STRENGTHS = (1.0, 10.0, 100.0)

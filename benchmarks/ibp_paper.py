@@ -23,9 +23,10 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from pyro_cl.benchmark_run import BenchmarkRun, run_benchmark
-from pyro_cl.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
-from pyro_cl.plotting import plot_accuracy, plot_active_units
+from pyro_cl.app.benchmark_run import BenchmarkRun
+from pyro_cl.app.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
+from pyro_cl.app.plotting import plot_accuracy, plot_active_units
+from pyro_cl.app.runner import run_benchmark
 
 #: Epochs of the short schedules (the paper's are the presets').
 SHORT = {

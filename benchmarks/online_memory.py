@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pyro_cl.cli import command_line_errors
-from pyro_cl.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
-from pyro_cl.stream_presets import ONLINE_METHODS, STREAM_PRESETS
+from pyro_cl.app.cli import command_line_errors
+from pyro_cl.app.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
+from pyro_cl.app.stream_presets import ONLINE_METHODS, STREAM_PRESETS
 
 #: Table 1 of the paper (GRS, k-center, random; mean ± std over 16 runs).
 PAPER_TABLE_1 = {

@@ -220,7 +220,7 @@ def piece_argv(row: Row, seed: int, schedule: str, folder: Path, args) -> list[s
     """The command line of ``row`` for ``seed`` (without the interpreter)."""
     script, *options = row.command
     if script == "run":
-        argv = ["-m", "pyro_cl.cli", "run", *options]
+        argv = ["-m", "pyro_cl.app.cli", "run", *options]
     else:
         argv = [str(HERE / f"{script}.py"), *options]
     if row.schedules and schedule in row.schedules:

@@ -30,14 +30,14 @@ import torch
 
 from pyro_cl import VCL
 from pyro_cl.baselines import EWC, SynapticIntelligence
-from pyro_cl.coresets import Coreset
 from pyro_cl.infer.callbacks import CallbackList
-from pyro_cl.infer.fitter import FitContext
+from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.ivon import IVON
-from pyro_cl.infer.point_estimate import fit_point_estimate
+from pyro_cl.infer.point_fit import fit_point_estimate
 from pyro_cl.infer.training import make_adam
 from pyro_cl.infer.vogn import VOGN
 from pyro_cl.nn import BayesianMLP
+from pyro_cl.points import Points
 
 
 def deterministic_epoch(net, optimizer, x, y, batch_size):
@@ -148,7 +148,7 @@ def main() -> None:
     learner = vcl()  # the natural-gradient and baseline rows: one sample (num_samples=1)
     names = learner.guide.sites_for(x[:1], None, task_id=0)
     context = FitContext(learner.model, learner.config, device, CallbackList())
-    data = Coreset.of_task(x, y, 0)
+    data = Points.of_task(x, y, 0)
     updates = {
         "VOGN (Fisher)": VOGN(num_samples=1),
         "VOGN (GGN)": VOGN(num_samples=1, curvature="ggn"),

@@ -20,8 +20,9 @@ import argparse
 import math
 import sys
 
-from pyro_cl.benchmark_run import BenchmarkRun, run_benchmark
-from pyro_cl.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
+from pyro_cl.app.benchmark_run import BenchmarkRun
+from pyro_cl.app.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
+from pyro_cl.app.runner import run_benchmark
 
 #: The thesis's training settings (section 4.5).
 THESIS_TRAINING = {

@@ -19,8 +19,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyro_cl.benchmark_run import BenchmarkRun, run_benchmark
-from pyro_cl.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
+from pyro_cl.app.benchmark_run import BenchmarkRun
+from pyro_cl.app.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
+from pyro_cl.app.runner import run_benchmark
 
 #: The thesis's net and schedule for each benchmark.
 THESIS_SETTINGS = {

@@ -12,7 +12,8 @@ from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.forgetting import BayesianForgetting
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.learner import ContinualLearner
-from pyro_cl.infer.point_estimate import Penalty, PointEstimateFitter
+from pyro_cl.infer.penalty import Penalty
+from pyro_cl.infer.point_estimate import PointEstimateFitter
 from pyro_cl.infer.transitions import (
     Chain,
     ChildConcentrationGrowth,

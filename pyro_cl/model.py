@@ -74,7 +74,7 @@ class SupervisedModel:
         return bool(getattr(self.net, "multi_head", self.net_takes_task_id))
 
     def task_argument(self, data) -> int | torch.Tensor:
-        """The ``task_id`` to run ``data`` (a :class:`~pyro_cl.coresets.Coreset`) with: its one
+        """The ``task_id`` to run ``data`` (a :class:`~pyro_cl.points.Points`) with: its one
         task, or one id per point when it mixes the tasks of a multi-head net."""
         tasks = data.tasks()
         if len(tasks) == 1 or not self.multi_head:

@@ -5,6 +5,8 @@ import pytest
 import torch
 
 from pyro_cl import ContinualLearner, GaussianLikelihood
+from pyro_cl.app.cli import main
+from pyro_cl.app.methods import make_method
 from pyro_cl.baselines import (
     EWC,
     FineTuning,
@@ -13,13 +15,11 @@ from pyro_cl.baselines import (
     SynapticIntelligence,
     diagonal_curvature,
 )
-from pyro_cl.cli import main
 from pyro_cl.data import split_digits
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.objectives import negative_log_likelihood
 from pyro_cl.infer.point_estimate import PointEstimateFitter
 from pyro_cl.likelihoods import CategoricalLikelihood
-from pyro_cl.methods import make_method
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from tests.helpers import load_benchmark_script

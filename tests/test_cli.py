@@ -3,10 +3,11 @@ import json
 import pytest
 import torch
 
-from pyro_cl.benchmark_run import BenchmarkRun, run_benchmark
-from pyro_cl.cli import build_parser, main
+from pyro_cl.app.benchmark_run import BenchmarkRun
+from pyro_cl.app.cli import build_parser, main
+from pyro_cl.app.part_options import given_part_options
+from pyro_cl.app.runner import run_benchmark
 from pyro_cl.infer.elbo_fitter import ELBOFitter
-from pyro_cl.part_options import given_part_options
 from pyro_cl.spec import REGISTRIES
 from tests.helpers import load_benchmark_script
 

@@ -61,7 +61,7 @@ def test_multi_head_refit_is_per_task_on_that_tasks_points_at_its_own_scale(reco
     for task in (0, 1):
         calls = [c for c in last_two if c[2] == task]
         assert calls, f"no refit for task {task}"
-        expected = set(learner.coreset.for_task(task)[0][:, 0].tolist())
+        expected = set(learner.coreset.select(learner.coreset.task_ids == task).x[:, 0].tolist())
         assert all(labels == expected and size == 6 for _, labels, _, size in calls)
     assert sorted(learner.prediction_posteriors) == [0, 1]
     heads = {

@@ -4,12 +4,12 @@ import pytest
 import torch
 
 from pyro_cl.coresets import (
-    Coreset,
     CoresetSelector,
     KCenterCoreset,
     RandomCoreset,
     farthest_first,
 )
+from pyro_cl.points import Points
 from pyro_cl.spec import from_spec
 
 
@@ -54,7 +54,7 @@ def test_kcenter_never_repeats_a_point_even_among_duplicates():
 def test_selection_respects_k_and_never_repeats(selector):
     torch.manual_seed(0)
     x, y = torch.randn(50, 4), torch.randint(0, 3, (50,))
-    previous = Coreset.of_task(torch.randn(5, 4), torch.zeros(5, dtype=torch.long), task_id=0)
+    previous = Points.of_task(torch.randn(5, 4), torch.zeros(5, dtype=torch.long), task_id=0)
     update = selector.update(previous, x, y, task_id=1)
     chosen = update.coreset.select(update.coreset.task_ids == 1)
     assert len(chosen) == 7 and len(update.coreset) == 12

@@ -9,10 +9,11 @@ import torch
 from pyro.distributions import Normal
 
 from pyro_cl import VCL, DivergenceError, FineTuning, Penalty, PointEstimateFitter, Transition
-from pyro_cl.coresets import Coreset, CoresetSelector, CoresetUpdate
+from pyro_cl.coresets import CoresetSelector, CoresetUpdate
 from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.per_example import gradient_statistics
 from pyro_cl.nn import BayesianMLP
+from pyro_cl.points import Points
 from pyro_cl.posterior import base_distribution, read_priors
 from tests.helpers import two_class_data
 
@@ -48,7 +49,7 @@ class LowestLikelihoodMemory(CoresetSelector):
         raise NotImplementedError
 
     def update(self, coreset, x, y, task_id, view=None):
-        candidates = Coreset.of_task(x, y, task_id)
+        candidates = Points.of_task(x, y, task_id)
         if coreset is not None:
             candidates = coreset.concat(candidates)
         scores = torch.empty(len(candidates), device=x.device)

@@ -19,7 +19,6 @@ import torch.multiprocessing as mp
 
 from pyro_cl import VCL, SupervisedModel
 from pyro_cl import CategoricalLikelihood as Categorical
-from pyro_cl.coresets import Coreset
 from pyro_cl.infer.data_parallel import sharded_step
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.natural_gradient import GradientSums
@@ -28,6 +27,7 @@ from pyro_cl.infer.per_example import gradient_statistics
 from pyro_cl.infer.row_gather import RowGather
 from pyro_cl.infer.vogn import VOGN
 from pyro_cl.nn import BayesianMLP
+from pyro_cl.points import Points
 
 #: 2 processes vs 1 differ only in the order floats are summed (shards, then the all-reduce).
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
@@ -108,7 +108,7 @@ def _spread_statistics() -> dict[str, torch.Tensor]:
     update = VOGN(num_samples=4, spread_samples=True)
     shapes = {name: value.shape[1:] for name, value in theta.items()}
     sums = GradientSums(shapes, 4, curvature=True, like=x)
-    data = Coreset.of_task(x, y, 0)
+    data = Points.of_task(x, y, 0)
     with sharded_step(torch.arange(10)) as shard:
         loss, gradients, squared = update._statistics(
             model, theta, {0: list(theta)}, data, 0, shard, sums, RowGather(data.x)
@@ -194,7 +194,7 @@ def test_pyro_cl_run_under_torchrun_writes_one_result(tmp_path):
         "--master-port",
         str(_free_port()),
         "-m",
-        "pyro_cl.cli",
+        "pyro_cl.app.cli",
         "run",
         "--benchmark",
         "permuted-digits",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pyro_cl.cli import main
+from pyro_cl.app.cli import main
 from pyro_cl.data import (
     drift_stream,
     load_covertype,

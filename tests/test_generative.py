@@ -311,7 +311,7 @@ def test_bad_generative_data_is_refused_with_a_clear_error():
 
 
 def test_pyro_cl_run_scores_a_generative_benchmark_and_writes_its_figures(tmp_path, capsys):
-    from pyro_cl.cli import main
+    from pyro_cl.app.cli import main
 
     out = tmp_path / "gen"
     argv = [
@@ -363,8 +363,8 @@ def test_pyro_cl_run_scores_a_generative_benchmark_and_writes_its_figures(tmp_pa
     ):
         assert (out / name).stat().st_size > 0, name
     # a later run judges with the saved classifier instead of training another
+    from pyro_cl.app.generative_benchmark import judge_classifier
     from pyro_cl.data import generative_digits
-    from pyro_cl.generative.benchmark import judge_classifier
 
     before = (out / "classifier_seed0.pt").read_bytes()
     _, accuracy = judge_classifier(generative_digits(), 1, "cpu", out / "classifier_seed0.pt")
@@ -381,7 +381,7 @@ def test_pyro_cl_run_scores_a_generative_benchmark_and_writes_its_figures(tmp_pa
     ],
 )
 def test_generative_option_mistakes_are_one_line_errors(options, message, capsys):
-    from pyro_cl.cli import main
+    from pyro_cl.app.cli import main
 
     with pytest.raises(SystemExit) as error:
         main(["run", "--benchmark", "generative-digits", *options])
@@ -389,7 +389,7 @@ def test_generative_option_mistakes_are_one_line_errors(options, message, capsys
 
 
 def test_scoring_options_are_refused_for_classification_benchmarks():
-    from pyro_cl.benchmark_run import BenchmarkRun
+    from pyro_cl.app.benchmark_run import BenchmarkRun
 
     with pytest.raises(ValueError, match="generative benchmarks only"):
         BenchmarkRun("split-digits", evaluation={"test_samples": 5})

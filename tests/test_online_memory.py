@@ -10,7 +10,9 @@ import torch
 from pyro.distributions import Normal
 
 from pyro_cl import ContinualLearner
-from pyro_cl.coresets import Coreset, GaussianResidualMemory, KCenterCoreset, RandomCoreset
+from pyro_cl.app.stream_experiment import run_online
+from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
+from pyro_cl.coresets import GaussianResidualMemory, KCenterCoreset, RandomCoreset
 from pyro_cl.data import online_stream
 from pyro_cl.data.uci import load_spambase, load_uci
 from pyro_cl.guides import MeanFieldGuide
@@ -24,8 +26,7 @@ from pyro_cl.likelihoods import GaussianLikelihood, HeteroscedasticGaussianLikel
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.nn.moment_matching import activation_variance, moment_matched_prior_scales
-from pyro_cl.stream_experiment import run_online
-from pyro_cl.stream_presets import STREAM_PRESETS, make_online_learner
+from pyro_cl.points import Points
 
 NOISE = 0.5
 SITES = ("heads.0.weight", "heads.0.bias")
@@ -287,7 +288,7 @@ def test_every_online_method_runs_a_stream_and_reports_per_step_metrics(method):
 def test_a_total_budget_memory_chooses_from_old_and_new_points_and_propagates_the_rest():
     x = torch.randn(10, 2)
     y = torch.zeros(10, dtype=torch.long)
-    old = Coreset.of_task(torch.randn(4, 2), torch.zeros(4, dtype=torch.long), 0, time=1.0)
+    old = Points.of_task(torch.randn(4, 2), torch.zeros(4, dtype=torch.long), 0, time=1.0)
     for selector in (RandomCoreset(5, budget="total"), KCenterCoreset(5, budget="total")):
         update = selector.update(old, x, y, 0)
         assert len(update.coreset) == 5

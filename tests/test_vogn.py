@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from pyro_cl import VCL, DivergenceError, GaussianLikelihood, MeanFieldGuide, SupervisedModel
-from pyro_cl.coresets import Coreset, RandomCoreset
+from pyro_cl.coresets import RandomCoreset
 from pyro_cl.infer.callbacks import CallbackList
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import sharded_step
-from pyro_cl.infer.fitter import FitContext
+from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.natural_gradient import GradientSums
 from pyro_cl.infer.packed_gaussians import site_views
@@ -21,6 +21,7 @@ from pyro_cl.infer.row_gather import RowGather
 from pyro_cl.infer.vogn import VOGN
 from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.nn import BayesianLinear, BayesianMLP
+from pyro_cl.points import Points
 from pyro_cl.posterior import install_prior
 from tests.test_linear_regression_vcl import NOISE, exact_diagonal_update
 
@@ -80,7 +81,7 @@ def test_vogn_steps_equal_hand_computation_of_eq_52_53(momentum, batch_size, rho
     prior = {n: model.site_index[n][0].prior_parameters(model.site_index[n][1]) for n in names}
     update = VOGN(alpha, beta=beta, num_samples=samples, momentum=momentum, data_scale=rho)
     torch.manual_seed(5)
-    update.fit(_context(model), guide, Coreset.of_task(x, y, 0), names, epochs, batch_size)
+    update.fit(_context(model), guide, Points.of_task(x, y, 0), names, epochs, batch_size)
 
     torch.manual_seed(5)
     momentum_buffer = {n: torch.zeros_like(mu[n]) for n in names}
@@ -293,7 +294,7 @@ def test_statistics_of_a_batch_mixing_tasks_are_the_sums_of_each_tasks_own():
     }
     x, y = torch.randn(9, 3), torch.randint(0, 2, (9,))
     task_ids = torch.tensor([2, 0, 1, 0, 2, 2, 1, 0, 0])
-    data = Coreset(x, y, task_ids)
+    data = Points(x, y, task_ids)
     shapes = {name: value.shape[1:] for name, value in theta.items()}
     sums = GradientSums(shapes, 2, curvature=True, like=x)
     sites_by_task = {task: [n for n in theta if "heads" not in n or f"heads.{task}." in n]

@@ -25,9 +25,9 @@ from collections.abc import Mapping
 import torch
 
 from pyro_cl.baselines.curvature import check_sample_count, diagonal_curvature
-from pyro_cl.coresets.coreset import Coreset
-from pyro_cl.infer.fitter import FitContext
-from pyro_cl.infer.point_estimate import Penalty, check_strength, weighted_squared_distance
+from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.penalty import Penalty, check_strength, weighted_squared_distance
+from pyro_cl.points import Points
 
 __all__ = ["EWC", "OnlineEWC"]
 
@@ -53,7 +53,7 @@ class EWC(Penalty):
             total = total + weighted_squared_distance(values, anchor, fisher)
         return 0.5 * self.strength * total
 
-    def after_fit(self, context: FitContext, values, data: Coreset, task_id: int) -> None:
+    def after_fit(self, context: FitContext, values, data: Points, task_id: int) -> None:
         fisher = diagonal_curvature(
             context.model, values, data.x, data.y, task_id, "fisher", self.fisher_samples
         )

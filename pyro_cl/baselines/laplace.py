@@ -26,16 +26,13 @@ from collections.abc import Mapping
 import torch
 
 from pyro_cl.baselines.curvature import check_sample_count, diagonal_curvature
-from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.guides import MeanFieldGuide
-from pyro_cl.infer.fitter import FitContext, Fitter
+from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fitter import Fitter
+from pyro_cl.infer.penalty import Penalty, check_strength, weighted_squared_distance
 from pyro_cl.infer.per_example import CURVATURES
-from pyro_cl.infer.point_estimate import (
-    Penalty,
-    check_strength,
-    fit_point_estimate,
-    weighted_squared_distance,
-)
+from pyro_cl.infer.point_fit import fit_point_estimate
+from pyro_cl.points import Points
 from pyro_cl.posterior import base_distribution, read_priors
 
 __all__ = ["LaplacePropagation"]
@@ -89,7 +86,7 @@ class LaplacePropagation(Fitter):
         self,
         context: FitContext,
         guide: MeanFieldGuide,
-        data: Coreset,
+        data: Points,
         sites: list[str],
         epochs: int,
         batch_size: int | None,

@@ -20,10 +20,10 @@ from collections.abc import Mapping
 
 import torch
 
-from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.infer.callbacks import StepInfo
-from pyro_cl.infer.fitter import FitContext
-from pyro_cl.infer.point_estimate import Penalty, check_strength, weighted_squared_distance
+from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.penalty import Penalty, check_strength, weighted_squared_distance
+from pyro_cl.points import Points
 
 __all__ = ["SynapticIntelligence"]
 
@@ -69,7 +69,7 @@ class SynapticIntelligence(Penalty):
                 self.path[name] -= value.grad * (value - self.previous[name])
                 self.previous[name] = value.detach().clone()
 
-    def after_fit(self, context: FitContext, values, data: Coreset, task_id: int) -> None:
+    def after_fit(self, context: FitContext, values, data: Points, task_id: int) -> None:
         for name, value in values.items():
             change = (value - self.start[name]).square()
             # a negative path integral (steps that raised the loss, e.g. Adam overshooting) would

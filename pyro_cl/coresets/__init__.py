@@ -1,7 +1,6 @@
 """Coresets and running memories: an episodic memory of a few data points per task (VCL section
 2.1, Algorithm 1), or of a fixed total size chosen at every step (Kurle et al. 2020, section 3)."""
 
-from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.coresets.gaussian_residual import GaussianResidualMemory
 from pyro_cl.coresets.selection import (
     BUDGETS,
@@ -14,7 +13,6 @@ from pyro_cl.coresets.selection import (
 
 __all__ = [
     "BUDGETS",
-    "Coreset",
     "GaussianResidualMemory",
     "CoresetSelector",
     "CoresetUpdate",

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.coresets.selection import (
     CoresetSelector,
     CoresetUpdate,
@@ -33,6 +32,7 @@ from pyro_cl.coresets.selection import (
     split_candidates,
 )
 from pyro_cl.infer.gaussian_factors import natural_parameters, remove_memory_factors
+from pyro_cl.points import Points
 
 if TYPE_CHECKING:
     from pyro_cl.infer.model_view import ModelView
@@ -115,7 +115,7 @@ class GaussianResidualMemory(CoresetSelector):
 
     def update(
         self,
-        coreset: Coreset | None,
+        coreset: Points | None,
         x: torch.Tensor,
         y: torch.Tensor,
         task_id: int,
@@ -128,8 +128,8 @@ class GaussianResidualMemory(CoresetSelector):
         if view is None:
             raise ValueError("GaussianResidualMemory scores points by the model: it needs a view")
         start = time.perf_counter()
-        old = coreset if coreset is not None else Coreset.empty(x, y)
-        candidates = old.concat(Coreset.of_task(x, y, task_id, view.time))
+        old = coreset if coreset is not None else Points.empty(x, y)
+        candidates = old.concat(Points.of_task(x, y, task_id, view.time))
         size = min(self.size, len(candidates))
         fitted = view.posterior
         factors = view.gaussian_factors(candidates, self.num_term_samples, self.samples_per_chunk)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import torch
 
-from pyro_cl.coresets.coreset import Coreset
+from pyro_cl.points import Points
 from pyro_cl.spec import Registrable
 
 if TYPE_CHECKING:
@@ -56,9 +56,9 @@ class CoresetUpdate(NamedTuple):
         ``dropped`` hold points, a fit of them from the step's prior (the ELBO Gaussian update).
     """
 
-    coreset: Coreset
+    coreset: Points
     remaining: torch.Tensor
-    dropped: Coreset
+    dropped: Points
     posterior: Posterior | None = None
 
 
@@ -98,7 +98,7 @@ class CoresetSelector(Registrable, ABC, kind="memory"):
 
     def update(
         self,
-        coreset: Coreset | None,
+        coreset: Points | None,
         x: torch.Tensor,
         y: torch.Tensor,
         task_id: int,
@@ -111,9 +111,9 @@ class CoresetSelector(Registrable, ABC, kind="memory"):
             is used, for the new points; memories that score points by the model override this
             method)."""
         time = 0.0 if view is None else view.time
-        old = coreset if coreset is not None else Coreset.empty(x, y)
+        old = coreset if coreset is not None else Points.empty(x, y)
         if self.budget == "total":
-            return self._running_update(old, Coreset.of_task(x, y, task_id, time))
+            return self._running_update(old, Points.of_task(x, y, task_id, time))
         n = x.shape[0]
         if self.size > n:
             raise ValueError(
@@ -123,12 +123,12 @@ class CoresetSelector(Registrable, ABC, kind="memory"):
         chosen = chosen.to(x.device)
         keep = torch.ones(n, dtype=torch.bool, device=x.device)
         keep[chosen] = False
-        new_points = Coreset.of_task(x[chosen], y[chosen], task_id, time)
+        new_points = Points.of_task(x[chosen], y[chosen], task_id, time)
         return CoresetUpdate(
             old.concat(new_points), keep.nonzero().squeeze(1), old.select(slice(0, 0))
         )
 
-    def _running_update(self, old: Coreset, new: Coreset) -> CoresetUpdate:
+    def _running_update(self, old: Points, new: Points) -> CoresetUpdate:
         """``M_t = choose(M_{t-1} ∪ D_t)`` of at most ``size`` points; the others are propagated."""
         candidates = old.concat(new)
         size = min(self.size, len(candidates))
@@ -142,7 +142,7 @@ class CoresetSelector(Registrable, ABC, kind="memory"):
 
 
 def split_candidates(
-    old: Coreset, candidates: Coreset, chosen: torch.Tensor
+    old: Points, candidates: Points, chosen: torch.Tensor
 ) -> tuple[torch.Tensor, CoresetUpdate]:
     """A running memory's step: ``M_t = candidates[chosen]`` where ``candidates`` is ``M_{t-1}``
     (``old``) followed by ``D_t``; the new points not chosen are ``remaining``, the old ones

@@ -7,19 +7,9 @@ from pyro_cl.generative.evaluation import (
     generate,
     importance_log_likelihood,
 )
-from pyro_cl.generative.experiment import (
-    GenerativeEvaluation,
-    GenerativeMetrics,
-    GenerativeResult,
-    run_generative_stream,
-)
 from pyro_cl.generative.model import GenerativeModel
 
 __all__ = [
-    "GenerativeEvaluation",
-    "GenerativeMetrics",
-    "GenerativeResult",
-    "run_generative_stream",
     "GenerativeModel",
     "TaskEncoders",
     "classifier_uncertainty",

@@ -11,7 +11,7 @@ A learner calls its callbacks, in order, at
   autograd);
 * :meth:`Callback.on_epoch_end` — with the epoch's mean loss (one host synchronisation).
 
-Built-ins: :class:`ProgressBar` (tqdm), and in :mod:`pyro_cl.experiment` the per-task metrics
+Built-ins: :class:`ProgressBar` (tqdm), and in :mod:`pyro_cl.app.experiment` the per-task metrics
 and the IBP active-unit count.
 """
 

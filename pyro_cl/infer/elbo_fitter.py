@@ -6,12 +6,13 @@ from contextlib import nullcontext
 
 import torch
 
-from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.guides import MeanFieldGuide
-from pyro_cl.infer.fitter import FitContext, Fitter
+from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.objectives import negative_elbo
 from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.infer.row_gather import RowGather
+from pyro_cl.points import Points
 
 __all__ = ["ELBOFitter"]
 
@@ -35,7 +36,7 @@ class ELBOFitter(Fitter):
         self,
         context: FitContext,
         guide: MeanFieldGuide,
-        data: Coreset,
+        data: Points,
         sites: list[str],
         epochs: int,
         batch_size: int | None,

@@ -8,7 +8,7 @@ guide. Built-ins:
 * :class:`~pyro_cl.infer.vogn.VOGN`, :class:`~pyro_cl.infer.ivon.IVON` — natural-gradient
   updates of the guide's means and precisions (VOGN thesis eq. 52/53; Shen et al. 2024);
 * :class:`~pyro_cl.infer.point_estimate.PointEstimateFitter` — maximum likelihood (or MAP with a
-  :class:`~pyro_cl.infer.point_estimate.Penalty`) for the guide's means: fine-tuning, EWC, SI.
+  :class:`~pyro_cl.infer.penalty.Penalty`) for the guide's means: fine-tuning, EWC, SI.
 
 Write your own by subclassing :class:`Fitter`, giving it a ``name`` (it then saves and loads
 like the built-ins) and implementing :meth:`Fitter.fit`.
@@ -17,92 +17,18 @@ like the built-ins) and implementing :meth:`Fitter.fit`.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
-
-from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.finite import all_finite
 from pyro_cl.guides import MeanFieldGuide
-from pyro_cl.infer.callbacks import Callback
-from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.divergence import DivergenceError
-from pyro_cl.infer.training import minimise, run_epochs
-from pyro_cl.model import SupervisedModel
+from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.initialisation import initialise_guide
+from pyro_cl.points import Points
 from pyro_cl.posterior import Posterior, base_distribution, distribution_parameters
 from pyro_cl.spec import Registrable
 
-__all__ = ["FitContext", "Fitter", "checked_posterior"]
-
-
-@dataclass(frozen=True)
-class FitContext:
-    """What every fit of a learner shares: the model (its priors are the current prior), the
-    settings, the device and the callbacks that watch the fit."""
-
-    model: SupervisedModel
-    config: TrainingConfig
-    device: torch.device
-    callbacks: Callback
-
-    def batch_size(self, batch_size: int | str | None = "same") -> int | None:
-        """``batch_size``, where ``"same"`` means the schedule's."""
-        return self.config.schedule.batch_size if batch_size == "same" else batch_size
-
-    def minimise(
-        self,
-        loss: Callable[[torch.Tensor], torch.Tensor],
-        parameters: Mapping[str, torch.Tensor],
-        num_data: int,
-        epochs: int,
-        batch_size: int | None,
-        description: str,
-        callbacks: Callback | None = None,
-        watched: Mapping[str, torch.Tensor] | None = None,
-    ) -> list[float]:
-        """:func:`~pyro_cl.infer.training.minimise` with the configuration's Adam settings and,
-        by default, the context's callbacks (``watched``: what they see, default
-        ``parameters``)."""
-        optimisation = self.config.optimisation
-        return minimise(
-            loss,
-            parameters,
-            num_data,
-            epochs,
-            batch_size,
-            optimisation.learning_rate,
-            self.device,
-            description,
-            self.callbacks if callbacks is None else callbacks,
-            optimisation.decay,
-            self.config.divergence,
-            watched,
-        )
-
-    def run_epochs(
-        self,
-        step: Callable[[torch.Tensor], torch.Tensor],
-        parameters: Mapping[str, torch.Tensor],
-        num_data: int,
-        epochs: int,
-        batch_size: int | None,
-        description: str,
-    ) -> list[float]:
-        """:func:`~pyro_cl.infer.training.run_epochs` with the context's device, callbacks and
-        divergence test, for fitters with their own update rule (natural gradients)."""
-        return run_epochs(
-            step,
-            num_data,
-            epochs,
-            batch_size,
-            self.device,
-            description,
-            self.callbacks,
-            parameters,
-            self.config.divergence,
-        )
+__all__ = ["Fitter", "checked_posterior"]
 
 
 class Fitter(Registrable, kind="fitter"):
@@ -130,15 +56,13 @@ class Fitter(Registrable, kind="fitter"):
         self,
         context: FitContext,
         guide: MeanFieldGuide,
-        data: Coreset,
+        data: Points,
         task_id: int,
         sites: list[str],
         first_task: bool,
     ) -> None:
         """Initialise ``guide`` before a task's fit (VCL appendix A's policy by default, see
         :func:`~pyro_cl.infer.initialisation.initialise_guide`)."""
-        from pyro_cl.infer.initialisation import initialise_guide
-
         initialise_guide(context, guide, data, task_id, sites, first_task)
 
     @abstractmethod
@@ -146,7 +70,7 @@ class Fitter(Registrable, kind="fitter"):
         self,
         context: FitContext,
         guide: MeanFieldGuide,
-        data: Coreset,
+        data: Points,
         sites: list[str],
         epochs: int,
         batch_size: int | None,

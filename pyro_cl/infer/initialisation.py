@@ -3,10 +3,10 @@ policies between tasks (:class:`~pyro_cl.infer.config.Initialisation`)."""
 
 from __future__ import annotations
 
-from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.guides import MeanFieldGuide
-from pyro_cl.infer.fitter import FitContext
-from pyro_cl.infer.point_estimate import fit_point_estimate
+from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.point_fit import fit_point_estimate
+from pyro_cl.points import Points
 from pyro_cl.posterior import read_priors
 
 __all__ = ["initialise_guide"]
@@ -15,7 +15,7 @@ __all__ = ["initialise_guide"]
 def initialise_guide(
     context: FitContext,
     guide: MeanFieldGuide,
-    data: Coreset,
+    data: Points,
     task_id: int,
     sites: list[str],
     first_task: bool,

@@ -26,7 +26,7 @@ import pyro
 import torch
 from pyro.distributions import Distribution
 
-from pyro_cl.coresets import Coreset, CoresetSelector
+from pyro_cl.coresets import CoresetSelector
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback, CallbackList, ProgressBar
 from pyro_cl.infer.config import TrainingConfig
@@ -37,13 +37,15 @@ from pyro_cl.infer.data_parallel import (
     writer_barrier,
 )
 from pyro_cl.infer.elbo_fitter import ELBOFitter
-from pyro_cl.infer.fitter import FitContext, Fitter
+from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.model_view import ModelView
-from pyro_cl.infer.site_values import sample_outputs
+from pyro_cl.infer.prediction import predictive_samples, random_state, set_random_state
 from pyro_cl.infer.transitions import Identity, Transition, TransitionContext
 from pyro_cl.likelihoods import Likelihood
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.exclusive import exclusive_mode
+from pyro_cl.points import Points
 from pyro_cl.posterior import (
     Posterior,
     detach_distribution,
@@ -81,7 +83,7 @@ class ContinualLearner:
     :param fitter: fits each step's posterior (default :attr:`default_fitter`).
     :param transition: turns the last posterior into the next prior (default
         :attr:`default_transition`).
-    :param memory: a :class:`~pyro_cl.coresets.CoresetSelector`, or ``None`` for no memory.
+    :param memory: a :class:`~pyro_cl.points.PointsSelector`, or ``None`` for no memory.
     :param callbacks: :class:`~pyro_cl.infer.callbacks.Callback` objects that watch every step;
         a progress bar is added when ``progress`` is on.
     :param refit_per_task: with a refitting memory, refit a separate prediction posterior per
@@ -149,7 +151,7 @@ class ContinualLearner:
         #: Sites trained so far, in order; their priors hold the current posterior.
         self.trained_sites: list[str] = []
         #: ``C_t``: the memory after the last step (``None`` without a memory or before step 1).
-        self.coreset: Coreset | None = None
+        self.coreset: Points | None = None
         #: ``q_t`` per task (or under ``ALL_TASKS``): the refit posteriors used for prediction.
         self.prediction_posteriors: dict[int, dict[str, Distribution]] = {}
 
@@ -265,13 +267,13 @@ class ContinualLearner:
         between = self._transition_context(time) if self.times else None
         if between is not None:
             self._apply_transition(between)
-        new = Coreset.of_task(x, y, task_id, time)
+        new = Points.of_task(x, y, task_id, time)
         memory = self.memory
         if memory is None:
             return self._propagate(context, new, task_id)
         old = self._weighted_memory(between)
         if memory.order == "before":
-            update = self._choose(old, x, y, task_id, ModelView(self, time=time))
+            update = self._choose(old, x, y, task_id, self._view(time))
             data = new.select(update.remaining).concat(update.dropped)
             history = self._propagate(context, data, task_id) if len(data) else []
             prediction_posteriors = {}
@@ -288,7 +290,7 @@ class ContinualLearner:
         self.prediction_posteriors = prediction_posteriors
         return history
 
-    def _weighted_memory(self, between: TransitionContext | None) -> Coreset | None:
+    def _weighted_memory(self, between: TransitionContext | None) -> Points | None:
         """``M_{t-1}`` with each point's likelihood weighted for the step ``between`` leads to
         by the transition (by age under Bayesian forgetting, eq. 12); unweighted where the
         transition does not weigh, and at the first step (``between`` is None)."""
@@ -297,7 +299,11 @@ class ContinualLearner:
         ages = between.time - self.coreset.times
         return self.coreset.weighted(self.transition.likelihood_weights(ages, between))
 
-    def _choose(self, old: Coreset | None, x, y, task_id: int, view: ModelView):
+    def _view(self, time: float, prior: Posterior | None = None) -> ModelView:
+        """What the memory sees of this step: the current posterior, ``prior`` (after the fit)."""
+        return ModelView(self.model, self.current_prior(), prior, time, self.num_predictive_samples)
+
+    def _choose(self, old: Points | None, x, y, task_id: int, view: ModelView):
         """The memory's update, made from the same random state on every rank of a
         data-parallel fit (so all ranks choose the same points, checked)."""
         synchronise_random_state()
@@ -306,7 +312,7 @@ class ContinualLearner:
         return update
 
     def _fit_then_choose(
-        self, context: FitContext, old: Coreset | None, new: Coreset, task_id: int, time: float
+        self, context: FitContext, old: Points | None, new: Points, task_id: int, time: float
     ):
         """A memory chosen after the fit (Kurle et al. 2020, Algorithm 1)::
 
@@ -324,7 +330,7 @@ class ContinualLearner:
         step_prior = {name: detach_distribution(d) for name, d in read_priors(self.net).items()}
         history = self._propagate(context, data, task_id)
         fitted = self.current_prior()
-        view = ModelView(self, prior=step_prior, time=time)
+        view = self._view(time, step_prior)
         update = self._choose(old, new.x, new.y, task_id, view)
         if update.posterior is not None:
             install_prior(self.net, update.posterior)
@@ -349,7 +355,7 @@ class ContinualLearner:
         posterior = read_priors(self.net, self.trained_sites)
         install_prior(self.net, self.transition(posterior, between))
 
-    def _propagate(self, context: FitContext, data: Coreset, task_id: int) -> list[float]:
+    def _propagate(self, context: FitContext, data: Points, task_id: int) -> list[float]:
         """Fit ``q̃_t`` on ``data`` against the current prior and install it as the new prior
         (nothing, when the transition never propagates)."""
         if not self.transition.propagates:
@@ -373,7 +379,7 @@ class ContinualLearner:
         self,
         context: FitContext,
         guide: MeanFieldGuide,
-        data: Coreset,
+        data: Points,
         sites: list[str],
         epochs: int,
         batch_size: int | None,
@@ -398,7 +404,7 @@ class ContinualLearner:
         check_replicas_agree(dict(guide.named_parameters()), "fitted parameters")
         return history, self.fitter.posterior(guide, sites)
 
-    def _refit(self, context: FitContext, coreset: Coreset) -> dict[int, dict[str, Distribution]]:
+    def _refit(self, context: FitContext, coreset: Points) -> dict[int, dict[str, Distribution]]:
         """``q_t = proj(q̃_t p(C_t | θ))`` (VCL eq. 3) per task or for the whole memory.
 
         Each refit starts from a copy of the propagated guide (``q̃_t``), whose distributions are
@@ -452,37 +458,24 @@ class ContinualLearner:
     ) -> torch.Tensor:
         """Net outputs for ``num_samples`` posterior draws: shape ``(S, N, outputs)``."""
         x, _, task_id = self.model.prepare_data(x, None, task_id)
-        return self._predictive_samples(x.to(self.device), task_id, num_samples, chunk)
+        return self._predictive_samples(x.to(self.device), task_id, num_samples, chunk=chunk)
 
-    @torch.no_grad()
     def _predictive_samples(
         self,
         x: torch.Tensor,
         task_id: int,
         num_samples: int | None,
-        chunk: int = 1024,
         sites: dict | None = None,
+        chunk: int = 1024,
     ) -> torch.Tensor:
         """:meth:`predictive_samples` for inputs already checked and on the device, with the
         latent sites drawn from ``sites`` (default :meth:`prediction_sites`)."""
-        num_samples = num_samples or self.num_predictive_samples
-        parts = []
-        # Evaluation mode: test-time behaviour, e.g. Bernoulli rather than Concrete IBP masks.
-        with exclusive_mode(self.net, training=False):
-            if sites is None:
+        if sites is None:
+            with exclusive_mode(self.net, training=False):
                 sites = self.prediction_sites(x[:1], task_id)
-            # Every chunk starts from the same random state, so sample s uses the same weights
-            # for all inputs (a coherent function draw) when weights, not pre-activations, are
-            # sampled.
-            rng = random_state(self.device)
-            for i in range(0, x.shape[0], chunk):
-                set_random_state(self.device, rng)
-                parts.append(
-                    sample_outputs(self.model, sites, x[i : i + chunk], task_id, num_samples)
-                )
-        samples = torch.cat(parts, dim=1)
-        _check_finite_outputs(samples, x)
-        return samples
+        return predictive_samples(
+            self.model, sites, x, task_id, num_samples or self.num_predictive_samples, chunk
+        )
 
     def predict(self, x: torch.Tensor, task_id: int = 0, num_samples: int | None = None):
         """Class probabilities ``(1/S) Σ_s softmax(f(x; θ_s))`` (classification likelihoods)."""
@@ -626,7 +619,7 @@ class ContinualLearner:
         learner.tasks_seen = list(state["tasks_seen"])
         learner.times = [float(t) for t in state["times"]]
         if state["coreset"] is not None:
-            learner.coreset = Coreset.from_state(state["coreset"], learner.device)
+            learner.coreset = Points.from_state(state["coreset"], learner.device)
         learner.prediction_posteriors = {
             int(key): posterior_from_state(posterior, learner.device)
             for key, posterior in state["prediction_posteriors"]
@@ -634,22 +627,6 @@ class ContinualLearner:
         learner.seed = state["seed"]
         set_random_state(learner.device, state["rng"])
         return learner
-
-
-def _check_finite_outputs(samples: torch.Tensor, x: torch.Tensor) -> None:
-    """Predictions are never computed from NaN: refuse outputs that are not finite.
-
-    :raises ValueError: naming how many inputs overflow the net and their largest magnitude.
-    """
-    finite = torch.isfinite(samples).reshape(samples.shape[0], samples.shape[1], -1)
-    bad = ~finite.all(dim=2).all(dim=0)
-    if bad.any():
-        largest = x[bad].abs().max().item()
-        raise ValueError(
-            f"the net's outputs are NaN or infinite for {int(bad.sum())} of {x.shape[0]} inputs "
-            f"(largest |input| among them: {largest:.3g}); such inputs overflow the net, so no "
-            "prediction is reported: standardise the inputs as in training"
-        )
 
 
 def _net_matching_its_weights(spec: dict, weights: dict, path) -> torch.nn.Module:
@@ -684,18 +661,3 @@ def _checked_part(part, base: type, role: str):
     if part is not None and not isinstance(part, base):
         raise TypeError(f"{role} must be a {base.__name__} or None, got {part!r}")
     return part
-
-
-def random_state(device: torch.device) -> dict[str, torch.Tensor]:
-    """torch's CPU generator state, and the device's on CUDA."""
-    state = {"torch": torch.get_rng_state()}
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def set_random_state(device: torch.device, state: dict[str, torch.Tensor]) -> None:
-    """Restore what :func:`random_state` returned."""
-    torch.set_rng_state(state["torch"].cpu())
-    if "cuda" in state and device.type == "cuda":
-        torch.cuda.set_rng_state(state["cuda"].cpu(), device)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from pyro_cl.infer.gaussian_factors import (
@@ -11,12 +9,11 @@ from pyro_cl.infer.gaussian_factors import (
     estimate_gaussian_factors,
     natural_parameters,
 )
+from pyro_cl.infer.prediction import predictive_samples
 from pyro_cl.likelihoods import Likelihood
+from pyro_cl.model import SupervisedModel
+from pyro_cl.points import Points
 from pyro_cl.posterior import Posterior, detach_distribution
-
-if TYPE_CHECKING:
-    from pyro_cl.coresets import Coreset
-    from pyro_cl.infer.learner import ContinualLearner
 
 __all__ = ["ModelView"]
 
@@ -29,21 +26,31 @@ class ModelView:
     (the prior of this step); after the fit it is the newly fitted one, and :attr:`prior` is the
     prior that fit started from.
 
+    :param model: the learner's model; its priors hold :attr:`posterior`.
+    :param posterior: ``{site: distribution}`` of every site trained so far.
     :param prior: the step's prior (after the transition), for memories that run after the fit.
     :param time: the step's time stamp (stamped on the step's new points).
+    :param num_predictive_samples: draws per prediction where none are asked for.
     """
 
     def __init__(
-        self, learner: ContinualLearner, prior: Posterior | None = None, time: float = 0.0
+        self,
+        model: SupervisedModel,
+        posterior: Posterior,
+        prior: Posterior | None = None,
+        time: float = 0.0,
+        num_predictive_samples: int = 100,
     ) -> None:
-        self._learner = learner
+        self._model = model
+        self._posterior = {name: detach_distribution(q) for name, q in posterior.items()}
         self._prior = prior
         self.time = float(time)
+        self.num_predictive_samples = num_predictive_samples
 
     @property
     def posterior(self) -> Posterior:
         """``{site: distribution}`` of every site trained so far (detached copies)."""
-        return {name: detach_distribution(q) for name, q in self._learner.current_prior().items()}
+        return dict(self._posterior)
 
     @property
     def prior(self) -> Posterior:
@@ -53,20 +60,19 @@ class ModelView:
         :raises RuntimeError: for a memory that runs before the fit (there is no fit yet)."""
         if self._prior is None:
             raise RuntimeError("the step's prior is only in view after the fit (order='after')")
-        return {
-            name: detach_distribution(self._prior[name]) for name in self._learner.current_prior()
-        }
+        return {name: detach_distribution(self._prior[name]) for name in self._posterior}
 
     @property
     def likelihood(self) -> Likelihood:
-        return self._learner.model.likelihood
+        return self._model.likelihood
 
     @torch.no_grad()
     def predictive_samples(
         self, x: torch.Tensor, task_id: int, num_samples: int | None = None
     ) -> torch.Tensor:
         """Net outputs for ``num_samples`` draws from the current posterior: ``(S, N, ...)``."""
-        return self._learner._predictive_samples(x, task_id, num_samples, sites={})
+        num_samples = num_samples or self.num_predictive_samples
+        return predictive_samples(self._model, {}, x, task_id, num_samples)
 
     @torch.no_grad()
     def log_predictive(
@@ -78,7 +84,7 @@ class ModelView:
         return self.likelihood.predictive_log_likelihood(samples, y)
 
     def gaussian_factors(
-        self, points: Coreset, num_samples: int, samples_per_chunk: int | None = None
+        self, points: Points, num_samples: int, samples_per_chunk: int | None = None
     ) -> GaussianFactors:
         """Every point's Gaussian factor under :attr:`posterior`, bias-corrected so that
         :attr:`prior` times all factors is :attr:`posterior` (Kurle et al. eq. 5, appendix C;
@@ -86,7 +92,7 @@ class ModelView:
         Points with likelihood weights get the weighted factors (algorithm 1 with forgetting).
         """
         posterior = self.posterior
-        model = self._learner.model
+        model = self._model
         parts = []
         order = []
         for task in points.tasks():

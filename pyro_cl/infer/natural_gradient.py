@@ -25,16 +25,17 @@ from collections.abc import Callable
 
 import torch
 
-from pyro_cl.coresets.coreset import Coreset
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.data_parallel import Shard, all_reduce_sums, rank_and_world, sharded_step
-from pyro_cl.infer.fitter import FitContext, Fitter
+from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.fusion import fused
 from pyro_cl.infer.objectives import task_groups
 from pyro_cl.infer.packed_gaussians import PackedGaussians, site_views
 from pyro_cl.infer.per_example import gradient_statistics
 from pyro_cl.infer.row_gather import RowGather
 from pyro_cl.nn.structured import has_structured_sites
+from pyro_cl.points import Points
 
 __all__ = ["GradientSums", "NaturalGradientState", "NaturalGradientUpdate"]
 
@@ -154,7 +155,7 @@ class NaturalGradientUpdate(Fitter):
         self,
         context: FitContext,
         guide: MeanFieldGuide,
-        data: Coreset,
+        data: Points,
         sites: list[str],
         epochs: int,
         batch_size: int | None,
@@ -218,7 +219,7 @@ class NaturalGradientUpdate(Fitter):
         model,
         theta: dict,
         sites_by_task: dict,
-        data: Coreset,
+        data: Points,
         task_id,
         shard: Shard,
         sums: GradientSums,

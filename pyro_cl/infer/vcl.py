@@ -45,7 +45,7 @@ class VCL(ContinualLearner):
     every fit above (propagation and coreset refits) runs that update on the guide instead of
     Adam on the ELBO; the handoff, coresets, prediction and save/load are the same.
 
-    :param coreset: a :class:`~pyro_cl.coresets.CoresetSelector` (the paper's name for the
+    :param coreset: a :class:`~pyro_cl.points.PointsSelector` (the paper's name for the
         learner's ``memory``), or ``None`` for plain VCL.
 
     The other parameters are :class:`~pyro_cl.infer.learner.ContinualLearner`'s.

@@ -33,7 +33,7 @@ class Preset:
     stream: Callable[..., TaskStream]
     hidden_sizes: tuple[int, ...]
     training: dict = field(default_factory=dict)
-    #: Coreset points per task for the coreset methods (the paper's choice for this benchmark).
+    #: Points points per task for the coreset methods (the paper's choice for this benchmark).
     coreset_size: int = 40
     #: "mlp" (:class:`~pyro_cl.nn.BayesianMLP`), "cnn" (:class:`~pyro_cl.nn.BayesianCNN`), or
     #: "ibnn"/"hibnn" (:class:`~pyro_cl.nn.IndianBuffetMLP`, independent or hierarchical IBPs).
@@ -48,7 +48,7 @@ class Preset:
     #: Options of the methods' fitters (each fitter gets those it takes).
     fitter_options: dict = field(default_factory=dict)
     #: Generative benchmarks: how heads are scored
-    #: (:class:`~pyro_cl.generative.GenerativeEvaluation`, plus ``classifier_epochs``).
+    #: (:class:`~pyro_cl.app.generative_experiment.GenerativeEvaluation`, plus ``classifier_epochs``).
     evaluation: dict = field(default_factory=dict)
 
 

@@ -1,4 +1,5 @@
-"""The coreset: a small labelled memory of earlier tasks' data points (VCL section 2.1)."""
+"""Labelled points stamped with their task and time: a step's data, a coreset ``C_t`` (VCL
+section 2.1) or a running memory ``M_t`` (Kurle et al. 2020) are all :class:`Points`."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["Coreset"]
+__all__ = ["Points"]
 
 
 @dataclass(frozen=True)
-class Coreset:
+class Points:
     """Inputs ``x``, targets ``y``, the task each point came from (``task_ids``) and the time stamp
     of the step that observed it (``times``, float64; zeros where not given), row-aligned.
 
@@ -18,7 +19,7 @@ class Coreset:
     transition weighs memory points by age, Kurle et al. 2020 eq. 12); ``None`` means every
     weight is 1. They describe one step's fit, so they are not saved.
 
-    A coreset is immutable: :class:`~pyro_cl.coresets.CoresetSelector` builds ``C_t`` from
+    Points are immutable: :class:`~pyro_cl.points.PointsSelector` builds ``C_t`` from
     ``C_{t-1}`` and ``D_t`` as a new object, so a failed task never half-updates the memory.
     """
 
@@ -40,7 +41,7 @@ class Coreset:
             or (self.weights is not None and self.weights.shape != (n,))
         ):
             raise ValueError(
-                f"coreset rows disagree: {n} inputs, {self.y.shape[0]} targets, "
+                f"the points disagree in length: {n} inputs, {self.y.shape[0]} targets, "
                 f"task ids of shape {tuple(self.task_ids.shape)}, "
                 f"times of shape {tuple(self.times.shape)}"
                 + (
@@ -60,13 +61,13 @@ class Coreset:
             return torch.ones(len(self), dtype=self.x.dtype, device=self.x.device)
         return self.weights.to(self.x.dtype)
 
-    def weighted(self, weights: torch.Tensor | None) -> Coreset:
+    def weighted(self, weights: torch.Tensor | None) -> Points:
         """The same points with likelihood ``weights`` (``None``: unweighted)."""
-        return Coreset(self.x, self.y, self.task_ids, self.times, weights)
+        return Points(self.x, self.y, self.task_ids, self.times, weights)
 
     @classmethod
-    def empty(cls, like_x: torch.Tensor, like_y: torch.Tensor) -> Coreset:
-        """A coreset with no points whose tensors match ``like_x``/``like_y`` in dtype and device."""
+    def empty(cls, like_x: torch.Tensor, like_y: torch.Tensor) -> Points:
+        """No points, with tensors like ``like_x`` and ``like_y`` in dtype and device."""
         return cls(
             like_x.new_empty((0, *like_x.shape[1:])),
             like_y.new_empty((0, *like_y.shape[1:])),
@@ -74,8 +75,8 @@ class Coreset:
         )
 
     @classmethod
-    def of_task(cls, x: torch.Tensor, y: torch.Tensor, task_id: int, time: float = 0.0) -> Coreset:
-        """All of ``(x, y)`` as coreset points of task ``task_id`` observed at ``time``."""
+    def of_task(cls, x: torch.Tensor, y: torch.Tensor, task_id: int, time: float = 0.0) -> Points:
+        """All of ``(x, y)`` as points of task ``task_id`` observed at ``time``."""
         n = x.shape[0]
         return cls(
             x,
@@ -91,23 +92,18 @@ class Coreset:
         """The task ids present, in increasing order."""
         return [int(t) for t in torch.unique(self.task_ids).tolist()]
 
-    def for_task(self, task_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The points of task ``task_id``."""
-        mask = self.task_ids == task_id
-        return self.x[mask], self.y[mask]
-
-    def select(self, index: torch.Tensor) -> Coreset:
+    def select(self, index: torch.Tensor) -> Points:
         """The rows ``index`` (a boolean mask or integer indices)."""
         weights = None if self.weights is None else self.weights[index]
-        return Coreset(
+        return Points(
             self.x[index], self.y[index], self.task_ids[index], self.times[index], weights
         )
 
-    def concat(self, other: Coreset) -> Coreset:
+    def concat(self, other: Points) -> Points:
         weights = None
         if self.weights is not None or other.weights is not None:
             weights = torch.cat([self.likelihood_weights(), other.likelihood_weights()])
-        return Coreset(
+        return Points(
             torch.cat([self.x, other.x]),
             torch.cat([self.y, other.y]),
             torch.cat([self.task_ids, other.task_ids]),
@@ -115,8 +111,8 @@ class Coreset:
             weights,
         )
 
-    def to(self, device: torch.device | str) -> Coreset:
-        return Coreset(
+    def to(self, device: torch.device | str) -> Points:
+        return Points(
             self.x.to(device),
             self.y.to(device),
             self.task_ids.to(device),
@@ -128,6 +124,6 @@ class Coreset:
         return {"x": self.x, "y": self.y, "task_ids": self.task_ids, "times": self.times}
 
     @classmethod
-    def from_state(cls, state: dict, device: torch.device | str | None = None) -> Coreset:
-        coreset = cls(state["x"], state["y"], state["task_ids"], state.get("times"))
-        return coreset if device is None else coreset.to(device)
+    def from_state(cls, state: dict, device: torch.device | str | None = None) -> Points:
+        points = cls(state["x"], state["y"], state["task_ids"], state.get("times"))
+        return points if device is None else points.to(device)

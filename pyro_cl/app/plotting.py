@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pyro_cl.experiment import ContinualResult
+from pyro_cl.app.experiment import ContinualResult
 from pyro_cl.metrics import average_accuracy_curve
 
 __all__ = [

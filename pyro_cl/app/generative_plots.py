@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pyro_cl.generative.experiment import GenerativeResult
-from pyro_cl.plotting import _pyplot, _save
+from pyro_cl.app.generative_experiment import GenerativeResult
+from pyro_cl.app.plotting import _pyplot, _save
 
 __all__ = ["plot_generative_metrics", "plot_sample_grid"]
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pyro_cl.benchmark_run import check_device, check_positive, check_writable
+from pyro_cl.app.benchmark_run import check_device, check_positive, check_writable
+from pyro_cl.app.plotting import plot_memory_snapshots, plot_memory_sweep, plot_online_lml
+from pyro_cl.app.stream_experiment import StreamResult, run_online
+from pyro_cl.app.stream_presets import ONLINE_METHODS, STREAM_PRESETS, make_online_learner
 from pyro_cl.infer.transitions import Transition
-from pyro_cl.plotting import plot_memory_snapshots, plot_memory_sweep, plot_online_lml
-from pyro_cl.stream_experiment import StreamResult, run_online
-from pyro_cl.stream_presets import ONLINE_METHODS, STREAM_PRESETS, make_online_learner
 
 __all__ = ["StreamRun", "run_stream_benchmark", "stream_table"]
 
@@ -26,7 +26,7 @@ __all__ = ["StreamRun", "run_stream_benchmark", "stream_table"]
 @dataclass(frozen=True)
 class StreamRun:
     """Everything one online-stream benchmark run needs; unset (``None``) values come from the
-    stream's row of table 2 (:data:`~pyro_cl.stream_presets.STREAM_PRESETS`).
+    stream's row of table 2 (:data:`~pyro_cl.app.stream_presets.STREAM_PRESETS`).
 
     :ivar iterations: Adam steps per later time step (``I_{t_1:K}``); ``first_iterations`` those
         of the first (``I_{t_0}``).

@@ -11,24 +11,25 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from pyro_cl.benchmark_run import ARCHITECTURES, BenchmarkRun, fill_unset, run_benchmark
-from pyro_cl.guides import REINIT_POLICIES
-from pyro_cl.infer.config import INIT_MEANS
-from pyro_cl.infer.data_parallel import init_from_environment, is_writer
-from pyro_cl.infer.transitions import Transition
-from pyro_cl.methods import METHODS
-from pyro_cl.nn.concrete import MASK_PARAMETERISATIONS
-from pyro_cl.part_options import (
+from pyro_cl.app.benchmark_run import ARCHITECTURES, BenchmarkRun, fill_unset
+from pyro_cl.app.methods import METHODS
+from pyro_cl.app.part_options import (
     add_part_options,
     check_taken,
     command_line_parts,
     constructor_parameters,
     given_part_options,
 )
-from pyro_cl.presets import DEFAULT_PRESET, PRESETS
+from pyro_cl.app.presets import DEFAULT_PRESET, PRESETS
+from pyro_cl.app.runner import run_benchmark
+from pyro_cl.app.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
+from pyro_cl.app.stream_presets import ONLINE_METHODS, STREAM_PRESETS
+from pyro_cl.guides import REINIT_POLICIES
+from pyro_cl.infer.config import INIT_MEANS
+from pyro_cl.infer.data_parallel import init_from_environment, is_writer
+from pyro_cl.infer.transitions import Transition
+from pyro_cl.nn.concrete import MASK_PARAMETERISATIONS
 from pyro_cl.spec import REGISTRIES
-from pyro_cl.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
-from pyro_cl.stream_presets import ONLINE_METHODS, STREAM_PRESETS
 
 __all__ = [
     "add_run_arguments",
@@ -97,7 +98,7 @@ def _add_transition_arguments(parser: argparse.ArgumentParser, title: str) -> No
 
 
 def stream_run_from_args(args: argparse.Namespace) -> StreamRun:
-    """The :class:`~pyro_cl.stream_benchmark.StreamRun` that parsed ``pyro-cl stream`` options
+    """The :class:`~pyro_cl.app.stream_benchmark.StreamRun` that parsed ``pyro-cl stream`` options
     describe."""
     given = {
         "methods": None if args.methods is None else tuple(args.methods),
@@ -126,7 +127,7 @@ def stream_run_from_args(args: argparse.Namespace) -> StreamRun:
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Every ``pyro-cl run`` option, each defaulting to None (unset): benchmark scripts add them
     to their own parser and fill what is unset from their schedule
-    (:meth:`~pyro_cl.benchmark_run.BenchmarkRun.with_defaults`)."""
+    (:meth:`~pyro_cl.app.benchmark_run.BenchmarkRun.with_defaults`)."""
     parser.add_argument("--benchmark", choices=sorted(PRESETS), help=f"default: {DEFAULT_PRESET}")
     parser.add_argument("--data-root", help="folder holding MNIST/raw etc. (default: data)")
     parser.add_argument("--download", action="store_true", help="download missing data sets")

@@ -1,9 +1,10 @@
 """One benchmark run as a Python value: a preset, methods, seeds and what differs from defaults.
 
 ``pyro-cl run`` parses its command line into a :class:`BenchmarkRun` and calls
-:func:`run_benchmark`; the scripts under ``benchmarks/`` build one directly::
+:func:`~pyro_cl.app.runner.run_benchmark`; the scripts under ``benchmarks/`` build one directly::
 
-    from pyro_cl.benchmark_run import BenchmarkRun, run_benchmark
+    from pyro_cl.app.benchmark_run import BenchmarkRun
+    from pyro_cl.app.runner import run_benchmark
 
     run = BenchmarkRun("permuted-mnist", methods=("vcl", "vcl-kcenter"), training={"epochs": 5})
     results = run_benchmark(run)
@@ -16,8 +17,6 @@ win over the schedule's.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,21 +24,13 @@ from pathlib import Path
 
 import torch
 
-from pyro_cl.experiment import (
-    ContinualResult,
-    mean_result,
-    run_stream,
-    scratch_accuracies,
-    summarise,
-)
+from pyro_cl.app.methods import METHODS
+from pyro_cl.app.part_options import accepted, check_taken
+from pyro_cl.app.presets import DEFAULT_PRESET, PRESETS, Preset
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.transitions import Transition
-from pyro_cl.methods import METHODS
 from pyro_cl.nn import BayesianCNN, BayesianMLP, IndianBuffetMLP, VAEDecoder
-from pyro_cl.part_options import accepted, check_taken
-from pyro_cl.plotting import plot_accuracy
-from pyro_cl.presets import DEFAULT_PRESET, PRESETS, Preset
 from pyro_cl.spec import REGISTRIES
 
 __all__ = [
@@ -50,8 +41,6 @@ __all__ = [
     "check_positive",
     "check_writable",
     "fill_unset",
-    "run_benchmark",
-    "write_report",
 ]
 
 #: The nets a run can use: ``mlp``, ``cnn``, MLPs with IBP (``ibnn``) or H-IBP (``hibnn``)
@@ -67,8 +56,8 @@ IBP_OPTIONS = frozenset(accepted(IndianBuffetMLP) - accepted(BayesianMLP))
 class BenchmarkRun:
     """What to run; ``None`` and empty dicts mean the preset's (or the library's) default.
 
-    :ivar benchmark: a name in :data:`~pyro_cl.presets.PRESETS`.
-    :ivar methods: names in :data:`~pyro_cl.methods.METHODS` (default: the preset's).
+    :ivar benchmark: a name in :data:`~pyro_cl.app.presets.PRESETS`.
+    :ivar methods: names in :data:`~pyro_cl.app.methods.METHODS` (default: the preset's).
     :ivar seeds: one run of every method per seed (default: seed 0).
     :ivar net: one of :data:`ARCHITECTURES` (default: the preset's).
     :ivar net_options: constructor arguments of the net over the preset's (prior scale, IBP
@@ -81,7 +70,7 @@ class BenchmarkRun:
     :ivar transition: the transition between tasks (default: each method's).
     :ivar output: folder for ``results.json`` and ``accuracy.png`` (nothing written if None).
     :ivar evaluation: for generative benchmarks, the scoring settings over the preset's
-        (:class:`~pyro_cl.generative.GenerativeEvaluation`: ``test_samples``, ``test_points``,
+        (:class:`~pyro_cl.app.generative_experiment.GenerativeEvaluation`: ``test_samples``, ``test_points``,
         ``generated``, ``grid``, and ``classifier_epochs``).
     """
 
@@ -149,7 +138,7 @@ class BenchmarkRun:
                 f"{sorted(self.evaluation)}: scoring options of the generative benchmarks only"
             )
         if self.architecture == "vae":
-            from pyro_cl.generative.experiment import GenerativeEvaluation
+            from pyro_cl.app.generative_experiment import GenerativeEvaluation
 
             settings = dict(self.resolved_evaluation())
             check_positive(settings.pop("classifier_epochs", None), "classifier_epochs")
@@ -317,97 +306,3 @@ def check_writable(output: Path) -> None:
         tempfile.TemporaryFile(dir=output).close()
     except OSError as error:
         raise ValueError(f"cannot write results to {output}: {error.strerror or error}") from error
-
-
-def run_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
-    """Run every method of ``run`` on every seed's stream; print each accuracy matrix and the
-    summary, and (with ``run.output``) write ``results.json`` and ``accuracy.png`` after every
-    run, so an interrupted sweep keeps the runs it finished.
-
-    Generative benchmarks (the ``vae`` net) run
-    :func:`~pyro_cl.generative.benchmark.run_generative_benchmark` instead.
-
-    :raises ValueError: when a method cannot be built with the run's options (the message names
-        the method).
-    """
-    if run.architecture == "vae":
-        from pyro_cl.generative.benchmark import run_generative_benchmark
-
-        return run_generative_benchmark(run)
-    device = run.resolved_device
-    training = run.resolved_training()
-    coreset_size = run.resolved_coreset_size
-    hidden = run.resolved_hidden_sizes
-    output = None if run.output is None else Path(run.output)
-    if output is not None:
-        check_writable(output)
-    labels = [run.label(m) for m in run.method_names]
-    results = []
-    for seed in run.seeds if run.seeds is not None else (0,):
-        stream = run.preset.stream(str(run.data_root), seed, run.num_tasks, run.download)
-        print(
-            f"{stream.name}: {len(stream)} tasks, net {stream.in_features}-"
-            f"{'-'.join(map(str, hidden))}-{stream.num_classes}"
-            f"{' multi-head' if stream.multi_head else ''}, device {device}, seed {seed}"
-        )
-        for method in run.method_names:
-            spec = METHODS[method]
-            make_learner = functools.partial(run.make_learner, method, stream, seed, device)
-            try:
-                learner = make_learner()
-            except (TypeError, ValueError) as error:
-                raise ValueError(f"method {method!r}: {error}") from error
-            flat = learner.config.flat()
-            settings = {
-                "benchmark": run.benchmark,
-                "net": run.architecture,
-                "net_options": run.resolved_net_options(),
-                "hidden_sizes": list(hidden),
-                "seed": seed,
-                "device": device,
-                "coreset_size": coreset_size if spec.memory is not None else None,
-                **training,
-                **{k: flat[k] for k in spec.defaults},
-                "fitter": learner.fitter.spec(),
-                "transition": learner.transition.spec(),
-            }
-            result = run_stream(learner, stream, run.label(method), settings)
-            if run.forward_transfer:
-                result.scratch_accuracy = scratch_accuracies(make_learner, stream)
-            results.append(result)
-            if output is not None:
-                write_report(results, labels, output)
-            _print_result(result, seed)
-    _print_summary(results, run.seeds)
-    if output is not None:
-        print(f"\nwrote {output / 'results.json'} and {output / 'accuracy.png'}")
-    return results
-
-
-def _print_result(result: ContinualResult, seed: int) -> None:
-    label = result.method
-    print(f"\n{label} (seed {seed}): accuracy after each task (rows) on each task")
-    print(result.format_matrix())
-    bwt = "" if result.bwt is None else f", BWT {100 * result.bwt:+.2f}"
-    fwt = "" if result.fwt is None else f", FWT {100 * result.fwt:+.2f}"
-    print(f"{label}: ACC {100 * result.acc:.2f}%{bwt}{fwt}  ({result.wall_time_s:.1f} s)")
-
-
-def _print_summary(results: list[ContinualResult], seeds: Sequence[int] | None) -> None:
-    if seeds is not None and len(seeds) > 1:
-        print("\nmean ± std over seeds " + ", ".join(map(str, seeds)))
-    for method, row in summarise(results).items():
-        print(
-            f"{method}: ACC {100 * row['ACC_mean']:.2f} ± {100 * row['ACC_std']:.2f}% "
-            f"over {row['runs']} run(s), {row['wall_time_s_mean']:.0f} s each"
-        )
-
-
-def write_report(results: list[ContinualResult], methods: list[str], output: Path) -> Path:
-    """``results.json`` (summary and every run) and ``accuracy.png`` (mean over seeds)."""
-    output.mkdir(parents=True, exist_ok=True)
-    report = {"summary": summarise(results), "runs": [r.to_json() for r in results]}
-    (output / "results.json").write_text(json.dumps(report, indent=2))
-    done = [m for m in methods if any(r.method == m for r in results)]
-    means = [mean_result([r for r in results if r.method == m]) for m in done]
-    return plot_accuracy(means, output / "accuracy.png")

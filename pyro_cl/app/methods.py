@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from pyro_cl.app.part_options import accepted
 from pyro_cl.baselines import CoresetOnly, FineTuning
 from pyro_cl.baselines.ewc import EWC, OnlineEWC
 from pyro_cl.baselines.laplace import LaplacePropagation
@@ -21,11 +22,11 @@ from pyro_cl.coresets import KCenterCoreset, RandomCoreset
 from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.learner import ContinualLearner
-from pyro_cl.infer.point_estimate import Penalty, PointEstimateFitter
+from pyro_cl.infer.penalty import Penalty
+from pyro_cl.infer.point_estimate import PointEstimateFitter
 from pyro_cl.infer.transitions import Transition
 from pyro_cl.infer.vcl import VCL
 from pyro_cl.infer.vogn import VOGN
-from pyro_cl.part_options import accepted
 
 __all__ = ["Method", "METHODS", "VOGN_MNIST_SETTINGS", "make_method"]
 

@@ -11,7 +11,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pyro_cl.benchmark_run import BenchmarkRun, check_writable
+from pyro_cl.app.benchmark_run import BenchmarkRun, check_writable
+from pyro_cl.app.generative_experiment import (
+    GenerativeEvaluation,
+    GenerativeResult,
+    run_generative_stream,
+)
+from pyro_cl.app.generative_plots import plot_generative_metrics, plot_sample_grid
 from pyro_cl.data.tasks import TaskStream
 from pyro_cl.generative.classifier import (
     classifier_accuracy,
@@ -19,12 +25,6 @@ from pyro_cl.generative.classifier import (
     save_classifier,
     train_classifier,
 )
-from pyro_cl.generative.experiment import (
-    GenerativeEvaluation,
-    GenerativeResult,
-    run_generative_stream,
-)
-from pyro_cl.generative.plots import plot_generative_metrics, plot_sample_grid
 
 __all__ = [
     "judge_classifier",

@@ -1,0 +1,110 @@
+"""A task benchmark run: every method of a :class:`~pyro_cl.app.benchmark_run.BenchmarkRun` on
+every seed's task stream, with accuracy matrices printed and ``results.json`` and
+``accuracy.png`` written as runs finish."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from pyro_cl.app.benchmark_run import BenchmarkRun, check_writable
+from pyro_cl.app.experiment import (
+    ContinualResult,
+    mean_result,
+    run_stream,
+    scratch_accuracies,
+    summarise,
+)
+from pyro_cl.app.methods import METHODS
+from pyro_cl.app.plotting import plot_accuracy
+
+__all__ = ["run_task_benchmark", "write_report"]
+
+
+def run_task_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
+    """Run every method of ``run`` on every seed's stream; print each accuracy matrix and the
+    summary, and (with ``run.output``) write ``results.json`` and ``accuracy.png`` after every
+    run, so an interrupted sweep keeps the runs it finished.
+
+    :raises ValueError: when a method cannot be built with the run's options (the message names
+        the method).
+    """
+    device = run.resolved_device
+    training = run.resolved_training()
+    coreset_size = run.resolved_coreset_size
+    hidden = run.resolved_hidden_sizes
+    output = None if run.output is None else Path(run.output)
+    if output is not None:
+        check_writable(output)
+    labels = [run.label(m) for m in run.method_names]
+    results = []
+    for seed in run.seeds if run.seeds is not None else (0,):
+        stream = run.preset.stream(str(run.data_root), seed, run.num_tasks, run.download)
+        print(
+            f"{stream.name}: {len(stream)} tasks, net {stream.in_features}-"
+            f"{'-'.join(map(str, hidden))}-{stream.num_classes}"
+            f"{' multi-head' if stream.multi_head else ''}, device {device}, seed {seed}"
+        )
+        for method in run.method_names:
+            spec = METHODS[method]
+            make_learner = functools.partial(run.make_learner, method, stream, seed, device)
+            try:
+                learner = make_learner()
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"method {method!r}: {error}") from error
+            flat = learner.config.flat()
+            settings = {
+                "benchmark": run.benchmark,
+                "net": run.architecture,
+                "net_options": run.resolved_net_options(),
+                "hidden_sizes": list(hidden),
+                "seed": seed,
+                "device": device,
+                "coreset_size": coreset_size if spec.memory is not None else None,
+                **training,
+                **{k: flat[k] for k in spec.defaults},
+                "fitter": learner.fitter.spec(),
+                "transition": learner.transition.spec(),
+            }
+            result = run_stream(learner, stream, run.label(method), settings)
+            if run.forward_transfer:
+                result.scratch_accuracy = scratch_accuracies(make_learner, stream)
+            results.append(result)
+            if output is not None:
+                write_report(results, labels, output)
+            _print_result(result, seed)
+    _print_summary(results, run.seeds)
+    if output is not None:
+        print(f"\nwrote {output / 'results.json'} and {output / 'accuracy.png'}")
+    return results
+
+
+def _print_result(result: ContinualResult, seed: int) -> None:
+    label = result.method
+    print(f"\n{label} (seed {seed}): accuracy after each task (rows) on each task")
+    print(result.format_matrix())
+    bwt = "" if result.bwt is None else f", BWT {100 * result.bwt:+.2f}"
+    fwt = "" if result.fwt is None else f", FWT {100 * result.fwt:+.2f}"
+    print(f"{label}: ACC {100 * result.acc:.2f}%{bwt}{fwt}  ({result.wall_time_s:.1f} s)")
+
+
+def _print_summary(results: list[ContinualResult], seeds: Sequence[int] | None) -> None:
+    if seeds is not None and len(seeds) > 1:
+        print("\nmean ± std over seeds " + ", ".join(map(str, seeds)))
+    for method, row in summarise(results).items():
+        print(
+            f"{method}: ACC {100 * row['ACC_mean']:.2f} ± {100 * row['ACC_std']:.2f}% "
+            f"over {row['runs']} run(s), {row['wall_time_s_mean']:.0f} s each"
+        )
+
+
+def write_report(results: list[ContinualResult], methods: list[str], output: Path) -> Path:
+    """``results.json`` (summary and every run) and ``accuracy.png`` (mean over seeds)."""
+    output.mkdir(parents=True, exist_ok=True)
+    report = {"summary": summarise(results), "runs": [r.to_json() for r in results]}
+    (output / "results.json").write_text(json.dumps(report, indent=2))
+    done = [m for m in methods if any(r.method == m for r in results)]
+    means = [mean_result([r for r in results if r.method == m]) for m in done]
+    return plot_accuracy(means, output / "accuracy.png")

@@ -1,0 +1,84 @@
+"""What every fit of a learner shares (:class:`FitContext`): the model, the settings, the device
+and the callbacks, with the minibatch loops that every fitter trains through."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+
+from pyro_cl.infer.callbacks import Callback
+from pyro_cl.infer.config import TrainingConfig
+from pyro_cl.infer.training import minimise, run_epochs
+from pyro_cl.model import SupervisedModel
+
+__all__ = ["FitContext"]
+
+
+@dataclass(frozen=True)
+class FitContext:
+    """What every fit of a learner shares: the model (its priors are the current prior), the
+    settings, the device and the callbacks that watch the fit."""
+
+    model: SupervisedModel
+    config: TrainingConfig
+    device: torch.device
+    callbacks: Callback
+
+    def batch_size(self, batch_size: int | str | None = "same") -> int | None:
+        """``batch_size``, where ``"same"`` means the schedule's."""
+        return self.config.schedule.batch_size if batch_size == "same" else batch_size
+
+    def minimise(
+        self,
+        loss: Callable[[torch.Tensor], torch.Tensor],
+        parameters: Mapping[str, torch.Tensor],
+        num_data: int,
+        epochs: int,
+        batch_size: int | None,
+        description: str,
+        callbacks: Callback | None = None,
+        watched: Mapping[str, torch.Tensor] | None = None,
+    ) -> list[float]:
+        """:func:`~pyro_cl.infer.training.minimise` with the configuration's Adam settings and,
+        by default, the context's callbacks (``watched``: what they see, default
+        ``parameters``)."""
+        optimisation = self.config.optimisation
+        return minimise(
+            loss,
+            parameters,
+            num_data,
+            epochs,
+            batch_size,
+            optimisation.learning_rate,
+            self.device,
+            description,
+            self.callbacks if callbacks is None else callbacks,
+            optimisation.decay,
+            self.config.divergence,
+            watched,
+        )
+
+    def run_epochs(
+        self,
+        step: Callable[[torch.Tensor], torch.Tensor],
+        parameters: Mapping[str, torch.Tensor],
+        num_data: int,
+        epochs: int,
+        batch_size: int | None,
+        description: str,
+    ) -> list[float]:
+        """:func:`~pyro_cl.infer.training.run_epochs` with the context's device, callbacks and
+        divergence test, for fitters with their own update rule (natural gradients)."""
+        return run_epochs(
+            step,
+            num_data,
+            epochs,
+            batch_size,
+            self.device,
+            description,
+            self.callbacks,
+            parameters,
+            self.config.divergence,
+        )

@@ -1,0 +1,62 @@
+"""The point-estimate fit: Adam on the guide's means for maximum likelihood, or MAP under a
+:class:`~pyro_cl.infer.penalty.Penalty`; also VCL appendix A's maximum-likelihood
+initialisation."""
+
+from __future__ import annotations
+
+import torch
+
+from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.infer.callbacks import Callback, CallbackList, StepInfo
+from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.objectives import negative_log_likelihood
+from pyro_cl.infer.penalty import Penalty
+from pyro_cl.infer.row_gather import RowGather
+from pyro_cl.points import Points
+
+__all__ = ["fit_point_estimate"]
+
+
+class _PenaltySteps(Callback):
+    def __init__(self, penalty: Penalty) -> None:
+        self.penalty = penalty
+
+    def on_step(self, info: StepInfo) -> None:
+        self.penalty.on_step(info)
+
+
+def fit_point_estimate(
+    context: FitContext,
+    guide: MeanFieldGuide,
+    data: Points,
+    sites: list[str],
+    epochs: int,
+    batch_size: int | None,
+    description: str,
+    penalty: Penalty | None = None,
+) -> list[float]:
+    """Minimise ``-(1/M) Σ_{batch} log p(y_n | θ, x_n) + R(θ)/N`` over the guide's means of
+    ``sites`` with Adam (the configuration's learning rate and decay); a model with amortised
+    local sites (a VAE) trains the task's encoder with them, on the bound of
+    :func:`~pyro_cl.infer.objectives.negative_log_likelihood`."""
+    tasks = data.tasks()
+    if len(tasks) != 1:
+        raise ValueError(f"a point-estimate fit takes one task's points, got tasks {tasks}")
+    task_id = tasks[0]
+    model = context.model
+    values = guide.locs(sites)
+    trained = {**values, **guide.amortised_parameters(tasks)}  # a generative model's encoder
+    num_data = len(data)
+    rows_of = RowGather(data.x)
+
+    def loss(index: torch.Tensor) -> torch.Tensor:
+        nll = negative_log_likelihood(model, values, rows_of(index), data.y[index], task_id)
+        return nll if penalty is None else nll + penalty(values) / num_data
+
+    callbacks = None
+    if penalty is not None:
+        penalty.before_fit(
+            {name: value.detach().clone() for name, value in values.items()}, num_data
+        )
+        callbacks = CallbackList([context.callbacks, _PenaltySteps(penalty)])
+    return context.minimise(loss, trained, num_data, epochs, batch_size, description, callbacks)
