@@ -12,8 +12,8 @@ import time
 
 import torch
 
-from pyro_cl.coresets import farthest_first
 from pyro_cl.data import load_mnist
+from pyro_cl.memory import farthest_first
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """pyro_cl: Bayesian continual learning on Pyro — yesterday's posterior is today's prior."""
 
-from pyro_cl import coresets, metrics, nn
+from pyro_cl import memory, metrics, nn
 from pyro_cl.baselines import CoresetOnly, FineTuning
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback
@@ -62,7 +62,7 @@ __all__ = [
     "TrainingConfig",
     "VCL",
     "Wiener",
-    "coresets",
+    "memory",
     "extract_posterior",
     "install_prior",
     "metrics",

@@ -19,7 +19,7 @@ class Points:
     transition weighs memory points by age, Kurle et al. 2020 eq. 12); ``None`` means every
     weight is 1. They describe one step's fit, so they are not saved.
 
-    Points are immutable: :class:`~pyro_cl.points.PointsSelector` builds ``C_t`` from
+    Points are immutable: :class:`~pyro_cl.memory.Memory` builds ``C_t`` from
     ``C_{t-1}`` and ``D_t`` as a new object, so a failed task never half-updates the memory.
     """
 

@@ -6,9 +6,9 @@ import torch
 import pyro_cl.infer.elbo_fitter as elbo_fitter_module
 from pyro_cl import VCL, GaussianLikelihood
 from pyro_cl.baselines import CoresetOnly
-from pyro_cl.coresets import KCenterCoreset, RandomCoreset, farthest_first
 from pyro_cl.infer.learner import ALL_TASKS
 from pyro_cl.infer.training import DivergenceError
+from pyro_cl.memory import KCenterCoreset, RandomCoreset, farthest_first
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.posterior import read_priors
 from tests.test_linear_regression_vcl import NOISE, exact_diagonal_update
@@ -40,10 +40,10 @@ def recorded_objectives(monkeypatch):
 
 
 def test_propagation_never_sees_a_coreset_point(recorded_objectives):
-    learner = VCL(BayesianMLP(3, [8], 2, heads=2), coreset=RandomCoreset(10), seed=0, **FAST)
+    learner = VCL(BayesianMLP(3, [8], 2, heads=2), memory=RandomCoreset(10), seed=0, **FAST)
     for task in range(2):
         learner.observe(labelled_rows(60, 3, task, seed=task), task_id=task)
-    coreset_labels = set(learner.coreset.x[:, 0].tolist())
+    coreset_labels = set(learner.memory_points.x[:, 0].tolist())
     assert len(coreset_labels) == 20
     propagated = [c for c in recorded_objectives if c[0] is learner.guide]
     seen = set().union(*(labels for _, labels, _, _ in propagated))
@@ -53,7 +53,7 @@ def test_propagation_never_sees_a_coreset_point(recorded_objectives):
 
 
 def test_multi_head_refit_is_per_task_on_that_tasks_points_at_its_own_scale(recorded_objectives):
-    learner = VCL(BayesianMLP(3, [8], 2, heads=2), coreset=KCenterCoreset(6), seed=0, **FAST)
+    learner = VCL(BayesianMLP(3, [8], 2, heads=2), memory=KCenterCoreset(6), seed=0, **FAST)
     for task in range(2):
         learner.observe(labelled_rows(40, 3, task, seed=task), task_id=task)
     refits = [c for c in recorded_objectives if c[0] is not learner.guide]
@@ -61,7 +61,9 @@ def test_multi_head_refit_is_per_task_on_that_tasks_points_at_its_own_scale(reco
     for task in (0, 1):
         calls = [c for c in last_two if c[2] == task]
         assert calls, f"no refit for task {task}"
-        expected = set(learner.coreset.select(learner.coreset.task_ids == task).x[:, 0].tolist())
+        expected = set(
+            learner.memory_points.select(learner.memory_points.task_ids == task).x[:, 0].tolist()
+        )
         assert all(labels == expected and size == 6 for _, labels, _, size in calls)
     assert sorted(learner.prediction_posteriors) == [0, 1]
     heads = {
@@ -71,7 +73,7 @@ def test_multi_head_refit_is_per_task_on_that_tasks_points_at_its_own_scale(reco
 
 
 def test_the_refit_leaves_the_propagated_posterior_untouched(monkeypatch):
-    learner = VCL(BayesianMLP(3, [8], 2), coreset=RandomCoreset(10), seed=0, **FAST)
+    learner = VCL(BayesianMLP(3, [8], 2), memory=RandomCoreset(10), seed=0, **FAST)
     snapshots = {}
     original = VCL._refit
 
@@ -94,7 +96,7 @@ def test_the_refit_leaves_the_propagated_posterior_untouched(monkeypatch):
         for n, q in refit.items()
     ]
     assert all(moved)
-    assert learner.prediction_sites(learner.coreset.x[:1], 0) is refit
+    assert learner.prediction_sites(learner.memory_points.x[:1], 0) is refit
 
 
 def test_coreset_vcl_on_linear_regression_matches_the_exact_two_step_recursion():
@@ -107,7 +109,7 @@ def test_coreset_vcl_on_linear_regression_matches_the_exact_two_step_recursion()
     learner = VCL(
         BayesianLinear(dim, 1, bias=False, prior_scale=1.0),
         likelihood=GaussianLikelihood(NOISE),
-        coreset=KCenterCoreset(k),
+        memory=KCenterCoreset(k),
         epochs=1500,
         batch_size=None,
         learning_rate=0.01,
@@ -143,34 +145,34 @@ def test_coreset_vcl_on_linear_regression_matches_the_exact_two_step_recursion()
 def test_coreset_only_never_changes_the_prior_and_predicts_from_the_coreset():
     net = BayesianMLP(3, [8], 2, heads=2)
     initial = {n: d.base_dist.loc.clone() for n, d in read_priors(net).items()}
-    learner = CoresetOnly(net, coreset=RandomCoreset(8), seed=0, **FAST)
+    learner = CoresetOnly(net, memory=RandomCoreset(8), seed=0, **FAST)
     for task in range(2):
         learner.observe(labelled_rows(30, 3, task, seed=task), task_id=task)
     for name, dist in read_priors(learner.net).items():
         torch.testing.assert_close(dist.base_dist.loc, initial[name], rtol=0, atol=0)
     assert sorted(learner.prediction_posteriors) == [0, 1]
     assert learner.evaluate(labelled_rows(20, 3, 1, seed=9), task_id=1)["accuracy"] >= 0
-    with pytest.raises(ValueError, match="needs a coreset selector"):
+    with pytest.raises(ValueError, match="needs a memory"):
         CoresetOnly(BayesianMLP(3, [8], 2))
 
 
 def test_a_coreset_larger_than_the_task_fails_before_anything_changes():
-    learner = VCL(BayesianMLP(3, [8], 2), coreset=RandomCoreset(50), seed=0, **FAST)
+    learner = VCL(BayesianMLP(3, [8], 2), memory=RandomCoreset(50), seed=0, **FAST)
     learner.observe(labelled_rows(60, 3, 0, seed=0), task_id=0)
     prior = {n: d.base_dist.loc.clone() for n, d in learner.current_prior().items()}
-    coreset = learner.coreset
-    with pytest.raises(ValueError, match="coreset size 50 is larger than task 1"):
+    coreset = learner.memory_points
+    with pytest.raises(ValueError, match="memory size 50 is larger than task 1"):
         learner.observe(labelled_rows(20, 3, 1, seed=1), task_id=1)
-    assert learner.coreset is coreset and learner.tasks_seen == [0]
+    assert learner.memory_points is coreset and learner.tasks_seen == [0]
     for name, dist in learner.current_prior().items():
         torch.testing.assert_close(dist.base_dist.loc, prior[name], rtol=0, atol=0)
 
 
 def test_a_failed_refit_rolls_back_prior_and_coreset(monkeypatch):
-    learner = VCL(BayesianMLP(3, [8], 2), coreset=RandomCoreset(5), seed=0, **FAST)
+    learner = VCL(BayesianMLP(3, [8], 2), memory=RandomCoreset(5), seed=0, **FAST)
     learner.observe(labelled_rows(30, 3, 0, seed=0), task_id=0)
     prior = {n: d.base_dist.loc.clone() for n, d in learner.current_prior().items()}
-    coreset, refits = learner.coreset, learner.prediction_posteriors
+    coreset, refits = learner.memory_points, learner.prediction_posteriors
 
     def diverging(self, context, coreset):
         raise DivergenceError("refit diverged")
@@ -180,12 +182,12 @@ def test_a_failed_refit_rolls_back_prior_and_coreset(monkeypatch):
         learner.observe(labelled_rows(30, 3, 1, seed=1), task_id=1)
     for name, dist in learner.current_prior().items():
         torch.testing.assert_close(dist.base_dist.loc, prior[name], rtol=0, atol=0)
-    assert learner.coreset is coreset and learner.prediction_posteriors is refits
+    assert learner.memory_points is coreset and learner.prediction_posteriors is refits
 
 
 def test_save_and_load_keep_the_coreset_and_resume_identically(tmp_path):
     def make():
-        return VCL(BayesianMLP(3, [8], 2, heads=3), coreset=KCenterCoreset(5), seed=0, **FAST)
+        return VCL(BayesianMLP(3, [8], 2, heads=3), memory=KCenterCoreset(5), seed=0, **FAST)
 
     tasks = [labelled_rows(30, 3, t, seed=t) for t in range(3)]
     straight = make()
@@ -197,8 +199,8 @@ def test_save_and_load_keep_the_coreset_and_resume_identically(tmp_path):
     resumed.save(tmp_path / "learner.pt")
     loaded = VCL.load(tmp_path / "learner.pt")
     assert isinstance(loaded.memory, KCenterCoreset)
-    torch.testing.assert_close(loaded.coreset.x, resumed.coreset.x)
-    assert loaded.coreset.task_ids.tolist() == resumed.coreset.task_ids.tolist()
+    torch.testing.assert_close(loaded.memory_points.x, resumed.memory_points.x)
+    assert loaded.memory_points.task_ids.tolist() == resumed.memory_points.task_ids.tolist()
     loaded.observe(tasks[2], task_id=2)
     for name, dist in straight.current_prior().items():
         torch.testing.assert_close(loaded.current_prior()[name].base_dist.loc, dist.base_dist.loc)

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from pyro_cl.coresets import (
-    CoresetSelector,
+from pyro_cl.memory import (
     KCenterCoreset,
+    Memory,
     RandomCoreset,
     farthest_first,
 )
@@ -55,13 +55,13 @@ def test_selection_respects_k_and_never_repeats(selector):
     torch.manual_seed(0)
     x, y = torch.randn(50, 4), torch.randint(0, 3, (50,))
     previous = Points.of_task(torch.randn(5, 4), torch.zeros(5, dtype=torch.long), task_id=0)
-    update = selector.update(previous, x, y, task_id=1)
-    chosen = update.coreset.select(update.coreset.task_ids == 1)
-    assert len(chosen) == 7 and len(update.coreset) == 12
+    update = selector.update(previous, Points.of_task(x, y, 1))
+    chosen = update.points.select(update.points.task_ids == 1)
+    assert len(chosen) == 7 and len(update.points) == 12
     assert torch.unique(chosen.x, dim=0).shape[0] == 7
     # C_{t-1} is kept whole and first; the remaining indices are exactly D_t minus the chosen.
-    torch.testing.assert_close(update.coreset.x[:5], previous.x)
-    assert update.coreset.task_ids.tolist() == [0] * 5 + [1] * 7
+    torch.testing.assert_close(update.points.x[:5], previous.x)
+    assert update.points.task_ids.tolist() == [0] * 5 + [1] * 7
     assert len(update.dropped) == 0
     remaining = x[update.remaining]
     assert remaining.shape[0] == 43
@@ -72,9 +72,9 @@ def test_selection_respects_k_and_never_repeats(selector):
 def test_random_selection_is_reproducible_from_the_seed():
     x, y = torch.randn(100, 2), torch.zeros(100, dtype=torch.long)
     torch.manual_seed(3)
-    a = RandomCoreset(10).choose(x, y, 10)
+    a = RandomCoreset(10).select(Points.of_task(x, y, 0), 10, None)
     torch.manual_seed(3)
-    b = RandomCoreset(10).choose(x, y, 10)
+    b = RandomCoreset(10).select(Points.of_task(x, y, 0), 10, None)
     assert a.tolist() == b.tolist()
 
 
@@ -85,20 +85,20 @@ def test_bad_sizes_have_clear_errors():
         KCenterCoreset(-3)
     x, y = torch.randn(4, 2), torch.zeros(4, dtype=torch.long)
     with pytest.raises(ValueError, match="larger than task 2, which has 4 points"):
-        RandomCoreset(5).update(None, x, y, task_id=2)
+        RandomCoreset(5).update(None, Points.of_task(x, y, 2))
     # K equal to the task's size is allowed: everything goes into the coreset.
-    update = KCenterCoreset(4).update(None, x, y, task_id=0)
-    assert len(update.coreset) == 4 and update.remaining.numel() == 0
+    update = KCenterCoreset(4).update(None, Points.of_task(x, y, 0))
+    assert len(update.points) == 4 and update.remaining.numel() == 0
 
 
 def test_a_custom_selector_that_repeats_points_is_refused():
-    class Repeating(CoresetSelector):
-        def choose(self, x, y, size):
+    class Repeating(Memory):
+        def select(self, candidates, size, view):
             return torch.zeros(size, dtype=torch.long)
 
     x, y = torch.randn(10, 2), torch.zeros(10, dtype=torch.long)
     with pytest.raises(ValueError, match="picked a point twice"):
-        Repeating(3).update(None, x, y, task_id=0)
+        Repeating(3).update(None, Points.of_task(x, y, 0))
 
 
 def test_selectors_round_trip_through_their_spec():

@@ -15,10 +15,10 @@ from pyro_cl import VCL, VOGN, DivergenceError, FineTuning, MeanFieldGuide, Poin
 from pyro_cl.baselines.ewc import EWC
 from pyro_cl.baselines.laplace import LaplacePropagation
 from pyro_cl.baselines.synaptic_intelligence import SynapticIntelligence
-from pyro_cl.coresets import RandomCoreset
 from pyro_cl.generative import GenerativeModel, generate, importance_log_likelihood
 from pyro_cl.infer.objectives import negative_elbo
 from pyro_cl.likelihoods import Likelihood, PixelBernoulliLikelihood
+from pyro_cl.memory import RandomCoreset
 from pyro_cl.nn import BayesianLinear, VAEDecoder, local_reparameterization
 from pyro_cl.posterior import read_priors
 from tests.helpers import fixed_preactivation_noise, loss_and_gradients

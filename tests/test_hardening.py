@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from pyro_cl import VCL, DivergenceError, FineTuning
-from pyro_cl.coresets import KCenterCoreset, RandomCoreset
-from pyro_cl.coresets.selection import CoresetSelector, farthest_first
 from pyro_cl.infer.divergence import Divergence
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.vogn import VOGN
+from pyro_cl.memory import KCenterCoreset, Memory, RandomCoreset, farthest_first
 from pyro_cl.nn import BayesianMLP
+from pyro_cl.points import Points
 from tests.helpers import two_class_data
 
 SMALL = dict(epochs=2, batch_size=32, num_particles=1, num_predictive_samples=4, progress=False)
@@ -237,25 +237,25 @@ def test_k_center_is_unchanged_by_the_scale_of_finite_data():
     chosen = farthest_first(x, 25)
     assert torch.equal(farthest_first(x * 1e20, 25), chosen)
     assert torch.equal(farthest_first(x * 1e-20, 25), chosen)
-    update = KCenterCoreset(5).update(None, x * 1e20, torch.zeros(300, dtype=torch.long), 0)
-    assert len(update.coreset) == 5
+    update = KCenterCoreset(5).update(None, Points.of_task(x * 1e20, torch.zeros(300).long(), 0))
+    assert len(update.points) == 5
 
 
-class _Returns(CoresetSelector):
+class _Returns(Memory):
     def __init__(self, size: int, indices=None) -> None:
         super().__init__(size)
         self.indices = indices
 
-    def choose(self, x, y, size):
+    def select(self, candidates, size, view):
         return self.indices
 
 
 def test_a_selectors_indices_are_checked_not_truncated():
-    x, y = two_class_data(20, 4)
-    assert len(_Returns(3, [0, 5, 7]).update(None, x, y, 0).coreset) == 3
+    points = Points.of_task(*two_class_data(20, 4), 0)
+    assert len(_Returns(3, [0, 5, 7]).update(None, points).points) == 3
     with pytest.raises(ValueError, match="integer indices, got dtype torch.float32"):
-        _Returns(2, torch.tensor([0.7, 3.2])).update(None, x, y, 0)
+        _Returns(2, torch.tensor([0.7, 3.2])).update(None, points)
     with pytest.raises(ValueError, match="integer indices"):
-        _Returns(2, ["a", "b"]).update(None, x, y, 0)
+        _Returns(2, ["a", "b"]).update(None, points)
     with pytest.raises(ValueError, match="picked a point twice"):
-        _Returns(2, [1, 1]).update(None, x, y, 0)
+        _Returns(2, [1, 1]).update(None, points)

@@ -12,7 +12,6 @@ from pyro.distributions import Normal
 from pyro_cl import ContinualLearner
 from pyro_cl.app.stream_experiment import run_online
 from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
-from pyro_cl.coresets import GaussianResidualMemory, KCenterCoreset, RandomCoreset
 from pyro_cl.data import online_stream
 from pyro_cl.data.uci import load_spambase, load_uci
 from pyro_cl.guides import MeanFieldGuide
@@ -23,6 +22,7 @@ from pyro_cl.infer.gaussian_factors import (
     remove_memory_factors,
 )
 from pyro_cl.likelihoods import GaussianLikelihood, HeteroscedasticGaussianLikelihood
+from pyro_cl.memory import GaussianResidualMemory, KCenterCoreset, RandomCoreset
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.nn.moment_matching import activation_variance, moment_matched_prior_scales
@@ -205,14 +205,14 @@ def test_grs_keeps_the_top_scoring_points_within_its_budget_with_their_times_and
     for step, time in zip(stream, times, strict=True):
         learner.observe(step.data, task_id=0, time=time)
         memory = learner.memory
-        assert len(learner.coreset) == 6
+        assert len(learner.memory_points) == 6
         top = torch.topk(memory.candidate_scores, 6).values
         torch.testing.assert_close(torch.sort(memory.scores).values, torch.sort(top).values)
-        assert set(learner.coreset.times.tolist()) <= set(times[: len(learner.times)])
-        assert (learner.coreset.task_ids == 0).all()
+        assert set(learner.memory_points.times.tolist()) <= set(times[: len(learner.times)])
+        assert (learner.memory_points.task_ids == 0).all()
         assert memory.statistics["equation"] in ("9a", "9b")
     # the memory's points are points of the stream, stamped with the step that brought them
-    for x, t in zip(learner.coreset.x, learner.coreset.times, strict=True):
+    for x, t in zip(learner.memory_points.x, learner.memory_points.times, strict=True):
         step = stream[times.index(float(t))]
         assert (step.x == x).all(dim=1).any()
 
@@ -241,12 +241,12 @@ def test_grs_resumes_mid_stream_to_the_same_memory_and_posterior(tmp_path):
     first.save(tmp_path / "grs.pt")
     torch.rand(50)
     resumed = ContinualLearner.load(tmp_path / "grs.pt")
-    assert torch.equal(resumed.coreset.times, first.coreset.times)
+    assert torch.equal(resumed.memory_points.times, first.memory_points.times)
     assert torch.equal(resumed.memory.scores, first.memory.scores)
     for step in stream.steps[1:]:
         resumed.observe(step.data, time=step.time)
-    assert torch.equal(resumed.coreset.x, straight.coreset.x)
-    assert torch.equal(resumed.coreset.times, straight.coreset.times)
+    assert torch.equal(resumed.memory_points.x, straight.memory_points.x)
+    assert torch.equal(resumed.memory_points.times, straight.memory_points.times)
     for name, q in straight.current_prior().items():
         assert torch.equal(q.mean, resumed.current_prior()[name].mean), name
     for key, posterior in straight.prediction_posteriors.items():
@@ -258,7 +258,7 @@ def test_a_failed_grs_step_leaves_memory_and_posterior_as_they_were(monkeypatch)
     stream = small_stream(steps=2)
     learner = grs_learner(stream)
     learner.observe(stream[0].data, time=0.0)
-    before = (learner.coreset, dict(learner.memory.statistics), learner.current_prior())
+    before = (learner.memory_points, dict(learner.memory.statistics), learner.current_prior())
 
     def broken(*args, **kwargs):
         raise RuntimeError("factor estimation failed")
@@ -266,7 +266,7 @@ def test_a_failed_grs_step_leaves_memory_and_posterior_as_they_were(monkeypatch)
     monkeypatch.setattr("pyro_cl.infer.model_view.estimate_gaussian_factors", broken)
     with pytest.raises(RuntimeError, match="factor estimation failed"):
         learner.observe(stream[1].data, time=1.0)
-    assert learner.coreset is before[0] and learner.memory.statistics == before[1]
+    assert learner.memory_points is before[0] and learner.memory.statistics == before[1]
     for name, q in before[2].items():
         assert torch.equal(q.mean, learner.current_prior()[name].mean)
     assert learner.times == [0.0]
@@ -290,8 +290,8 @@ def test_a_total_budget_memory_chooses_from_old_and_new_points_and_propagates_th
     y = torch.zeros(10, dtype=torch.long)
     old = Points.of_task(torch.randn(4, 2), torch.zeros(4, dtype=torch.long), 0, time=1.0)
     for selector in (RandomCoreset(5, budget="total"), KCenterCoreset(5, budget="total")):
-        update = selector.update(old, x, y, 0)
-        assert len(update.coreset) == 5
+        update = selector.update(old, Points.of_task(x, y, 0))
+        assert len(update.points) == 5
         assert len(update.remaining) + len(update.dropped) == 14 - 5
     with pytest.raises(ValueError, match="budget"):
         RandomCoreset(5, budget="forever")

@@ -20,11 +20,11 @@ from pyro_cl import (
     OrnsteinUhlenbeck,
     Wiener,
 )
-from pyro_cl.coresets import GaussianResidualMemory, RandomCoreset
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.forgetting import forgetting_mix, retention
 from pyro_cl.infer.objectives import negative_elbo
 from pyro_cl.infer.transitions import TransitionContext
+from pyro_cl.memory import GaussianResidualMemory, RandomCoreset
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.posterior import detach_distribution, read_priors
@@ -263,7 +263,7 @@ def test_a_non_equidistant_stream_equals_its_rescaled_twin(make):
     one = run(drift_learner(make(1.0), memory), times)
     two = run(drift_learner(make(2.0), GaussianResidualMemory(4, 20)), [2 * t for t in times])
     assert_same_posterior(one, two)
-    assert torch.equal(one.coreset.x, two.coreset.x)
+    assert torch.equal(one.memory_points.x, two.memory_points.x)
 
 
 class FitRecorder(ELBOFitter):

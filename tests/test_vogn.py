@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from pyro_cl import VCL, DivergenceError, GaussianLikelihood, MeanFieldGuide, SupervisedModel
-from pyro_cl.coresets import RandomCoreset
 from pyro_cl.infer.callbacks import CallbackList
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import sharded_step
@@ -20,6 +19,7 @@ from pyro_cl.infer.per_example import gradient_statistics
 from pyro_cl.infer.row_gather import RowGather
 from pyro_cl.infer.vogn import VOGN
 from pyro_cl.likelihoods import CategoricalLikelihood
+from pyro_cl.memory import RandomCoreset
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.points import Points
 from pyro_cl.posterior import install_prior
@@ -261,7 +261,7 @@ def test_vogn_with_a_coreset_and_save_load_resume_identically(tmp_path):
         return VCL(
             BayesianMLP(4, [5], 2, heads=2),
             fitter=VOGN(1e-2, beta=0.1, num_samples=2, momentum=0.5, curvature="ggn"),
-            coreset=RandomCoreset(6),
+            memory=RandomCoreset(6),
             epochs=2,
             batch_size=8,
             ml_init_epochs=0,

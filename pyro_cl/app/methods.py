@@ -18,7 +18,6 @@ from pyro_cl.baselines import CoresetOnly, FineTuning
 from pyro_cl.baselines.ewc import EWC, OnlineEWC
 from pyro_cl.baselines.laplace import LaplacePropagation
 from pyro_cl.baselines.synaptic_intelligence import SynapticIntelligence
-from pyro_cl.coresets import KCenterCoreset, RandomCoreset
 from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.learner import ContinualLearner
@@ -27,6 +26,7 @@ from pyro_cl.infer.point_estimate import PointEstimateFitter
 from pyro_cl.infer.transitions import Transition
 from pyro_cl.infer.vcl import VCL
 from pyro_cl.infer.vogn import VOGN
+from pyro_cl.memory import KCenterCoreset, RandomCoreset
 
 __all__ = ["Method", "METHODS", "VOGN_MNIST_SETTINGS", "make_method"]
 

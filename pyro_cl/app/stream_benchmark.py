@@ -175,8 +175,8 @@ def _snapshot_recorder(stream, snapshots: list):
                 "probability": probability.tolist(),
                 "seen": data.tolist(),
                 "current": step.x.tolist(),
-                "memory": learner.coreset.x.tolist(),
-                "memory_labels": learner.coreset.y.tolist(),
+                "memory": learner.memory_points.x.tolist(),
+                "memory_labels": learner.memory_points.y.tolist(),
                 "scores": learner.memory.scores.tolist(),
             }
         )

@@ -134,7 +134,9 @@ def run_online(
         result.memory_seconds.append(float(statistics.get("seconds", 0.0)))
         result.clipped.append(int(statistics.get("clipped", 0)))
         result.times.append(step.time)
-        result.memory_sizes.append(0 if learner.coreset is None else len(learner.coreset))
+        result.memory_sizes.append(
+            0 if learner.memory_points is None else len(learner.memory_points)
+        )
         if stream.test is not None:
             lml = learner.evaluate(stream.test, num_samples=num_samples)["log_likelihood"]
             result.test_lml.append(lml)

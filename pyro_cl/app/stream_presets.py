@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 
-from pyro_cl.coresets import GaussianResidualMemory, KCenterCoreset, RandomCoreset
 from pyro_cl.data.drift_data import load_covertype, load_elec2, load_gas_sensor, load_weather
 from pyro_cl.data.mnist import load_idx_dataset
 from pyro_cl.data.streams import (
@@ -28,6 +27,7 @@ from pyro_cl.likelihoods import (
     CategoricalLikelihood,
     HeteroscedasticGaussianLikelihood,
 )
+from pyro_cl.memory import GaussianResidualMemory, KCenterCoreset, RandomCoreset
 from pyro_cl.nn import BayesianMLP
 
 __all__ = ["ONLINE_METHODS", "STREAM_PRESETS", "StreamPreset", "make_online_learner"]

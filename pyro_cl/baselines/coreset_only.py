@@ -14,8 +14,8 @@ class CoresetOnly(VCL):
     ``C_t`` alone (eq. 3 with ``q̃_t = p``).
 
     The rest of each task's data is never used, which measures how much the memory by itself
-    remembers. Each refit starts from the guide's initial values. It needs a ``coreset``
-    selector (the constructor is :class:`~pyro_cl.VCL`'s).
+    remembers. Each refit starts from the guide's initial values. It needs a ``memory``, e.g.
+    ``RandomCoreset(200)`` (the constructor is :class:`~pyro_cl.VCL`'s).
     """
 
     default_transition = NoPropagation

@@ -3,7 +3,7 @@
 For each step ``t_k`` with data ``D_k``::
 
     prior     = transition(posterior_{k-1}, t_k - t_{k-1})     # Transition (not at the first step)
-    memory    : choose C_k before the fit, or after it          # CoresetSelector (optional)
+    memory    : choose C_k before the fit, or after it          # Memory (optional)
     q̃_k       = fitter(model, guide, data, prior)               # Fitter, on D_k \\ C_k (before)
                                                                 #   or D_k ∪ M_{k-1} (after)
     handoff   : install q̃_k as the priors of its sites          # pyro_cl.posterior
@@ -26,7 +26,6 @@ import pyro
 import torch
 from pyro.distributions import Distribution
 
-from pyro_cl.coresets import CoresetSelector
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback, CallbackList, ProgressBar
 from pyro_cl.infer.config import TrainingConfig
@@ -43,6 +42,7 @@ from pyro_cl.infer.model_view import ModelView
 from pyro_cl.infer.prediction import predictive_samples, random_state, set_random_state
 from pyro_cl.infer.transitions import Identity, Transition, TransitionContext
 from pyro_cl.likelihoods import Likelihood
+from pyro_cl.memory import Memory, MemoryUpdate
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.exclusive import exclusive_mode
 from pyro_cl.points import Points
@@ -83,7 +83,7 @@ class ContinualLearner:
     :param fitter: fits each step's posterior (default :attr:`default_fitter`).
     :param transition: turns the last posterior into the next prior (default
         :attr:`default_transition`).
-    :param memory: a :class:`~pyro_cl.points.PointsSelector`, or ``None`` for no memory.
+    :param memory: a :class:`~pyro_cl.memory.Memory`, or ``None`` for no memory.
     :param callbacks: :class:`~pyro_cl.infer.callbacks.Callback` objects that watch every step;
         a progress bar is added when ``progress`` is on.
     :param refit_per_task: with a refitting memory, refit a separate prediction posterior per
@@ -105,7 +105,7 @@ class ContinualLearner:
         seed: int | None = None,
         fitter: Fitter | None = None,
         transition: Transition | None = None,
-        memory: CoresetSelector | None = None,
+        memory: Memory | None = None,
         callbacks: list[Callback] | tuple[Callback, ...] = (),
         refit_per_task: bool | None = None,
         **settings,
@@ -119,11 +119,9 @@ class ContinualLearner:
         self.transition = (
             _checked_part(transition, Transition, "transition") or self.default_transition()
         )
-        self.memory = _checked_part(memory, CoresetSelector, "memory")
+        self.memory = _checked_part(memory, Memory, "memory")
         if self.memory is None and self.needs_memory:
-            raise ValueError(
-                f"{type(self).__name__} needs a coreset selector (its memory), e.g. RandomCoreset(200)"
-            )
+            raise ValueError(f"{type(self).__name__} needs a memory, e.g. RandomCoreset(200)")
         self.callbacks = CallbackList(callbacks)
         model_class = getattr(net, "model_class", SupervisedModel)
         self.model = model_class(
@@ -151,7 +149,7 @@ class ContinualLearner:
         #: Sites trained so far, in order; their priors hold the current posterior.
         self.trained_sites: list[str] = []
         #: ``C_t``: the memory after the last step (``None`` without a memory or before step 1).
-        self.coreset: Points | None = None
+        self.memory_points: Points | None = None
         #: ``q_t`` per task (or under ``ALL_TASKS``): the refit posteriors used for prediction.
         self.prediction_posteriors: dict[int, dict[str, Distribution]] = {}
 
@@ -273,20 +271,18 @@ class ContinualLearner:
             return self._propagate(context, new, task_id)
         old = self._weighted_memory(between)
         if memory.order == "before":
-            update = self._choose(old, x, y, task_id, self._view(time))
+            update = self._choose(old, new, self._view(time, task_id))
             data = new.select(update.remaining).concat(update.dropped)
             history = self._propagate(context, data, task_id) if len(data) else []
             prediction_posteriors = {}
-        elif memory.order == "after":
+        else:  # "after", the only other order a Memory accepts
             history, update, prediction_posteriors = self._fit_then_choose(
                 context, old, new, task_id, time
             )
-        else:
-            raise ValueError(f"a memory's order must be 'before' or 'after', got {memory.order!r}")
         # Everything that can fail has run once the refits are done; only then commit C_t, q_t.
         if memory.refit:
-            prediction_posteriors = self._refit(context, update.coreset)
-        self.coreset = update.coreset
+            prediction_posteriors = self._refit(context, update.points)
+        self.memory_points = update.points
         self.prediction_posteriors = prediction_posteriors
         return history
 
@@ -294,20 +290,22 @@ class ContinualLearner:
         """``M_{t-1}`` with each point's likelihood weighted for the step ``between`` leads to
         by the transition (by age under Bayesian forgetting, eq. 12); unweighted where the
         transition does not weigh, and at the first step (``between`` is None)."""
-        if self.coreset is None or between is None:
-            return self.coreset
-        ages = between.time - self.coreset.times
-        return self.coreset.weighted(self.transition.likelihood_weights(ages, between))
+        if self.memory_points is None or between is None:
+            return self.memory_points
+        ages = between.time - self.memory_points.times
+        return self.memory_points.weighted(self.transition.likelihood_weights(ages, between))
 
-    def _view(self, time: float, prior: Posterior | None = None) -> ModelView:
+    def _view(self, time: float, task_id: int, prior: Posterior | None = None) -> ModelView:
         """What the memory sees of this step: the current posterior, ``prior`` (after the fit)."""
-        return ModelView(self.model, self.current_prior(), prior, time, self.num_predictive_samples)
+        return ModelView(
+            self.model, self.current_prior(), prior, time, task_id, self.num_predictive_samples
+        )
 
-    def _choose(self, old: Points | None, x, y, task_id: int, view: ModelView):
+    def _choose(self, old: Points | None, new: Points, view: ModelView) -> MemoryUpdate:
         """The memory's update, made from the same random state on every rank of a
         data-parallel fit (so all ranks choose the same points, checked)."""
         synchronise_random_state()
-        update = self.memory.update(old, x, y, task_id, view)
+        update = self.memory.update(old, new, view)
         check_replicas_agree({"remaining": update.remaining.double()}, "memory choices")
         return update
 
@@ -329,9 +327,9 @@ class ContinualLearner:
         data = new if old is None else old.concat(new)
         step_prior = {name: detach_distribution(d) for name, d in read_priors(self.net).items()}
         history = self._propagate(context, data, task_id)
-        fitted = self.current_prior()
-        view = self._view(time, step_prior)
-        update = self._choose(old, new.x, new.y, task_id, view)
+        # a copy: the priors' buffers are overwritten below when the points let go are refitted
+        fitted = {name: detach_distribution(q) for name, q in self.current_prior().items()}
+        update = self._choose(old, new, self._view(time, task_id, step_prior))
         if update.posterior is not None:
             install_prior(self.net, update.posterior)
         else:
@@ -556,7 +554,7 @@ class ContinualLearner:
             "guide_state": self.guide.state_dict(),
             "tasks_seen": list(self.tasks_seen),
             "times": list(self.times),
-            "coreset": None if self.coreset is None else self.coreset.state(),
+            "coreset": None if self.memory_points is None else self.memory_points.state(),
             "prediction_posteriors": [
                 [key, posterior_to_state(posterior)]
                 for key, posterior in self.prediction_posteriors.items()
@@ -619,7 +617,7 @@ class ContinualLearner:
         learner.tasks_seen = list(state["tasks_seen"])
         learner.times = [float(t) for t in state["times"]]
         if state["coreset"] is not None:
-            learner.coreset = Points.from_state(state["coreset"], learner.device)
+            learner.memory_points = Points.from_state(state["coreset"], learner.device)
         learner.prediction_posteriors = {
             int(key): posterior_from_state(posterior, learner.device)
             for key, posterior in state["prediction_posteriors"]

@@ -30,6 +30,7 @@ class ModelView:
     :param posterior: ``{site: distribution}`` of every site trained so far.
     :param prior: the step's prior (after the transition), for memories that run after the fit.
     :param time: the step's time stamp (stamped on the step's new points).
+    :param task_id: the task of the step's new points.
     :param num_predictive_samples: draws per prediction where none are asked for.
     """
 
@@ -39,12 +40,14 @@ class ModelView:
         posterior: Posterior,
         prior: Posterior | None = None,
         time: float = 0.0,
+        task_id: int = 0,
         num_predictive_samples: int = 100,
     ) -> None:
         self._model = model
         self._posterior = {name: detach_distribution(q) for name, q in posterior.items()}
         self._prior = prior
         self.time = float(time)
+        self.task_id = task_id
         self.num_predictive_samples = num_predictive_samples
 
     @property

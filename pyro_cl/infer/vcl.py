@@ -3,9 +3,6 @@ handoff, optionally with a coreset (Algorithm 1)."""
 
 from __future__ import annotations
 
-import torch
-
-from pyro_cl.coresets import CoresetSelector
 from pyro_cl.infer.learner import ContinualLearner
 
 __all__ = ["VCL"]
@@ -25,12 +22,12 @@ class VCL(ContinualLearner):
     deterministic net (``ml_init_epochs``, VCL appendix A). Before later tasks the guide is
     re-initialised by ``between_tasks`` ("keep" starts from ``q_{t-1}``, as the reference code).
 
-    **Coreset VCL (Algorithm 1)** — with a ``coreset`` selector (the learner's memory), each
+    **Coreset VCL (Algorithm 1)** — with a coreset (the learner's ``memory``), each
     task runs:
 
-    1. ``C_t`` ← the selector's update of ``C_{t-1}`` with ``D_t`` (points remember their task);
+    1. ``C_t`` ← the memory's update of ``C_{t-1}`` with ``D_t`` (points remember their task);
     2. *propagation*: ``q̃_t = proj(q̃_{t-1} p(D_t ∪ C_{t-1} \\ C_t | θ))`` (eq. 2) — the fit above
-       on the task's points outside the coreset (plus any old coreset points the selector
+       on the task's points outside the coreset (plus any old coreset points the memory
        dropped), so no coreset point is used twice; ``q̃_t`` becomes the prior;
     3. *prediction*: ``q_t = proj(q̃_t p(C_t | θ))`` (eq. 3) — a copy of the guide, started at
        ``q̃_t``, fitted on the coreset with ``KL(q || q̃_t)`` and the likelihood scaled to the
@@ -45,28 +42,14 @@ class VCL(ContinualLearner):
     every fit above (propagation and coreset refits) runs that update on the guide instead of
     Adam on the ELBO; the handoff, coresets, prediction and save/load are the same.
 
-    :param coreset: a :class:`~pyro_cl.points.PointsSelector` (the paper's name for the
-        learner's ``memory``), or ``None`` for plain VCL.
-
-    The other parameters are :class:`~pyro_cl.infer.learner.ContinualLearner`'s.
+    The parameters are :class:`~pyro_cl.infer.learner.ContinualLearner`'s; the paper's coreset is
+    its ``memory`` (a :class:`~pyro_cl.memory.Memory`, e.g. ``KCenterCoreset(40)``).
 
     Example::
 
         net = BayesianMLP(784, [100, 100], 2, heads=5)
-        learner = VCL(net, coreset=KCenterCoreset(40), epochs=120, batch_size=None)
+        learner = VCL(net, memory=KCenterCoreset(40), epochs=120, batch_size=None)
         for task in split_mnist(root):
             learner.observe(task.train, task_id=task.id)
             print(learner.evaluate(task.test, task_id=task.id))
     """
-
-    def __init__(
-        self,
-        net: torch.nn.Module,
-        *args,
-        coreset: CoresetSelector | None = None,
-        memory: CoresetSelector | None = None,
-        **kwargs,
-    ) -> None:
-        if coreset is not None and memory is not None:
-            raise ValueError("pass the coreset selector once, as coreset= or as memory=")
-        super().__init__(net, *args, memory=coreset or memory, **kwargs)

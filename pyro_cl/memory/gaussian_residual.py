@@ -21,21 +21,20 @@ against ``p_t`` instead of the factor update (the learner runs that fit).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from pyro_cl.coresets.selection import (
-    CoresetSelector,
-    CoresetUpdate,
-    farthest_first,
-    split_candidates,
+from pyro_cl.infer.gaussian_factors import (
+    GaussianFactors,
+    natural_parameters,
+    remove_memory_factors,
 )
-from pyro_cl.infer.gaussian_factors import natural_parameters, remove_memory_factors
+from pyro_cl.infer.model_view import ModelView
+from pyro_cl.memory.base import Memory, MemoryUpdate
+from pyro_cl.memory.kcenter import farthest_first
 from pyro_cl.points import Points
-
-if TYPE_CHECKING:
-    from pyro_cl.infer.model_view import ModelView
+from pyro_cl.posterior import Posterior
 
 __all__ = ["GaussianResidualMemory"]
 
@@ -45,7 +44,7 @@ SELECTIONS = ("residual", "kcenter", "random")
 GAUSSIAN_UPDATES = ("factors", "elbo")
 
 
-class GaussianResidualMemory(CoresetSelector):
+class GaussianResidualMemory(Memory):
     """GRS: a running memory of at most ``size`` points with the highest Gaussian residual.
 
     Runs after the fit (``order = "after"``) and needs a learner whose guide is a mean-field
@@ -105,62 +104,62 @@ class GaussianResidualMemory(CoresetSelector):
         self.candidate_scores = torch.zeros(0)
         #: What the last update did: ``{"equation", "clipped", "coordinates", "seconds"}``.
         self.statistics: dict[str, Any] = {}
+        self._factors: GaussianFactors | None = None  # the candidates' factors, within a step
+        self._start = 0.0
 
-    def choose(self, x: torch.Tensor, y: torch.Tensor, size: int) -> torch.Tensor:
-        """The heuristic choices (``kcenter``, ``random``); GRS chooses by score in
-        :meth:`update`."""
-        if self.selection == "kcenter":
-            return farthest_first(x, size)
-        return torch.randperm(x.shape[0], device=x.device)[:size]
-
-    def update(
-        self,
-        coreset: Points | None,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        task_id: int,
-        view: ModelView | None = None,
-    ) -> CoresetUpdate:
-        """``M_t`` from ``M_{t-1} ∪ D_t`` and the Gaussian part ``q_t`` (see the module docstring).
+    def select(self, candidates: Points, size: int, view: ModelView | None) -> torch.Tensor:
+        """The ``size`` candidates with the highest score (eq. 8), or the heuristic's choice
+        (``kcenter``, ``random``) from the same candidates; every candidate's factor is kept for
+        :meth:`handed_on`.
 
         :param view: required: the fitted ``q̃_t``, the step's prior and the model.
         """
         if view is None:
             raise ValueError("GaussianResidualMemory scores points by the model: it needs a view")
-        start = time.perf_counter()
-        old = coreset if coreset is not None else Points.empty(x, y)
-        candidates = old.concat(Points.of_task(x, y, task_id, view.time))
-        size = min(self.size, len(candidates))
-        fitted = view.posterior
-        factors = view.gaussian_factors(candidates, self.num_term_samples, self.samples_per_chunk)
-        scores = factors.residual_scores(fitted)
+        self._start = time.perf_counter()
+        self._factors = view.gaussian_factors(
+            candidates, self.num_term_samples, self.samples_per_chunk
+        )
+        scores = self._factors.residual_scores(view.posterior)
         if self.selection == "residual":
             chosen = torch.topk(scores, size).indices
+        elif self.selection == "kcenter":
+            chosen = farthest_first(candidates.x, size).to(scores.device)
         else:
-            chosen = self.choose(candidates.x, candidates.y, size).to(scores.device)
-        kept, split = split_candidates(old, candidates, chosen)
+            chosen = torch.randperm(len(candidates), device=candidates.x.device)[:size]
+            chosen = chosen.to(scores.device)
+        self.scores = scores[chosen].detach()
+        self.candidate_scores = scores.detach()
+        return chosen
+
+    def handed_on(
+        self, candidates: Points, kept: torch.Tensor, update: MemoryUpdate, view: ModelView | None
+    ) -> Posterior | None:
+        """``q̃_t`` with the kept points' factors divided out (eq. 9a/9b), or with
+        ``gaussian_update="elbo"`` the step's prior where every point is kept (else ``None``:
+        the learner fits the points let go from the prior)."""
+        factors: GaussianFactors = self._factors
+        self._factors = None
         posterior = None
         self.statistics = {"equation": "elbo", "clipped": 0, "coordinates": 0}
         if self.gaussian_update == "factors":
-            update = remove_memory_factors(
+            removed = remove_memory_factors(
                 natural_parameters(view.prior),
-                natural_parameters(fitted),
+                natural_parameters(view.posterior),
                 factors,
-                kept,
+                kept.to(factors.expected_log_likelihood.device),
                 self.precision_floor,
             )
-            posterior = update.posterior.distributions()
+            posterior = removed.posterior.distributions()
             self.statistics = {
-                "equation": update.equation,
-                "clipped": update.clipped,
-                "coordinates": update.coordinates,
+                "equation": removed.equation,
+                "clipped": removed.clipped,
+                "coordinates": removed.coordinates,
             }
-        elif not len(split.remaining) and not len(split.dropped):
+        elif not len(update.remaining) and not len(update.dropped):
             posterior = view.prior  # every point is in the memory: the Gaussian part is the prior
-        self.statistics["seconds"] = time.perf_counter() - start
-        self.scores = scores[chosen].detach()
-        self.candidate_scores = scores.detach()
-        return split._replace(posterior=posterior)
+        self.statistics["seconds"] = time.perf_counter() - self._start
+        return posterior
 
     def state_dict(self) -> dict[str, Any]:
         return {"scores": self.scores, "statistics": dict(self.statistics)}
