@@ -17,7 +17,15 @@ from collections.abc import Iterable, Iterator, Mapping
 import pyro.distributions as pdist
 import torch
 from pyro.distributions import Distribution, Independent
+from pyro.infer.autoguide import AutoNormal
 from pyro.nn import PyroModule, PyroSample
+
+from pyro_cl.pyro_internals import (
+    autonormal_loc_and_scale,
+    pyro_module_prefix,
+    pyro_sample_attributes,
+    pyro_sample_prior,
+)
 
 __all__ = [
     "Posterior",
@@ -38,7 +46,7 @@ Posterior = dict[str, Distribution]
 
 def site_name(module: PyroModule, attribute: str) -> str:
     """The name Pyro gives the sample site ``attribute`` of ``module`` at run time."""
-    prefix = module.__dict__["_pyro_name"]
+    prefix = pyro_module_prefix(module)
     return f"{prefix}.{attribute}" if prefix else attribute
 
 
@@ -46,7 +54,7 @@ def sample_sites(model: torch.nn.Module) -> Iterator[tuple[str, PyroModule, str]
     """Yield ``(site name, module, attribute)`` for every ``PyroSample`` in ``model``."""
     for module in model.modules():
         if isinstance(module, PyroModule):
-            for attribute in module._pyro_samples:
+            for attribute, _ in pyro_sample_attributes(module):
                 yield site_name(module, attribute), module, attribute
 
 
@@ -98,7 +106,7 @@ def install_prior(model: torch.nn.Module, posterior: Mapping[str, Distribution])
 
 
 def read_priors_of(module: PyroModule, attribute: str) -> Distribution:
-    prior = module._pyro_samples[attribute]
+    prior = pyro_sample_prior(module, attribute)
     return prior if isinstance(prior, Distribution) else prior(module)
 
 
@@ -110,10 +118,10 @@ def extract_posterior(guide) -> Posterior:
     """
     if hasattr(guide, "posterior"):
         return {name: detach_distribution(d) for name, d in guide.posterior().items()}
-    if hasattr(guide, "_get_loc_and_scale") and hasattr(guide, "prototype_trace"):
+    if isinstance(guide, AutoNormal):
         posterior = {}
         for name, site in guide.prototype_trace.iter_stochastic_nodes():
-            loc, scale = guide._get_loc_and_scale(name)
+            loc, scale = autonormal_loc_and_scale(guide, name)
             event_dim = site["fn"].event_dim
             posterior[name] = detach_distribution(pdist.Normal(loc, scale).to_event(event_dim))
         return posterior

@@ -53,7 +53,14 @@ class Registrable:
             cls.kind = kind
             REGISTRIES.setdefault(kind, {})
         if "name" in cls.__dict__ and getattr(cls, "kind", None) is not None:
-            REGISTRIES[cls.kind][cls.name] = cls
+            registry = REGISTRIES[cls.kind]
+            holder = registry.get(cls.name)
+            if holder is not None and _where(holder) != _where(cls):
+                raise TypeError(
+                    f"{cls.__module__}.{cls.__qualname__} cannot register as {cls.kind} "
+                    f"{cls.name!r}: {_where(holder)} holds that name; choose another name"
+                )
+            registry[cls.name] = cls  # a class defined again (a re-run cell) replaces itself
 
     # ------------------------------------------------------------------ description
     def hyperparameters(self) -> dict[str, Any]:
@@ -90,6 +97,10 @@ class Registrable:
         except TypeError:
             arguments = "..."
         return f"{type(self).__name__}({arguments})"
+
+
+def _where(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _constructor_parameters(cls: type) -> list[str]:

@@ -362,25 +362,39 @@ def command_line_errors(program: str, debug: bool = False) -> Iterator[None]:
         raise SystemExit(f"{program}: {message}") from None
 
 
-def join_data_parallel(run: BenchmarkRun) -> BenchmarkRun:
+def join_data_parallel(run: BenchmarkRun) -> tuple[BenchmarkRun, bool]:
     """Under ``torchrun --nproc-per-node N`` (``WORLD_SIZE`` > 1): join the process group (gloo
     on the CPU, NCCL on GPUs, each rank on the GPU of its ``LOCAL_RANK``) and return ``run`` on
     this rank's device; every fit is then data-parallel (:mod:`pyro_cl.infer.data_parallel`).
-    Rank 0 prints and writes the results; the other ranks train alongside it silently."""
+    Rank 0 prints and writes the results; the other ranks train alongside it silently.
+
+    :returns: the run for this rank, and whether this rank runs silently (not rank 0).
+    """
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return run
+        return run, False
     device = init_from_environment(run.resolved_device)
     if is_writer():
-        return dataclasses.replace(run, device=device)
-    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the life of the process)
-    return dataclasses.replace(run, device=device, output=None)
+        return dataclasses.replace(run, device=device), False
+    return dataclasses.replace(run, device=device, output=None), True
+
+
+@contextlib.contextmanager
+def silenced(silent: bool) -> Iterator[None]:
+    """Standard output discarded within, when ``silent`` (restored afterwards)."""
+    if not silent:
+        yield
+        return
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+        yield
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "run":
         with command_line_errors("pyro-cl run", args.debug):
-            run_benchmark(join_data_parallel(benchmark_run_from_args(args)))
+            run, silent = join_data_parallel(benchmark_run_from_args(args))
+            with silenced(silent):
+                run_benchmark(run)
     elif args.command == "stream":
         with command_line_errors("pyro-cl stream", args.debug):
             run = stream_run_from_args(args)

@@ -28,7 +28,7 @@ from pyro_cl.infer.vcl import VCL
 from pyro_cl.infer.vogn import VOGN
 from pyro_cl.memory import KCenterCoreset, RandomCoreset
 
-__all__ = ["Method", "METHODS", "VOGN_MNIST_SETTINGS", "make_method"]
+__all__ = ["Method", "METHODS", "VOGN_MNIST_SETTINGS", "make_method", "register_method"]
 
 #: The VOGN thesis's set-up for permuted and split MNIST (section 4.3): no maximum-likelihood
 #: initialisation, PyTorch's initial means and precision 1e6, re-initialised before every task.
@@ -38,7 +38,7 @@ VOGN_MNIST_SETTINGS = {
     "between_tasks": "fresh",
 }
 
-#: Every method by name (filled in by :class:`Method`).
+#: Every method by name (see :func:`register_method`).
 METHODS: dict[str, Method] = {}
 
 
@@ -58,9 +58,6 @@ class Method:
     fitter_defaults: dict = field(default_factory=dict)
     description: str = ""
     penalty: type[Penalty] | None = None
-
-    def __post_init__(self) -> None:
-        METHODS[self.name] = self
 
     def fitter_parameters(self) -> set[str]:
         """Names of the keyword arguments the method's fitter takes (none without one)."""
@@ -98,40 +95,68 @@ class Method:
         return self.learner(net, device=device, seed=seed, **parts, **settings)
 
 
-Method("vcl", VCL, description="VCL: SVI on the online ELBO (eq. 4)")
-Method("vcl-random", VCL, RandomCoreset, description="VCL + random coreset (Algorithm 1)")
-Method("vcl-kcenter", VCL, KCenterCoreset, description="VCL + K-center coreset (Algorithm 1)")
-Method("coreset-only", CoresetOnly, RandomCoreset, description="refit on a random coreset only")
-Method("kcenter-only", CoresetOnly, KCenterCoreset, description="refit on a K-center coreset only")
-Method("finetune", FineTuning, description="maximum likelihood on each task in turn")
-Method("vogn", VCL, None, VOGN, VOGN_MNIST_SETTINGS, description="VOGN (thesis eq. 52/53)")
-Method(
-    "vogn-ggn",
-    VCL,
-    None,
-    VOGN,
-    VOGN_MNIST_SETTINGS,
-    {"curvature": "ggn"},
-    "VOGN with the Gauss-Newton curvature",
-)
-Method("vogn-random", VCL, RandomCoreset, VOGN, VOGN_MNIST_SETTINGS, description="VOGN + random")
-Method(
-    "vogn-kcenter", VCL, KCenterCoreset, VOGN, VOGN_MNIST_SETTINGS, description="VOGN + K-center"
-)
-Method("ivon", VCL, None, IVON, {"ml_init_epochs": 0}, description="IVON (Shen et al. 2024)")
-for _name, _penalty, _description in (
+def register_method(method: Method) -> Method:
+    """Add ``method`` to :data:`METHODS` under its name.
+
+    :raises ValueError: if another method holds the name.
+    """
+    if method.name in METHODS:
+        raise ValueError(f"method {method.name!r} is registered already: {METHODS[method.name]}")
+    METHODS[method.name] = method
+    return method
+
+
+_PENALTIES = (
     ("ewc", EWC, "EWC (Kirkpatrick et al. 2017): a Fisher quadratic per task"),
     ("online-ewc", OnlineEWC, "online EWC (Schwarz et al. 2018): one running Fisher"),
     ("si", SynapticIntelligence, "Synaptic Intelligence (Zenke et al. 2017)"),
-):
-    Method(_name, FineTuning, None, PointEstimateFitter, description=_description, penalty=_penalty)
-Method(
-    "lp",
-    VCL,
-    None,
-    LaplacePropagation,
-    description="diagonal Laplace propagation: MAP + Gauss-Newton precision, handed on",
 )
+for _method in (
+    Method("vcl", VCL, description="VCL: SVI on the online ELBO (eq. 4)"),
+    Method("vcl-random", VCL, RandomCoreset, description="VCL + random coreset (Algorithm 1)"),
+    Method("vcl-kcenter", VCL, KCenterCoreset, description="VCL + K-center coreset (Algorithm 1)"),
+    Method(
+        "coreset-only", CoresetOnly, RandomCoreset, description="refit on a random coreset only"
+    ),
+    Method(
+        "kcenter-only", CoresetOnly, KCenterCoreset, description="refit on a K-center coreset only"
+    ),
+    Method("finetune", FineTuning, description="maximum likelihood on each task in turn"),
+    Method("vogn", VCL, None, VOGN, VOGN_MNIST_SETTINGS, description="VOGN (thesis eq. 52/53)"),
+    Method(
+        "vogn-ggn",
+        VCL,
+        None,
+        VOGN,
+        VOGN_MNIST_SETTINGS,
+        {"curvature": "ggn"},
+        "VOGN with the Gauss-Newton curvature",
+    ),
+    Method(
+        "vogn-random", VCL, RandomCoreset, VOGN, VOGN_MNIST_SETTINGS, description="VOGN + random"
+    ),
+    Method(
+        "vogn-kcenter",
+        VCL,
+        KCenterCoreset,
+        VOGN,
+        VOGN_MNIST_SETTINGS,
+        description="VOGN + K-center",
+    ),
+    Method("ivon", VCL, None, IVON, {"ml_init_epochs": 0}, description="IVON (Shen et al. 2024)"),
+    *(
+        Method(name, FineTuning, None, PointEstimateFitter, description=text, penalty=penalty)
+        for name, penalty, text in _PENALTIES
+    ),
+    Method(
+        "lp",
+        VCL,
+        None,
+        LaplacePropagation,
+        description="diagonal Laplace propagation: MAP + Gauss-Newton precision, handed on",
+    ),
+):
+    register_method(_method)
 
 
 def make_method(

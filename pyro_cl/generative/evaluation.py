@@ -58,11 +58,11 @@ def importance_log_likelihood(
     _check_count(chunk, "chunk")
     _check_count(batch_size, "batch_size")
     model = learner.model
-    x, _, task_id = learner._prepare(x, task_id)
+    x, _, task_id = learner.prepare_data(x, task_id)
     sites = learner.prediction_sites(x[:1], task_id)
     prior = dist.Normal(x.new_zeros(model.latent_dim), x.new_ones(model.latent_dim))
     results = []
-    with exclusive_mode(learner.net, training=False):
+    with exclusive_mode(learner.net, training=False), learner.random.scope():
         for start in range(0, x.shape[0], batch_size):
             batch = x[start : start + batch_size]
             q = model.local_guide.distribution(batch, task_id)
@@ -96,7 +96,8 @@ def generate(
     :param mean_weights: decode with the posterior mean of ``θ`` instead of a draw per image
         (the VCL reference code's pictures and classifier scores use the mean).
 
-    Draws come from torch's global generator: the same seed gives the same samples.
+    Draws come from the learner's random stream (:attr:`ContinualLearner.random`): the same
+    seed gives the same samples.
 
     :returns: shape ``(num_samples, data size)``.
     """
@@ -111,11 +112,11 @@ def generate(
             name: value.mean if isinstance(value, Distribution) else value
             for name, value in learner.posterior(task_id).items()
         }
-    z = torch.randn(1, num_samples, model.latent_dim, device=learner.device, dtype=model.dtype)
-    with exclusive_mode(learner.net, training=False):
+    with exclusive_mode(learner.net, training=False), learner.random.scope():
+        z = torch.randn(1, num_samples, model.latent_dim, device=learner.device, dtype=model.dtype)
         outputs = outputs_per_draw(model.decode, model, sites, z, task_id)[0]
-    observations = model.likelihood.distribution(outputs)
-    return observations.mean if mean else observations.sample()
+        observations = model.likelihood.distribution(outputs)
+        return observations.mean if mean else observations.sample()
 
 
 @torch.no_grad()

@@ -22,7 +22,6 @@ import math
 import os
 from typing import ClassVar
 
-import pyro
 import torch
 from pyro.distributions import Distribution
 
@@ -39,7 +38,8 @@ from pyro_cl.infer.elbo_fitter import ELBOFitter
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.model_view import ModelView
-from pyro_cl.infer.prediction import predictive_samples, random_state, set_random_state
+from pyro_cl.infer.prediction import predictive_samples
+from pyro_cl.infer.random_stream import RandomStream
 from pyro_cl.infer.transitions import Identity, Transition, TransitionContext
 from pyro_cl.likelihoods import Likelihood
 from pyro_cl.memory import Memory, MemoryUpdate
@@ -113,8 +113,9 @@ class ContinualLearner:
         self.config = (config or TrainingConfig()).replace(**settings)
         self.device = torch.device(device or "cpu")
         self.seed = seed
-        if seed is not None:
-            pyro.set_rng_seed(seed)
+        #: Where the learner's draws come from: its own stream when seeded (see
+        #: :mod:`pyro_cl.infer.random_stream`), else torch's global generator.
+        self.random = RandomStream(seed, self.device)
         self.fitter = _checked_part(fitter, Fitter, "fitter") or self.default_fitter()
         self.transition = (
             _checked_part(transition, Transition, "transition") or self.default_transition()
@@ -132,12 +133,13 @@ class ContinualLearner:
         if self.model.local_guide is not None:
             self._check_local_guide_support()
         self.transition.check(self.net)
-        self.guide = MeanFieldGuide(
-            self.model,
-            init_log_variance=self.config.initialisation.init_log_variance,
-            init_loc_std=self.config.initialisation.init_loc_std,
-            local_guide=self.model.local_guide,
-        )
+        with self.random.scope():
+            self.guide = MeanFieldGuide(
+                self.model,
+                init_log_variance=self.config.initialisation.init_log_variance,
+                init_loc_std=self.config.initialisation.init_loc_std,
+                local_guide=self.model.local_guide,
+            )
         self.refit_per_task = self.model.multi_head if refit_per_task is None else refit_per_task
         #: The priors before any step (for transitions that return towards them).
         self.initial_prior = {
@@ -183,9 +185,12 @@ class ContinualLearner:
         return self.fitter.point_estimate
 
     # ------------------------------------------------------------------ data
-    def _prepare(self, data, task_id) -> tuple[torch.Tensor, torch.Tensor, int]:
+    def prepare_data(self, data, task_id: int) -> tuple[torch.Tensor, torch.Tensor, int]:
         """``data`` (``(x, y)``; observations ``x`` alone for a generative model) and
-        ``task_id`` checked, converted and on the device."""
+        ``task_id`` checked, converted and on the learner's device.
+
+        :raises ValueError: naming what is wrong with the data or the task id.
+        """
         x, y = self.model.split_data(data)
         x, y, task_id = self.model.prepare_data(x, y, task_id)
         return x.to(self.device), y.to(self.device), task_id
@@ -217,10 +222,10 @@ class ContinualLearner:
         :param callbacks: extra callbacks for this step only (not saved with the learner).
         :returns: the loss of every epoch of the propagation fit.
         """
-        x, y, task_id = self._prepare(data, task_id)
+        x, y, task_id = self.prepare_data(data, task_id)
         # Training mode whatever the user left the net in (an IBP net in eval() would train
         # with test-time Bernoulli masks); one model run at a time (see pyro_cl.nn.exclusive).
-        with exclusive_mode(self.net, training=True):
+        with exclusive_mode(self.net, training=True), self.random.scope():
             time = self._check_time(time)
             watchers = CallbackList([*self._callbacks(), *callbacks])
             snapshot = self._snapshot()
@@ -468,12 +473,13 @@ class ContinualLearner:
     ) -> torch.Tensor:
         """:meth:`predictive_samples` for inputs already checked and on the device, with the
         latent sites drawn from ``sites`` (default :meth:`prediction_sites`)."""
-        if sites is None:
-            with exclusive_mode(self.net, training=False):
-                sites = self.prediction_sites(x[:1], task_id)
-        return predictive_samples(
-            self.model, sites, x, task_id, num_samples or self.num_predictive_samples, chunk
-        )
+        with self.random.scope():
+            if sites is None:
+                with exclusive_mode(self.net, training=False):
+                    sites = self.prediction_sites(x[:1], task_id)
+            return predictive_samples(
+                self.model, sites, x, task_id, num_samples or self.num_predictive_samples, chunk
+            )
 
     def predict(self, x: torch.Tensor, task_id: int = 0, num_samples: int | None = None):
         """Class probabilities ``(1/S) Σ_s softmax(f(x; θ_s))`` (classification likelihoods)."""
@@ -488,7 +494,7 @@ class ContinualLearner:
         :param sites: distributions or values of latent sites to predict with instead of
             :meth:`prediction_sites` (others come from their priors), e.g. a pruned posterior.
         """
-        x, y, task_id = self._prepare(data, task_id)
+        x, y, task_id = self.prepare_data(data, task_id)
         samples = self._predictive_samples(x, task_id, num_samples, sites=sites)
         return self.model.likelihood.metrics(samples, y)
 
@@ -532,7 +538,6 @@ class ContinualLearner:
         net_spec = None
         if hasattr(self.net, "spec"):
             net_spec = check_rebuildable(self.net, "net")
-        rng = random_state(self.device)
         return {
             "format": _FORMAT,
             "learner": type(self).__name__,
@@ -560,7 +565,7 @@ class ContinualLearner:
                 for key, posterior in self.prediction_posteriors.items()
             ],
             "seed": self.seed,
-            "rng": rng,
+            "rng": self.random.state(),
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -606,6 +611,7 @@ class ContinualLearner:
             memory=None if parts["memory"] is None else from_spec(parts["memory"], "memory"),
             callbacks=[from_spec(spec, "callback") for spec in parts["callbacks"]],
             refit_per_task=state["refit_per_task"],
+            seed=state["seed"],
         )
         learner.net.load_state_dict(state["net_state"])
         install_prior(learner.net, posterior_from_state(state["prior"], learner.device))
@@ -622,8 +628,7 @@ class ContinualLearner:
             int(key): posterior_from_state(posterior, learner.device)
             for key, posterior in state["prediction_posteriors"]
         }
-        learner.seed = state["seed"]
-        set_random_state(learner.device, state["rng"])
+        learner.random.load_state(state["rng"])
         return learner
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import torch
 
+from pyro_cl.infer.random_stream import random_state, set_random_state
 from pyro_cl.infer.site_values import sample_outputs
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.exclusive import exclusive_mode
 
-__all__ = ["check_finite_outputs", "predictive_samples", "random_state", "set_random_state"]
+__all__ = ["check_finite_outputs", "predictive_samples"]
 
 
 @torch.no_grad()
@@ -59,18 +60,3 @@ def check_finite_outputs(samples: torch.Tensor, x: torch.Tensor) -> None:
             f"(largest |input| among them: {largest:.3g}); such inputs overflow the net, so no "
             "prediction is reported: standardise the inputs as in training"
         )
-
-
-def random_state(device: torch.device) -> dict[str, torch.Tensor]:
-    """torch's CPU generator state, and the device's on CUDA."""
-    state = {"torch": torch.get_rng_state()}
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def set_random_state(device: torch.device, state: dict[str, torch.Tensor]) -> None:
-    """Restore what :func:`random_state` returned."""
-    torch.set_rng_state(state["torch"].cpu())
-    if "cuda" in state and device.type == "cuda":
-        torch.cuda.set_rng_state(state["cuda"].cpu(), device)

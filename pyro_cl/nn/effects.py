@@ -1,10 +1,14 @@
-"""Pyro effect handlers (Messengers) for what pyro_cl's modules do beyond ``pyro.sample``.
+"""Dynamically scoped effects of pyro_cl's modules, beyond ``pyro.sample``.
 
-Every effect that crosses a module boundary is a small handler here, entered as a context
-manager, exactly as Pyro's own ``poutine`` handlers are. A module asks for the innermost active
-handler of a kind with :func:`innermost` (as :func:`pyro_cl.nn.local_reparam.normal_source`
-does); nothing sets attributes on modules from outside, and there is no module-global stack
-besides Pyro's own ``_PYRO_STACK``.
+What crosses a module boundary is entered as a context manager around a model run, and a module
+asks for the innermost active one of a kind with :func:`innermost` (as
+:func:`pyro_cl.nn.local_reparam.normal_source` does). Most of them only carry a value or collect
+one, so they are plain scoped contexts (:class:`Scoped`), not Pyro handlers: nothing here
+rewrites a sample site. The two that are Pyro handlers — :class:`ParticlePlate` (a
+``pyro.plate``) and :class:`~pyro_cl.nn.local_reparam.LocalReparameterizationMessenger` (which
+reads every draw in ``_pyro_post_sample``) — also enter the same scope so :func:`innermost`
+finds them. The scope is a :class:`contextvars.ContextVar`, so each thread sees its own; nothing
+sets attributes on modules from outside and nothing reads Pyro's private handler stack.
 
 * :class:`SubstituteSites` — the fast path: layers take their sites' values or distributions
   from the handler instead of running ``pyro.sample`` (all particles along a leading dimension);
@@ -23,13 +27,12 @@ besides Pyro's own ``_PYRO_STACK``.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyro
 import torch
-from pyro.poutine.messenger import Messenger
-from pyro.poutine.runtime import _PYRO_STACK
 
 __all__ = [
     "CollectLocalKL",
@@ -37,6 +40,10 @@ __all__ = [
     "MinibatchShard",
     "PARTICLE_DIM",
     "ParticlePlate",
+    "Scoped",
+    "active_effects",
+    "enter_scope",
+    "exit_scope",
     "in_particle_plate",
     "PosteriorConditionals",
     "RecordLayers",
@@ -46,18 +53,49 @@ __all__ = [
     "innermost",
 ]
 
-HandlerType = TypeVar("HandlerType", bound=Messenger)
+ScopedType = TypeVar("ScopedType")
+
+#: The active scoped effects, innermost last.
+_ACTIVE: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar(
+    "pyro_cl_effects", default=()
+)
 
 
-def innermost(handler_type: type[HandlerType]) -> HandlerType | None:
-    """The innermost active handler of ``handler_type`` on Pyro's stack, or ``None``."""
-    for frame in reversed(_PYRO_STACK):
-        if isinstance(frame, handler_type):
-            return frame
+def enter_scope(effect: Any) -> contextvars.Token:
+    """Make ``effect`` the innermost active effect; returns the token for :func:`exit_scope`."""
+    return _ACTIVE.set((*_ACTIVE.get(), effect))
+
+
+def exit_scope(token: contextvars.Token) -> None:
+    """Undo the :func:`enter_scope` that returned ``token``."""
+    _ACTIVE.reset(token)
+
+
+def active_effects(effect_type: type[ScopedType]) -> list[ScopedType]:
+    """The active effects of ``effect_type``, innermost first."""
+    return [effect for effect in reversed(_ACTIVE.get()) if isinstance(effect, effect_type)]
+
+
+def innermost(effect_type: type[ScopedType]) -> ScopedType | None:
+    """The innermost active effect of ``effect_type``, or ``None``."""
+    for effect in reversed(_ACTIVE.get()):
+        if isinstance(effect, effect_type):
+            return effect
     return None
 
 
-class SubstituteSites(Messenger):
+class Scoped:
+    """Base of a scoped effect: active between ``__enter__`` and ``__exit__``."""
+
+    def __enter__(self):
+        self._tokens = [*getattr(self, "_tokens", []), enter_scope(self)]
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        exit_scope(self._tokens.pop())
+
+
+class SubstituteSites(Scoped):
     """Hand pyro_cl modules their site values directly (the fast path, no ``pyro.sample``).
 
     :param values: ``{module: {attribute: value or distribution}}``; a module listed with an
@@ -68,12 +106,11 @@ class SubstituteSites(Messenger):
     """
 
     def __init__(self, values: dict, num_particles: int | None = None) -> None:
-        super().__init__()
         self.values = values
         self.num_particles = num_particles
 
 
-class MinibatchShard(Messenger):
+class MinibatchShard(Scoped):
     """While active, the net runs on rows ``start .. start + size`` of a global minibatch of
     ``global_size`` points (one process's shard, :mod:`pyro_cl.infer.data_parallel`): per-point
     noise (:func:`pyro_cl.nn.local_reparam.sample_gaussian_outputs`) is drawn for all
@@ -81,7 +118,6 @@ class MinibatchShard(Messenger):
     the whole minibatch, draws the same number for the same point."""
 
     def __init__(self, start: int, size: int, global_size: int) -> None:
-        super().__init__()
         self.start = start
         self.size = size
         self.global_size = global_size
@@ -96,11 +132,10 @@ class MinibatchShard(Messenger):
         return draw(torch.Size(full)).narrow(data_dim, self.start, self.size)
 
 
-class RecordLayers(Messenger):
+class RecordLayers(Scoped):
     """Collects ``(layer, input, output)`` of every pyro_cl layer call while active."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.records: list = []
 
     def __enter__(self) -> list:
@@ -108,12 +143,11 @@ class RecordLayers(Messenger):
         return self.records
 
 
-class CollectLocalKL(Messenger):
+class CollectLocalKL(Scoped):
     """Collects the per-point Monte Carlo ``log q(z_n) - log p(z_n)`` of local structured sites
     drawn on the fast path."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.terms: list[torch.Tensor] = []
 
     def __enter__(self) -> CollectLocalKL:
@@ -128,16 +162,15 @@ class CollectLocalKL(Messenger):
         return total
 
 
-class PosteriorConditionals(Messenger):
+class PosteriorConditionals(Scoped):
     """Within this handler structured sites are drawn from their posterior conditional
     (temperature ``λ1`` instead of ``λ2`` for Concrete masks, H-IBP supplement eq. 11)."""
 
 
-class RecordMasks(Messenger):
+class RecordMasks(Scoped):
     """Collects every mask ``z`` that masked layers apply, in layer order."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.masks: list[torch.Tensor] = []
 
     def __enter__(self) -> list[torch.Tensor]:
@@ -145,12 +178,11 @@ class RecordMasks(Messenger):
         return self.masks
 
 
-class DataPlate(Messenger):
+class DataPlate(Scoped):
     """Makes ``plate`` the data plate of everything run inside (a Pyro program's one data plate:
     creating a subsampled plate records a site, so a program may create it only once)."""
 
     def __init__(self, plate: pyro.plate) -> None:
-        super().__init__()
         self.plate = plate
 
     def __enter__(self) -> pyro.plate:
@@ -176,6 +208,15 @@ class ParticlePlate(pyro.plate):
 
     def __init__(self, num_particles: int) -> None:
         super().__init__("particles", num_particles, dim=PARTICLE_DIM)
+
+    def __enter__(self):
+        entered = super().__enter__()
+        self._scope = enter_scope(self)
+        return entered
+
+    def __exit__(self, *exc_info):
+        exit_scope(self._scope)
+        return super().__exit__(*exc_info)
 
     @staticmethod
     def particles_of(value: torch.Tensor, event_dim: int) -> torch.Tensor:

@@ -25,9 +25,8 @@ import torch
 import torch.nn.functional as F
 from pyro.distributions import Normal
 from pyro.poutine.messenger import Messenger
-from pyro.poutine.runtime import _PYRO_STACK
 
-from pyro_cl.nn.effects import MinibatchShard, innermost
+from pyro_cl.nn.effects import MinibatchShard, active_effects, enter_scope, exit_scope, innermost
 from pyro_cl.posterior import base_distribution
 
 #: The smallest pre-activation variance sampled (so that its square root stays differentiable).
@@ -63,9 +62,12 @@ class LocalReparameterizationMessenger(Messenger):
 
     def __enter__(self):
         self._sources = {}
-        return super().__enter__()
+        entered = super().__enter__()
+        self._scope = enter_scope(self)  # so normal_source finds it (pyro_cl.nn.effects)
+        return entered
 
     def __exit__(self, *args):
+        exit_scope(self._scope)
         self._sources = {}
         return super().__exit__(*args)
 
@@ -96,11 +98,10 @@ def local_reparameterization() -> LocalReparameterizationMessenger:
 
 def normal_source(value: torch.Tensor) -> Normal | None:
     """The Normal that ``value`` was sampled from, if a messenger on the stack recorded one."""
-    for frame in reversed(_PYRO_STACK):
-        if isinstance(frame, LocalReparameterizationMessenger):
-            found = frame.lookup(value)
-            if found is not None:
-                return found
+    for frame in active_effects(LocalReparameterizationMessenger):
+        found = frame.lookup(value)
+        if found is not None:
+            return found
     return None
 
 
