@@ -32,6 +32,7 @@ from pyro_cl import VCL
 from pyro_cl.baselines import EWC, SynapticIntelligence
 from pyro_cl.infer.callbacks import CallbackList
 from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.point_fit import fit_point_estimate
 from pyro_cl.infer.training import make_adam
@@ -149,6 +150,7 @@ def main() -> None:
     names = learner.guide.sites_for(x[:1], None, task_id=0)
     context = FitContext(learner.model, learner.config, device, CallbackList())
     data = Points.of_task(x, y, 0)
+    one_epoch = FitProblem(data, names, 1, batch, "timing")
     updates = {
         "VOGN (Fisher)": VOGN(num_samples=1),
         "VOGN (GGN)": VOGN(num_samples=1, curvature="ggn"),
@@ -173,10 +175,10 @@ def main() -> None:
         "VCL.observe, weights shared by the minibatch": lambda: shared_draws.observe((x, y)),
     }
     for name, update in updates.items():
-        epochs[name] = lambda u=update: u.fit(context, learner.guide, data, names, 1, batch, "t")
+        epochs[name] = lambda u=update: u.fit(context, learner.guide, one_epoch)
     for name, penalty in penalties.items():
         epochs[f"{name} (point estimate)"] = lambda p=penalty: fit_point_estimate(
-            context, learner.guide, data, names, 1, batch, "timing", p
+            context, learner.guide, one_epoch, p
         )
 
     times = {name: [] for name in epochs}

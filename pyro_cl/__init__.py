@@ -8,6 +8,7 @@ from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.diffusion import OrnsteinUhlenbeck, Wiener
 from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.elbo_fitter import ELBOFitter
+from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.forgetting import BayesianForgetting
 from pyro_cl.infer.ivon import IVON
@@ -20,6 +21,9 @@ from pyro_cl.infer.transitions import (
     Identity,
     NoPropagation,
     Transition,
+    TransitionContext,
+    check_prior_families,
+    map_gaussian_sites,
 )
 from pyro_cl.infer.vcl import VCL
 from pyro_cl.infer.vogn import VOGN
@@ -46,6 +50,7 @@ __all__ = [
     "DivergenceError",
     "ELBOFitter",
     "FineTuning",
+    "FitProblem",
     "Fitter",
     "GaussianLikelihood",
     "HeteroscedasticGaussianLikelihood",
@@ -57,6 +62,9 @@ __all__ = [
     "Penalty",
     "PointEstimateFitter",
     "Transition",
+    "TransitionContext",
+    "check_prior_families",
+    "map_gaussian_sites",
     "VOGN",
     "SupervisedModel",
     "TrainingConfig",

@@ -67,11 +67,11 @@ def _learner(fitter: str | None, lrt: bool) -> VCL:
 def _worker(rank: int, world: int, port: int, folder: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    import pyro_cl.infer.learner as learner_module
+    import pyro_cl.infer.checkpoint as checkpoint_module
 
     writes = []
-    original = learner_module.atomic_save
-    learner_module.atomic_save = lambda state, path: (
+    original = checkpoint_module.atomic_save
+    checkpoint_module.atomic_save = lambda state, path: (
         writes.append(str(path)),
         original(state, path),
     )

@@ -115,10 +115,10 @@ def test_a_failed_refit_rolls_back_the_new_head_and_leaves_no_parameters_behind(
     store_before = set(pyro.get_param_store().keys())
     original = learner.fitter.fit
 
-    def refit_diverges(context, guide, data, sites, epochs, batch_size, description):
-        if description.startswith("coreset refit"):
+    def refit_diverges(context, guide, problem):
+        if problem.description.startswith("coreset refit"):
             raise DivergenceError("refit diverged")
-        return original(context, guide, data, sites, epochs, batch_size, description)
+        return original(context, guide, problem)
 
     learner.fitter.fit = refit_diverges
     with pytest.raises(DivergenceError, match="refit diverged"):

@@ -11,6 +11,8 @@ from torch.distributions.relaxed_bernoulli import LogitRelaxedBernoulli
 
 import pyro_cl.nn.concrete as concrete_module
 from pyro_cl import VCL, ChildConcentrationGrowth, DivergenceError, install_prior
+from pyro_cl.infer.config import Optimisation
+from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.objectives import negative_elbo
 from pyro_cl.infer.training import minimise
 from pyro_cl.infer.vogn import VOGN
@@ -20,6 +22,7 @@ from pyro_cl.nn import BayesianMLP, IndianBuffetMLP
 from pyro_cl.nn.concrete import LogitBinaryConcrete, binary_concrete_log_prob, mask_logits
 from pyro_cl.nn.effects import RecordMasks
 from pyro_cl.nn.sticks import stick_breaking_log_probabilities
+from pyro_cl.points import Points
 from tests.helpers import two_class_data
 
 
@@ -335,5 +338,11 @@ def test_learning_rate_decays_exponentially():
     """Adam's first steps on a linear loss move by exactly the learning rate, so the total move
     over three steps is lr (1 + r^(1/2) + r^(2/2)) with decay r every 2 steps."""
     parameter = torch.nn.Parameter(torch.zeros(()))
-    minimise(lambda index: parameter * 1.0, {"p": parameter}, 1, 3, 1, 0.1, decay=(0.25, 2))
+    one_point = Points.of_task(torch.zeros(1, 1), torch.zeros(1, dtype=torch.long), 0)
+    minimise(
+        lambda index: parameter * 1.0,
+        {"p": parameter},
+        FitProblem(one_point, [], epochs=3, batch_size=1),
+        Optimisation(learning_rate=0.1, learning_rate_decay=0.25, learning_rate_decay_steps=2),
+    )
     assert parameter.item() == pytest.approx(-0.1 * (1 + 0.5 + 0.25), rel=1e-4)

@@ -273,9 +273,10 @@ class FitRecorder(ELBOFitter):
         super().__init__()
         self.seen = []
 
-    def fit(self, context, guide, data, sites, epochs, batch_size, description):
+    def fit(self, context, guide, problem):
+        data = problem.data
         self.seen.append((data.times.clone(), None if data.weights is None else data.weights))
-        return super().fit(context, guide, data, sites, epochs, batch_size, description)
+        return super().fit(context, guide, problem)
 
 
 def test_memory_likelihoods_are_weighted_by_age_in_every_fit():

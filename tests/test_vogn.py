@@ -12,6 +12,7 @@ from pyro_cl.infer.callbacks import CallbackList
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import sharded_step
 from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.natural_gradient import GradientSums
 from pyro_cl.infer.packed_gaussians import site_views
@@ -81,7 +82,9 @@ def test_vogn_steps_equal_hand_computation_of_eq_52_53(momentum, batch_size, rho
     prior = {n: model.site_index[n][0].prior_parameters(model.site_index[n][1]) for n in names}
     update = VOGN(alpha, beta=beta, num_samples=samples, momentum=momentum, data_scale=rho)
     torch.manual_seed(5)
-    update.fit(_context(model), guide, Points.of_task(x, y, 0), names, epochs, batch_size)
+    update.fit(
+        _context(model), guide, FitProblem(Points.of_task(x, y, 0), names, epochs, batch_size)
+    )
 
     torch.manual_seed(5)
     momentum_buffer = {n: torch.zeros_like(mu[n]) for n in names}

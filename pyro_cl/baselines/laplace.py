@@ -28,11 +28,11 @@ import torch
 from pyro_cl.baselines.curvature import check_sample_count, diagonal_curvature
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.penalty import Penalty, check_strength, weighted_squared_distance
 from pyro_cl.infer.per_example import CURVATURES
 from pyro_cl.infer.point_fit import fit_point_estimate
-from pyro_cl.points import Points
 from pyro_cl.posterior import base_distribution, read_priors
 
 __all__ = ["LaplacePropagation"]
@@ -86,12 +86,9 @@ class LaplacePropagation(Fitter):
         self,
         context: FitContext,
         guide: MeanFieldGuide,
-        data: Points,
-        sites: list[str],
-        epochs: int,
-        batch_size: int | None,
-        description: str,
+        problem: FitProblem,
     ) -> list[float]:
+        data, sites = problem.data, problem.sites
         tasks = data.tasks()
         if len(tasks) != 1:
             raise ValueError(f"Laplace propagation fits one task's points, got tasks {tasks}")
@@ -100,9 +97,7 @@ class LaplacePropagation(Fitter):
             {n: p.loc.detach() for n, p in priors.items()},
             {n: p.scale.detach().pow(-2) for n, p in priors.items()},
         )
-        history = fit_point_estimate(
-            context, guide, data, sites, epochs, batch_size, description, prior
-        )
+        history = fit_point_estimate(context, guide, problem, prior)
         values = {name: value.detach() for name, value in guide.locs(sites).items()}
         hessian = diagonal_curvature(
             context.model,

@@ -221,11 +221,6 @@ class TrainingConfig:
             **{group: replace(getattr(self, group), **values) for group, values in changes.items()},
         )
 
-    @classmethod
-    def from_settings(cls, **settings: Any) -> TrainingConfig:
-        """The default configuration with the given flat settings."""
-        return cls().replace(**settings)
-
     def flat(self) -> dict[str, Any]:
         """``{setting: value}`` over all groups."""
         return {k: v for group in _GROUPS for k, v in asdict(getattr(self, group)).items()}

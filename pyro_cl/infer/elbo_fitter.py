@@ -8,11 +8,11 @@ import torch
 
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.objectives import negative_elbo
 from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.infer.row_gather import RowGather
-from pyro_cl.points import Points
 
 __all__ = ["ELBOFitter"]
 
@@ -36,13 +36,9 @@ class ELBOFitter(Fitter):
         self,
         context: FitContext,
         guide: MeanFieldGuide,
-        data: Points,
-        sites: list[str],
-        epochs: int,
-        batch_size: int | None,
-        description: str,
+        problem: FitProblem,
     ) -> list[float]:
-        model = context.model
+        model, data, sites = context.model, problem.data, problem.sites
         task_id = model.task_argument(data)
         num_data = len(data)
         num_particles = context.config.monte_carlo.num_particles
@@ -75,9 +71,7 @@ class ELBOFitter(Fitter):
 
             parameters = _trained_parameters(guide, packed)
             by_site = dict(guide.named_parameters())  # what callbacks see: values by site
-            return context.minimise(
-                loss, parameters, num_data, epochs, batch_size, description, watched=by_site
-            )
+            return context.minimise(loss, parameters, problem, watched=by_site)
 
 
 def _packed(model, guide: MeanFieldGuide, sites: list[str]) -> PackedGaussians | nullcontext:

@@ -10,6 +10,7 @@ import torch
 
 from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.config import TrainingConfig
+from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.training import minimise, run_epochs
 from pyro_cl.model import SupervisedModel
 
@@ -34,28 +35,20 @@ class FitContext:
         self,
         loss: Callable[[torch.Tensor], torch.Tensor],
         parameters: Mapping[str, torch.Tensor],
-        num_data: int,
-        epochs: int,
-        batch_size: int | None,
-        description: str,
+        problem: FitProblem,
         callbacks: Callback | None = None,
         watched: Mapping[str, torch.Tensor] | None = None,
     ) -> list[float]:
         """:func:`~pyro_cl.infer.training.minimise` with the configuration's Adam settings and,
         by default, the context's callbacks (``watched``: what they see, default
         ``parameters``)."""
-        optimisation = self.config.optimisation
         return minimise(
             loss,
             parameters,
-            num_data,
-            epochs,
-            batch_size,
-            optimisation.learning_rate,
+            problem,
+            self.config.optimisation,
             self.device,
-            description,
             self.callbacks if callbacks is None else callbacks,
-            optimisation.decay,
             self.config.divergence,
             watched,
         )
@@ -64,21 +57,10 @@ class FitContext:
         self,
         step: Callable[[torch.Tensor], torch.Tensor],
         parameters: Mapping[str, torch.Tensor],
-        num_data: int,
-        epochs: int,
-        batch_size: int | None,
-        description: str,
+        problem: FitProblem,
     ) -> list[float]:
         """:func:`~pyro_cl.infer.training.run_epochs` with the context's device, callbacks and
         divergence test, for fitters with their own update rule (natural gradients)."""
         return run_epochs(
-            step,
-            num_data,
-            epochs,
-            batch_size,
-            self.device,
-            description,
-            self.callbacks,
-            parameters,
-            self.config.divergence,
+            step, problem, self.device, self.callbacks, parameters, self.config.divergence
         )

@@ -23,6 +23,7 @@ from pyro_cl.finite import all_finite
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.initialisation import initialise_guide
 from pyro_cl.points import Points
 from pyro_cl.posterior import Posterior, base_distribution, distribution_parameters
@@ -70,14 +71,11 @@ class Fitter(Registrable, kind="fitter"):
         self,
         context: FitContext,
         guide: MeanFieldGuide,
-        data: Points,
-        sites: list[str],
-        epochs: int,
-        batch_size: int | None,
-        description: str,
+        problem: FitProblem,
     ) -> list[float]:
-        """Fit ``guide``'s ``sites`` to ``data`` (whose likelihood counts ``len(data)`` points)
-        against the model's current priors.
+        """Fit ``guide``'s ``problem.sites`` to ``problem.data`` (whose likelihood counts
+        ``problem.num_data`` points) against the model's current priors, for
+        ``problem.epochs`` passes in minibatches of ``problem.batch_size``.
 
         :returns: the loss of every epoch.
         :raises DivergenceError: if the fit diverges (the learner then rolls everything back).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.point_fit import fit_point_estimate
 from pyro_cl.points import Points
 from pyro_cl.posterior import read_priors
@@ -42,9 +43,8 @@ def initialise_guide(
         own = data.select(data.task_ids == task_id)
         if len(own):
             task_sites = context.model.sites(guide, own.x, [task_id])
-            fit_point_estimate(
-                context, guide, own, task_sites, epochs, context.batch_size(), "ML initialisation"
-            )
+            problem = FitProblem(own, task_sites, epochs, context.batch_size(), "ML initialisation")
+            fit_point_estimate(context, guide, problem)
     elif settings.init_means == "moment_matched":
         guide.match_prior_moments(priors, settings.init_alpha, settings.init_beta)
     elif "fresh" in (settings.init_means, settings.between_tasks):

@@ -17,7 +17,6 @@ Each part is a documented base class with built-ins, and saves and loads through
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 from typing import ClassVar
@@ -27,16 +26,17 @@ from pyro.distributions import Distribution
 
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback, CallbackList, ProgressBar
+from pyro_cl.infer.checkpoint import learner_state, load_learner, save_learner
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import (
     check_replicas_agree,
-    is_writer,
     synchronise_random_state,
-    writer_barrier,
 )
 from pyro_cl.infer.elbo_fitter import ELBOFitter
 from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.fitter import Fitter
+from pyro_cl.infer.learner_state import transaction
 from pyro_cl.infer.model_view import ModelView
 from pyro_cl.infer.prediction import predictive_samples
 from pyro_cl.infer.random_stream import RandomStream
@@ -50,12 +50,9 @@ from pyro_cl.posterior import (
     Posterior,
     detach_distribution,
     install_prior,
-    posterior_from_state,
-    posterior_to_state,
     read_priors,
 )
-from pyro_cl.serialization import CorruptFileError, atomic_save, safe_load
-from pyro_cl.spec import check_rebuildable, from_spec, tensors_to
+from pyro_cl.spec import tensors_to
 
 __all__ = ["ALL_TASKS", "ContinualLearner"]
 
@@ -228,39 +225,17 @@ class ContinualLearner:
         with exclusive_mode(self.net, training=True), self.random.scope():
             time = self._check_time(time)
             watchers = CallbackList([*self._callbacks(), *callbacks])
-            snapshot = self._snapshot()
-            try:
+            with transaction(self):  # any failure: the learner is left as it was
                 watchers.on_task_start(self, task_id)
                 history = self._step(x, y, task_id, time, watchers)
-            except BaseException:
-                self._restore(snapshot)
-                raise
-            self.tasks_seen.append(task_id)
-            self.times.append(time)
+                self.tasks_seen.append(task_id)
+                self.times.append(time)
             watchers.on_task_end(self, task_id, history)
         return history
 
     def _callbacks(self) -> list[Callback]:
         progress = [ProgressBar()] if self.config.display.progress else []
         return [*progress, *self.callbacks]
-
-    def _snapshot(self) -> dict:
-        return {
-            "guide": copy.deepcopy(self.guide.state_dict()),
-            "priors": {name: detach_distribution(d) for name, d in read_priors(self.net).items()},
-            "buffers": {name: b.clone() for name, b in self.net.named_buffers()},
-            "parts": copy.deepcopy(self._part_states()),
-            "trained_sites": list(self.trained_sites),
-        }
-
-    def _restore(self, snapshot: dict) -> None:
-        self.guide.restore(snapshot["guide"])
-        install_prior(self.net, snapshot["priors"])
-        with torch.no_grad():  # prior buffers and per-task hyperparameters (H-IBP's α_j)
-            for name, buffer in self.net.named_buffers():
-                buffer.copy_(snapshot["buffers"][name])
-        self._load_part_states(snapshot["parts"])
-        self.trained_sites = snapshot["trained_sites"]
 
     def _step(
         self, x: torch.Tensor, y: torch.Tensor, task_id: int, time: float, callbacks: Callback
@@ -332,8 +307,7 @@ class ContinualLearner:
         data = new if old is None else old.concat(new)
         step_prior = {name: detach_distribution(d) for name, d in read_priors(self.net).items()}
         history = self._propagate(context, data, task_id)
-        # a copy: the priors' buffers are overwritten below when the points let go are refitted
-        fitted = {name: detach_distribution(q) for name, q in self.current_prior().items()}
+        fitted = self.current_prior()  # a copy: the refit below overwrites the priors' buffers
         update = self._choose(old, new, self._view(time, task_id, step_prior))
         if update.posterior is not None:
             install_prior(self.net, update.posterior)
@@ -366,11 +340,14 @@ class ContinualLearner:
         sites = self.model.sites(self.guide, data.x, data.tasks())
         first_task = not self.tasks_seen
         self.fitter.prepare(context, self.guide, data, task_id, sites, first_task)
-        epochs = self.config.schedule.task_epochs(first_task)
-        description = f"{type(self.fitter).__name__} task {task_id}"
-        history, posterior = self._fit(
-            context, self.guide, data, sites, epochs, context.batch_size(), description
+        problem = FitProblem(
+            data,
+            sites,
+            self.config.schedule.task_epochs(first_task),
+            context.batch_size(),
+            f"{type(self.fitter).__name__} task {task_id}",
         )
+        history, posterior = self._fit(context, self.guide, problem)
         if posterior is not None:
             install_prior(self.net, posterior)
         for name in sites:
@@ -382,11 +359,7 @@ class ContinualLearner:
         self,
         context: FitContext,
         guide: MeanFieldGuide,
-        data: Points,
-        sites: list[str],
-        epochs: int,
-        batch_size: int | None,
-        description: str,
+        problem: FitProblem,
     ) -> tuple[list[float], Posterior | None]:
         """Fit ``guide`` with the fitter, then check the fitted values (the losses are checked
         during the fit): every fit's result passes the same divergence test.
@@ -396,16 +369,16 @@ class ContinualLearner:
         :raises ValueError: for weighted data (a forgetting memory) and a fitter that cannot
             weigh likelihoods.
         """
-        if data.weights is not None and not self.fitter.takes_weights:
+        if problem.data.weights is not None and not self.fitter.takes_weights:
             raise ValueError(
                 f"{type(self.fitter).__name__} cannot weigh the memory's likelihoods by age "
                 f"(the {type(self.transition).__name__} transition asks for it): use ELBOFitter, "
                 "or no memory"
             )
-        history = self.fitter.fit(context, guide, data, sites, epochs, batch_size, description)
-        self.config.divergence.check_values(guide.locs(sites), description)
+        history = self.fitter.fit(context, guide, problem)
+        self.config.divergence.check_values(guide.locs(problem.sites), problem.description)
         check_replicas_agree(dict(guide.named_parameters()), "fitted parameters")
-        return history, self.fitter.posterior(guide, sites)
+        return history, self.fitter.posterior(guide, problem.sites)
 
     def _refit(self, context: FitContext, coreset: Points) -> dict[int, dict[str, Distribution]]:
         """``q_t = proj(q̃_t p(C_t | θ))`` (VCL eq. 3) per task or for the whole memory.
@@ -426,11 +399,14 @@ class ContinualLearner:
             guide = self.guide.clone()
             try:
                 sites = self.model.sites(guide, points.x, points.tasks())
-                description = "coreset refit" + ("" if key == ALL_TASKS else f" task {key}")
-                batch_size = context.batch_size(refit.refit_batch_size)
-                _, posterior = self._fit(
-                    context, guide, points, sites, epochs, batch_size, description
+                problem = FitProblem(
+                    points,
+                    sites,
+                    epochs,
+                    context.batch_size(refit.refit_batch_size),
+                    "coreset refit" + ("" if key == ALL_TASKS else f" task {key}"),
                 )
+                _, posterior = self._fit(context, guide, problem)
             finally:
                 guide.release()  # the copy is discarded: keep Pyro's parameter store bounded
             if posterior is not None:
@@ -508,12 +484,17 @@ class ContinualLearner:
 
     def current_prior(self) -> dict:
         """The prior the next step starts from, for every site trained so far (= the latest
-        posterior, before the transition; empty for point-estimate fitters)."""
+        posterior, before the transition; empty for point-estimate fitters), as detached copies:
+        later steps do not change what this returned."""
         if self.point_estimate:
             return {}
-        return read_priors(self.net, self.trained_sites)
+        return {
+            name: detach_distribution(q)
+            for name, q in read_priors(self.net, self.trained_sites).items()
+        }
 
-    def _parts(self) -> dict[str, object]:
+    def parts(self) -> dict[str, object]:
+        """Every part by role: fitter, transition, memory (if any), callbacks."""
         parts = {"fitter": self.fitter, "transition": self.transition}
         if self.memory is not None:
             parts["memory"] = self.memory
@@ -521,63 +502,31 @@ class ContinualLearner:
             parts[f"callback {i}"] = callback
         return parts
 
-    def _part_states(self) -> dict:
-        return {role: part.state_dict() for role, part in self._parts().items()}
+    def part_states(self) -> dict:
+        """Every part's state (fitter, transition, memory, callbacks), by role."""
+        return {role: part.state_dict() for role, part in self.parts().items()}
 
-    def _load_part_states(self, states: dict) -> None:
-        for role, part in self._parts().items():
+    def load_part_states(self, states: dict) -> None:
+        """Restore what :meth:`part_states` returned."""
+        for role, part in self.parts().items():
             part.load_state_dict(tensors_to(states.get(role, {}), self.device))
 
     def state(self) -> dict:
-        """Everything needed to continue exactly here: tensors and plain containers only.
+        """Everything needed to continue exactly here, as tensors and plain containers (see
+        :func:`pyro_cl.infer.checkpoint.learner_state`).
 
-        :raises TypeError: if a part (net, likelihood, fitter, transition, memory, callback)
-            cannot be rebuilt from its spec; the message says how to register it.
+        :raises TypeError: if a part cannot be rebuilt from its spec; the message says how to
+            register it.
         """
-        specs = {role: check_rebuildable(part, role) for role, part in self._parts().items()}
-        net_spec = None
-        if hasattr(self.net, "spec"):
-            net_spec = check_rebuildable(self.net, "net")
-        return {
-            "format": _FORMAT,
-            "learner": type(self).__name__,
-            "net": net_spec,
-            "net_state": self.net.state_dict(),
-            "likelihood": check_rebuildable(self.model.likelihood, "likelihood"),
-            "parts": {
-                "fitter": specs["fitter"],
-                "transition": specs["transition"],
-                "memory": specs.get("memory"),
-                "callbacks": [specs[f"callback {i}"] for i in range(len(self.callbacks.callbacks))],
-            },
-            "part_states": self._part_states(),
-            "refit_per_task": self.refit_per_task,
-            "config": self.config.state(),
-            "prior": posterior_to_state(self.current_prior()),
-            "initial_prior": posterior_to_state(self.initial_prior),
-            "trained_sites": list(self.trained_sites),
-            "guide_state": self.guide.state_dict(),
-            "tasks_seen": list(self.tasks_seen),
-            "times": list(self.times),
-            "coreset": None if self.memory_points is None else self.memory_points.state(),
-            "prediction_posteriors": [
-                [key, posterior_to_state(posterior)]
-                for key, posterior in self.prediction_posteriors.items()
-            ],
-            "seed": self.seed,
-            "rng": self.random.state(),
-        }
+        return learner_state(self)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Save the whole learner atomically (see :func:`pyro_cl.serialization.atomic_save`);
+        """Save the whole learner atomically (:func:`pyro_cl.infer.checkpoint.save_learner`);
         in a data-parallel run rank 0 writes and every rank waits until it has.
 
         :raises TypeError: before writing anything, if a part cannot be rebuilt on load.
         """
-        state = self.state()  # every rank takes part (its random state), rank 0 writes
-        if is_writer():
-            atomic_save(state, path)
-        writer_barrier()
+        save_learner(self, path)
 
     @classmethod
     def load(
@@ -585,79 +534,14 @@ class ContinualLearner:
         path: str | os.PathLike,
         net: torch.nn.Module | None = None,
         device: str | torch.device | None = None,
-    ):
-        """Rebuild a learner saved with :meth:`save` and restore the random number generator.
+    ) -> ContinualLearner:
+        """Rebuild a learner saved with :meth:`save`, with its random stream
+        (:func:`pyro_cl.infer.checkpoint.load_learner`).
 
         :param net: a freshly built net of the same architecture; required unless the saved net
             is one of pyro_cl's (rebuilt from its spec).
         """
-        state = safe_load(path, map_location=device or "cpu")
-        if state.get("format") != _FORMAT:
-            raise ValueError(f"{path} is not a pyro_cl learner file of format {_FORMAT}")
-        if state["learner"] != cls.__name__:
-            raise TypeError(f"{path} holds a {state['learner']}, not a {cls.__name__}")
-        if net is None:
-            if state["net"] is None:
-                raise ValueError("this learner's net is not a pyro_cl net: pass net=...")
-            net = _net_matching_its_weights(state["net"], state["net_state"], path)
-        parts = state["parts"]
-        learner = cls(
-            net,
-            from_spec(state["likelihood"], "likelihood"),
-            TrainingConfig.from_state(state["config"]),
-            device=device,
-            fitter=from_spec(parts["fitter"], "fitter"),
-            transition=from_spec(parts["transition"], "transition"),
-            memory=None if parts["memory"] is None else from_spec(parts["memory"], "memory"),
-            callbacks=[from_spec(spec, "callback") for spec in parts["callbacks"]],
-            refit_per_task=state["refit_per_task"],
-            seed=state["seed"],
-        )
-        learner.net.load_state_dict(state["net_state"])
-        install_prior(learner.net, posterior_from_state(state["prior"], learner.device))
-        learner.initial_prior = posterior_from_state(state["initial_prior"], learner.device)
-        learner.guide.load_state_dict(state["guide_state"])
-        learner.guide.to(learner.device)
-        learner._load_part_states(state["part_states"])
-        learner.trained_sites = list(state["trained_sites"])
-        learner.tasks_seen = list(state["tasks_seen"])
-        learner.times = [float(t) for t in state["times"]]
-        if state["coreset"] is not None:
-            learner.memory_points = Points.from_state(state["coreset"], learner.device)
-        learner.prediction_posteriors = {
-            int(key): posterior_from_state(posterior, learner.device)
-            for key, posterior in state["prediction_posteriors"]
-        }
-        learner.random.load_state(state["rng"])
-        return learner
-
-
-def _net_matching_its_weights(spec: dict, weights: dict, path) -> torch.nn.Module:
-    """The net ``spec`` describes, after checking (on the meta device, which allocates nothing)
-    that it has exactly the saved weights' names and shapes: a file whose configuration was
-    edited, e.g. to a hidden layer of 4e8 units, is refused before anything large is built.
-
-    :raises CorruptFileError: naming the file and the first mismatch.
-    """
-    torch_distribution = torch.distributions.Distribution
-    validate = torch_distribution._validate_args
-    torch_distribution.set_default_validate_args(False)  # meta tensors hold no values to check
-    try:
-        with torch.device("meta"):
-            skeleton = from_spec(spec, "net")
-    finally:
-        torch_distribution.set_default_validate_args(validate)
-    expected = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
-    saved = {name: tuple(t.shape) for name, t in weights.items() if torch.is_tensor(t)}
-    if expected != saved:
-        mismatch = sorted(
-            name for name in expected.keys() | saved.keys() if expected.get(name) != saved.get(name)
-        )[0]
-        raise CorruptFileError(
-            f"{path}: the saved net configuration does not match the saved weights "
-            f"({mismatch}: configuration {expected.get(mismatch)}, weights {saved.get(mismatch)})"
-        )
-    return from_spec(spec, "net")
+        return load_learner(cls, path, net, device)
 
 
 def _checked_part(part, base: type, role: str):

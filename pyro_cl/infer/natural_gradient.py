@@ -28,6 +28,7 @@ import torch
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.data_parallel import Shard, all_reduce_sums, rank_and_world, sharded_step
 from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.fusion import fused
 from pyro_cl.infer.objectives import task_groups
@@ -155,29 +156,25 @@ class NaturalGradientUpdate(Fitter):
         self,
         context: FitContext,
         guide: MeanFieldGuide,
-        data: Points,
-        sites: list[str],
-        epochs: int,
-        batch_size: int | None,
-        description: str = "natural gradient",
+        problem: FitProblem,
     ) -> list[float]:
-        """Fit the guide's ``sites`` to ``data`` against the net's current priors.
+        """Fit the guide's ``problem.sites`` to ``problem.data`` against the net's current priors.
 
-        ``data`` may mix tasks (e.g. a coreset); the guide must already have parameters for
-        every site the tasks use (``sites``).
+        The data may mix tasks (e.g. a coreset); the guide must already have parameters for
+        every site the tasks use.
 
         :returns: per epoch, the mean of ``-ELBO/N`` estimated on each minibatch (the Monte Carlo
             negative log-likelihood per point plus ``KL(q || prior)/N``) — the same quantity the
             SVI route reports.
         """
-        model = context.model
-        x, names = data.x, sites
+        model, data = context.model, problem.data
+        x, names = data.x, problem.sites
         task_id = model.task_argument(data)
         others = sorted(set(names) - set(guide.gaussian_sites(names)))
         if others or has_structured_sites(model.net):
             raise TypeError(
                 f"{type(self).__name__} updates Gaussian sites only; this net also has "
-                f"{others or 'IBP masks'}: train it with SVI (update=None)"
+                f"{others or 'IBP masks'}: train it with SVI (ELBOFitter)"
             )
         num_data = x.shape[0]
         effective_size = self.data_scale * num_data
@@ -210,7 +207,7 @@ class NaturalGradientUpdate(Fitter):
                 return loss / (batch * self.num_samples) + kl / effective_size
 
             locs = guide.locs(names)  # views of the packed means: callbacks see every step
-            history = context.run_epochs(step, locs, num_data, epochs, batch_size, description)
+            history = context.run_epochs(step, locs, problem)
             packed.log_variance.data.copy_(state.precision.log().neg())
         return history
 

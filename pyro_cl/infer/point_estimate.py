@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.penalty import Penalty
 from pyro_cl.infer.point_fit import fit_point_estimate
-from pyro_cl.points import Points
 
 __all__ = ["PointEstimateFitter"]
 
@@ -42,18 +42,12 @@ class PointEstimateFitter(Fitter):
         self,
         context: FitContext,
         guide: MeanFieldGuide,
-        data: Points,
-        sites: list[str],
-        epochs: int,
-        batch_size: int | None,
-        description: str,
+        problem: FitProblem,
     ) -> list[float]:
-        history = fit_point_estimate(
-            context, guide, data, sites, epochs, batch_size, description, self.penalty
-        )
+        history = fit_point_estimate(context, guide, problem, self.penalty)
         if self.penalty is not None:
-            values = {name: value.detach() for name, value in guide.locs(sites).items()}
-            self.penalty.after_fit(context, values, data, data.tasks()[0])
+            values = {name: value.detach() for name, value in guide.locs(problem.sites).items()}
+            self.penalty.after_fit(context, values, problem.data, problem.data.tasks()[0])
         return history
 
     def posterior(self, guide: MeanFieldGuide, sites: list[str]) -> None:

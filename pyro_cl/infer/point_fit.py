@@ -9,10 +9,10 @@ import torch
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback, CallbackList, StepInfo
 from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.objectives import negative_log_likelihood
 from pyro_cl.infer.penalty import Penalty
 from pyro_cl.infer.row_gather import RowGather
-from pyro_cl.points import Points
 
 __all__ = ["fit_point_estimate"]
 
@@ -28,17 +28,14 @@ class _PenaltySteps(Callback):
 def fit_point_estimate(
     context: FitContext,
     guide: MeanFieldGuide,
-    data: Points,
-    sites: list[str],
-    epochs: int,
-    batch_size: int | None,
-    description: str,
+    problem: FitProblem,
     penalty: Penalty | None = None,
 ) -> list[float]:
     """Minimise ``-(1/M) Σ_{batch} log p(y_n | θ, x_n) + R(θ)/N`` over the guide's means of
     ``sites`` with Adam (the configuration's learning rate and decay); a model with amortised
     local sites (a VAE) trains the task's encoder with them, on the bound of
     :func:`~pyro_cl.infer.objectives.negative_log_likelihood`."""
+    data, sites = problem.data, problem.sites
     tasks = data.tasks()
     if len(tasks) != 1:
         raise ValueError(f"a point-estimate fit takes one task's points, got tasks {tasks}")
@@ -59,4 +56,4 @@ def fit_point_estimate(
             {name: value.detach().clone() for name, value in values.items()}, num_data
         )
         callbacks = CallbackList([context.callbacks, _PenaltySteps(penalty)])
-    return context.minimise(loss, trained, num_data, epochs, batch_size, description, callbacks)
+    return context.minimise(loss, trained, problem, callbacks)

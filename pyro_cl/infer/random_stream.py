@@ -97,7 +97,7 @@ class RandomStream:
     def load_state(self, state: dict[str, torch.Tensor]) -> None:
         """Continue from ``state`` (:meth:`state`'s): the stream's own when seeded, else the
         process's generator (an unseeded learner draws from it)."""
-        if self._state is None:
+        if self._state is None or self._depth:  # the stream is in the process's generator
             set_random_state(self.device, state)
         else:
             self._state = {key: value.cpu().clone() for key, value in state.items()}

@@ -7,8 +7,10 @@ from collections.abc import Callable, Mapping
 import torch
 
 from pyro_cl.infer.callbacks import Callback, CallbackList, StepInfo
+from pyro_cl.infer.config import Optimisation
 from pyro_cl.infer.data_parallel import sharded_step, synchronise_random_state
 from pyro_cl.infer.divergence import Divergence, DivergenceError
+from pyro_cl.infer.fit_problem import FitProblem
 
 __all__ = ["DivergenceError", "make_adam", "minimise", "run_epochs"]
 
@@ -25,19 +27,16 @@ def make_adam(parameters: list[torch.nn.Parameter], learning_rate: float) -> tor
 
 def run_epochs(
     step: Callable[[torch.Tensor], torch.Tensor],
-    num_data: int,
-    epochs: int,
-    batch_size: int | None,
+    problem: FitProblem,
     device: torch.device | str = "cpu",
-    description: str = "training",
     callbacks: Callback | None = None,
     parameters: Mapping[str, torch.Tensor] | None = None,
     divergence: Divergence | None = None,
 ) -> list[float]:
-    """Call ``step(batch_indices)`` over shuffled minibatches for ``epochs`` passes.
+    """Call ``step(batch_indices)`` over shuffled minibatches for ``problem.epochs`` passes.
 
-    Each epoch draws a random permutation of ``range(num_data)`` and calls ``step`` on
-    consecutive slices of ``batch_size`` indices (``None``: the whole data set at once). Inside
+    Each epoch draws a random permutation of ``range(problem.num_data)`` and calls ``step`` on
+    consecutive slices of ``problem.batch_size`` indices (``None``: the whole data at once). Inside
     a process group every rank draws the same permutation (:mod:`pyro_cl.infer.data_parallel`);
     ``step`` shards each minibatch itself. ``step``
     updates whatever it trains and returns the batch's (detached) loss. ``callbacks`` see every
@@ -52,7 +51,8 @@ def run_epochs(
     divergence = divergence or Divergence()
     callbacks = callbacks or CallbackList()
     parameters = parameters or {}
-    batch_size = num_data if batch_size is None else min(int(batch_size), num_data)
+    num_data, epochs, description = problem.num_data, problem.epochs, problem.description
+    batch_size = num_data if problem.batch_size is None else min(int(problem.batch_size), num_data)
     history = []
     steps_done = 0
     first_loss = None
@@ -84,14 +84,10 @@ def run_epochs(
 def minimise(
     loss_fn: Callable[[torch.Tensor], torch.Tensor],
     parameters: Mapping[str, torch.nn.Parameter],
-    num_data: int,
-    epochs: int,
-    batch_size: int | None,
-    learning_rate: float,
+    problem: FitProblem,
+    optimisation: Optimisation,
     device: torch.device | str = "cpu",
-    description: str = "training",
     callbacks: Callback | None = None,
-    decay: tuple[float, int] = (1.0, 1000),
     divergence: Divergence | None = None,
     watched: Mapping[str, torch.Tensor] | None = None,
 ) -> list[float]:
@@ -103,15 +99,15 @@ def minimise(
     gradients are all-reduced with weights ``M_r / M``, which gives the whole minibatch's
     gradient (:class:`~pyro_cl.infer.data_parallel.Shard`).
 
-    :param decay: ``(rate, steps)``: the learning rate at step ``s`` is
-        ``learning_rate · rate^(s / steps)`` (exponential decay; ``rate = 1`` keeps it constant).
+    :param optimisation: Adam's learning rate and its decay: at step ``s`` the learning rate is
+        ``learning_rate · rate^(s / steps)`` (``rate = 1`` keeps it constant).
     :param watched: what the callbacks see after each step (default ``parameters``; a packed fit
         shows them the guide's per-site tensors, which share the packed memory).
     :returns: the mean loss of every epoch.
     :raises DivergenceError: as soon as an epoch's loss diverges (:func:`run_epochs`).
     """
-    optimizer = make_adam(list(parameters.values()), learning_rate)
-    rate, steps = decay
+    optimizer = make_adam(list(parameters.values()), optimisation.learning_rate)
+    rate, steps = optimisation.decay
     schedule = None
     if rate != 1.0:
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: rate ** (s / steps))
@@ -131,14 +127,5 @@ def minimise(
             schedule.step()
         return loss
 
-    return run_epochs(
-        adam_step,
-        num_data,
-        epochs,
-        batch_size,
-        device,
-        description,
-        callbacks,
-        parameters if watched is None else watched,
-        divergence,
-    )
+    watched = parameters if watched is None else watched
+    return run_epochs(adam_step, problem, device, callbacks, watched, divergence)

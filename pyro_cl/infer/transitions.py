@@ -239,16 +239,25 @@ def check_prior_families(net: torch.nn.Module, allowed: tuple[type, ...] = (Norm
             )
 
 
-def map_gaussian_sites(posterior: Posterior, initial_prior: Posterior, update) -> Posterior:
+def map_gaussian_sites(
+    posterior: Posterior, initial_prior: Posterior, update, others: str = "refuse"
+) -> Posterior:
     """Apply ``update(loc, scale, initial_loc, initial_scale) -> (loc, scale)`` to every Normal
     site of ``posterior`` (its event dimensions kept).
 
-    :raises TypeError: naming a site that is not Gaussian.
+    :param others: what happens to a site that is not Gaussian (an IBP net's Beta sticks):
+        ``"refuse"`` raises, ``"keep"`` hands it on unchanged.
+    :raises TypeError: naming a site that is not Gaussian (with ``others="refuse"``).
     """
+    if others not in ("refuse", "keep"):
+        raise ValueError(f"others must be 'refuse' or 'keep', got {others!r}")
     result = {}
     for name, distribution in posterior.items():
         q, p0 = base_distribution(distribution), base_distribution(initial_prior[name])
         if not isinstance(q, Normal) or not isinstance(p0, Normal):
+            if others == "keep":
+                result[name] = distribution
+                continue
             raise TypeError(f"site {name!r} is not Gaussian ({type(q).__name__}); see the docs")
         loc, scale = update(q.loc, q.scale, p0.loc.to(q.loc), p0.scale.to(q.scale))
         event_dim = len(distribution.event_shape)

@@ -54,7 +54,7 @@ class VOGN(NaturalGradientUpdate):
 
     Example::
 
-        learner = VCL(BayesianMLP(784, [100, 100], 10), update=VOGN(1e-3, beta=1e-3),
+        learner = VCL(BayesianMLP(784, [100, 100], 10), fitter=VOGN(1e-3, beta=1e-3),
                       init_log_variance=-math.log(1e6), ml_init_epochs=0, between_tasks="fresh")
     """
 
