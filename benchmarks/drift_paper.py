@@ -266,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
             given = {k: getattr(args, k) for k in ("iterations", "first_iterations")}
             print(rotating(args, {k: v for k, v in given.items() if v is not None}))
         else:
+            (args.output / "schedule.json").write_text(json.dumps(schedule))
             print(write_sweep(sweep(args, schedule), args.output))
     return 0
 

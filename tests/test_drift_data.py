@@ -187,3 +187,9 @@ def test_the_drift_benchmark_draws_figure_2_and_combines_sweeps(tmp_path):
     assert "| 3 | grs + bayesian_forgetting(forgetting_rate=0.031) |" in table and "| 2 |" in table
     for figure in ("adaptation_sweep.png", "memory_sweep.png", "lml_over_time.png"):
         assert (tmp_path / figure).stat().st_size > 0
+    # the schedule study reads each sweep's schedule and draws LML against steps per time step
+    assert json.loads((tmp_path / "s0" / "schedule.json").read_text())["iterations"] == 3
+    (tmp_path / "s1" / "schedule.json").write_text(json.dumps({"iterations": 6}))
+    steps = load_benchmark_script("drift_schedule")
+    assert steps.main([str(tmp_path / "s0"), str(tmp_path / "s1"), "--output", str(tmp_path)]) == 0
+    assert (tmp_path / "lml_vs_steps.png").stat().st_size > 0
