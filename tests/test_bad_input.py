@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from pyro_cl import VCL, DivergenceError, GaussianLikelihood
+from pyro_cl.memory import GaussianResidualMemory
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from tests.helpers import two_class_data
 
@@ -92,3 +93,27 @@ def test_diverging_training_raises_and_keeps_the_previous_posterior(learner, mon
         assert torch.equal(now.loc, loc) and torch.equal(now.scale, scale)
     for key, value in guide_before.items():
         assert torch.equal(learner.guide.state_dict()[key], value), key
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"samples_per_chunk": 0}, "samples_per_chunk must be a positive integer"),
+        ({"samples_per_chunk": -1}, "samples_per_chunk must be a positive integer"),
+        ({"samples_per_chunk": 2.5}, "samples_per_chunk must be a positive integer"),
+        ({"precision_floor": float("inf")}, "precision_floor must be a positive finite"),
+        ({"precision_floor": float("nan")}, "precision_floor must be a positive finite"),
+        ({"precision_floor": True}, "precision_floor must be a positive finite"),
+    ],
+)
+def test_a_grs_memory_refuses_arguments_that_would_hang_or_fail_later(options, message):
+    with pytest.raises(ValueError, match=message):
+        GaussianResidualMemory(5, **options)
+
+
+@pytest.mark.parametrize("time", ["2", True, torch.tensor(1.0)])
+def test_a_time_stamp_must_be_a_real_number(time):
+    learner = VCL(BayesianMLP(4, [8], 2), progress=False, epochs=1)
+    with pytest.raises(TypeError, match="time must be a real number"):
+        learner.observe(two_class_data(16, 4), time=time)
+    assert learner.tasks_seen == [] and learner.times == []

@@ -18,6 +18,7 @@ Each part is a documented base class with built-ins, and saves and loads through
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from typing import ClassVar
 
@@ -195,6 +196,8 @@ class ContinualLearner:
     def _check_time(self, time: float | None) -> float:
         if time is None:
             return float(self.times[-1] + 1 if self.times else 0)
+        if isinstance(time, bool) or not isinstance(time, numbers.Real):
+            raise TypeError(f"time must be a real number, got {time!r}")
         time = float(time)
         if not math.isfinite(time):
             raise ValueError(f"time must be finite, got {time}")

@@ -20,6 +20,8 @@ against ``p_t`` instead of the factor update (the learner runs that fit).
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from typing import Any
 
@@ -91,8 +93,23 @@ class GaussianResidualMemory(Memory):
             raise ValueError(
                 f"num_term_samples must be a positive integer, got {num_term_samples!r}"
             )
-        if not precision_floor > 0:
-            raise ValueError(f"precision_floor must be positive, got {precision_floor!r}")
+        if (
+            isinstance(precision_floor, bool)
+            or not isinstance(precision_floor, numbers.Real)
+            or not 0 < precision_floor < math.inf
+        ):
+            raise ValueError(
+                f"precision_floor must be a positive finite number, got {precision_floor!r}"
+            )
+        if samples_per_chunk is not None and (
+            isinstance(samples_per_chunk, bool)
+            or not isinstance(samples_per_chunk, int)
+            or samples_per_chunk < 1
+        ):
+            raise ValueError(
+                "samples_per_chunk must be a positive integer or None (automatic), "
+                f"got {samples_per_chunk!r}"
+            )
         self.num_term_samples = num_term_samples
         self.selection = selection
         self.gaussian_update = gaussian_update
