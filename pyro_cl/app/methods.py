@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -78,7 +79,15 @@ class Method:
         penalty_options: dict | None = None,
         **training,
     ) -> ContinualLearner:
-        """A fresh learner of this method on ``net`` (see :func:`make_method`)."""
+        """A fresh learner of this method on ``net``.
+
+        :param memory_size: points per task for the methods with a memory.
+        :param fitter_options: keyword arguments of the method's fitter (``learning_rate``,
+            ``beta``, ``num_samples``, ``momentum``, ...), for the methods that name one.
+        :param transition: the transition between tasks (default: the learner's).
+        :param penalty_options: keyword arguments of the method's penalty (``strength``, ...).
+        :param training: :class:`~pyro_cl.infer.config.TrainingConfig` settings.
+        """
         parts: dict[str, object] = {"transition": transition}
         if self.memory is not None:
             parts["memory"] = self.memory(memory_size)
@@ -159,28 +168,12 @@ for _method in (
     register_method(_method)
 
 
-def make_method(
-    name: str,
-    net: torch.nn.Module,
-    coreset_size: int,
-    device: str | torch.device = "cpu",
-    seed: int | None = None,
-    fitter_options: dict | None = None,
-    transition: Transition | None = None,
-    penalty_options: dict | None = None,
-    **training,
-) -> ContinualLearner:
-    """A fresh learner for method ``name`` on ``net``.
+def make_method(name: str, net: torch.nn.Module, *args: Any, **kwargs: Any) -> ContinualLearner:
+    """A fresh learner for method ``name`` on ``net``: :meth:`Method.build` of the registered
+    method, with the same arguments.
 
-    :param coreset_size: points per task for the methods with a memory.
-    :param fitter_options: keyword arguments of the method's fitter (``learning_rate``, ``beta``,
-        ``num_samples``, ``momentum``, ...), for the methods that name one.
-    :param transition: the transition between tasks (default: the learner's).
-    :param penalty_options: keyword arguments of the method's penalty (``strength``, ...).
-    :param training: :class:`~pyro_cl.infer.config.TrainingConfig` settings.
+    :raises ValueError: for a name no method is registered under.
     """
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; choose from {list(METHODS)}")
-    return METHODS[name].build(
-        net, coreset_size, device, seed, fitter_options, transition, penalty_options, **training
-    )
+    return METHODS[name].build(net, *args, **kwargs)

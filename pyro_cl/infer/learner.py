@@ -77,7 +77,8 @@ class ContinualLearner:
     :param config: a :class:`~pyro_cl.infer.config.TrainingConfig`; keyword ``settings``
         (``epochs=...``, ``learning_rate=...``) replace single fields of it.
     :param device: where the net, guide and data live ("cpu", "cuda", ...).
-    :param seed: seeds Pyro's and torch's random number generators.
+    :param seed: gives the learner a random stream of its own (:mod:`pyro_cl.infer.random_stream`),
+        swapped into torch's generator only while it works; ``None`` draws from the process's.
     :param fitter: fits each step's posterior (default :attr:`default_fitter`).
     :param transition: turns the last posterior into the next prior (default
         :attr:`default_transition`).
