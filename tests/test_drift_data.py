@@ -193,3 +193,31 @@ def test_the_drift_benchmark_draws_figure_2_and_combines_sweeps(tmp_path):
     steps = load_benchmark_script("drift_schedule")
     assert steps.main([str(tmp_path / "s0"), str(tmp_path / "s1"), "--output", str(tmp_path)]) == 0
     assert (tmp_path / "lml_vs_steps.png").stat().st_size > 0
+
+
+def test_drift_data_enters_checked(tmp_path):
+    x, y = np.random.default_rng(0).normal(size=(300, 3)), np.arange(300) % 2
+    for options, message in (
+        ({"num_steps": 0}, "num_steps must be a positive integer, got 0"),
+        ({"num_steps": -3}, "num_steps must be a positive integer, got -3"),
+        ({"first_size": 2.5}, "first_size must be a positive integer, got 2.5"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            drift_stream(x, y, **{"first_size": 100, "step_size": 50, **options})
+    for labels in (y + 0.5, y - 1):
+        with pytest.raises(ValueError, match="labels must be integers from 0"):
+            drift_stream(x, labels, first_size=100, step_size=50)
+    with pytest.raises(ValueError, match="one class only"):
+        drift_stream(x, y * 0, first_size=100, step_size=50)
+    huge = x.copy()
+    huge[:, 1] *= 1e160  # its variance overflows: it was zeroed with only a numpy warning
+    with pytest.raises(ValueError, match="column 1's values are not finite or overflow"):
+        drift_stream(huge, y, first_size=100, step_size=50)
+    # a byte-order mark is not a header (the first row was dropped), garbage names its file
+    marked = tmp_path / "marked.csv"
+    marked.write_text("1,2,0\n3,4,1\n5,6,0\n", encoding="utf-8-sig")
+    assert len(load_drift_table(marked).y) == 3
+    garbage = tmp_path / "garbage.csv"
+    garbage.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(ValueError, match="garbage.csv: not a text table"):
+        load_drift_table(garbage)

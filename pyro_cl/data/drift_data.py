@@ -187,8 +187,11 @@ def load_drift_table(
     :param delimiter: the column separator (``None``: any whitespace).
     """
     path = Path(path)
-    with open(path) as text:
-        first = text.readline()
+    try:
+        with open(path, encoding="utf-8-sig") as text:  # a byte-order mark is not a header
+            first = text.readline()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not a text table (undecodable bytes: {error.reason})") from error
     try:
         [float(v) for v in first.replace(delimiter or " ", " ").split()]
         header = 0

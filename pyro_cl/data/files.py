@@ -28,8 +28,12 @@ def read_matrix(path: Path, delimiter: str | None = None, skiprows: int = 0) -> 
 
     :raises ValueError: naming ``path`` if it is not numeric or holds NaN or infinite values.
     """
-    try:
-        data = np.loadtxt(path, delimiter=delimiter, ndmin=2, skiprows=skiprows)
+    try:  # utf-8-sig: a byte-order mark at the start is not part of the first number
+        data = np.loadtxt(
+            path, delimiter=delimiter, ndmin=2, skiprows=skiprows, encoding="utf-8-sig"
+        )
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not a text table (undecodable bytes: {error.reason})") from error
     except ValueError as error:
         raise ValueError(f"{path}: not a numeric table ({error})") from error
     if not np.isfinite(data).all():

@@ -121,11 +121,33 @@ def online_stream(
     return OnlineStream(name, steps, test_set, x.shape[1], num_outputs, regression)
 
 
+def _class_labels(y: np.ndarray) -> np.ndarray:
+    """``y`` as int64 class indices, or a ``ValueError``: labels must be integers from 0, of
+    at least two classes (map other labels first, as :func:`~pyro_cl.data.load_drift_table`
+    does)."""
+    if y.size and (
+        not np.isfinite(y.astype(np.float64)).all() or (y != np.round(y)).any() or (y < 0).any()
+    ):
+        raise ValueError("labels must be integers from 0 (class indices)")
+    y = y.astype(np.int64)
+    if y.size and y.max() < 1:
+        raise ValueError("the labels hold one class only: a classification stream needs two")
+    return y
+
+
+def _check_count(value, what: str) -> None:
+    """``value`` is a positive integer (not a bool), else a ``ValueError`` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+
+
 def _step_bounds(rows: int, first_size: int, step_size: int, num_steps: int | None) -> list[int]:
     """Row bounds of the steps: ``first_size`` rows, then ``step_size`` rows at a time (a last
     partial step is dropped), at most ``num_steps`` steps."""
-    if first_size < 1 or step_size < 1:
-        raise ValueError(f"step sizes must be positive, got {first_size}/{step_size}")
+    for value, what in ((first_size, "first_size"), (step_size, "step_size")):
+        _check_count(value, what)
+    if num_steps is not None:
+        _check_count(num_steps, "num_steps")
     if first_size > rows:
         raise ValueError(f"first step of {first_size} points exceeds the {rows} rows")
     bounds = [0, first_size]
@@ -167,6 +189,7 @@ def drift_stream(
     y = np.asarray(y)
     if len(x) != len(y):
         raise ValueError(f"{len(x)} inputs but {len(y)} targets")
+    y = _class_labels(y)
     times = np.arange(len(x), dtype=np.float64) if times is None else np.asarray(times, float)
     if times.shape != (len(x),) or not np.isfinite(times).all() or (np.diff(times) < 0).any():
         raise ValueError(
@@ -177,7 +200,14 @@ def drift_stream(
     if (np.diff(step_times) <= 0).any():
         raise ValueError("two steps end at the same time: make the steps longer")
     first = x[: bounds[1]]
-    mean, std = first.mean(0), first.std(0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean, std = first.mean(0), first.std(0)
+    bad = ~(np.isfinite(mean) & np.isfinite(std) & np.isfinite(x).all(0))
+    if bad.any():
+        raise ValueError(
+            f"column {int(np.flatnonzero(bad)[0])}'s values are not finite or overflow its "
+            "statistics (mean or standard deviation over the first step): rescale or drop it"
+        )
     standardised = (x - mean) / np.where(std > 0, std, 1.0)
     steps = _time_steps(standardised, y, bounds, step_times, torch.long)
     return OnlineStream(name, steps, None, x.shape[1], int(y.max()) + 1, False)
