@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from pyro_cl import VCL, DivergenceError, FineTuning
+from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.divergence import Divergence
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.vogn import VOGN
@@ -259,3 +260,27 @@ def test_a_selectors_indices_are_checked_not_truncated():
         _Returns(2, ["a", "b"]).update(None, points)
     with pytest.raises(ValueError, match="picked a point twice"):
         _Returns(2, [1, 1]).update(None, points)
+
+
+def test_a_save_from_another_thread_during_observe_is_never_torn(tmp_path):
+    """A save asked for mid-step (from a callback, on another thread) waits for the step and
+    holds the state after it; without the lock it would write half-fitted values."""
+    learner = VCL(BayesianMLP(4, [8], 2), seed=0, **SMALL)
+    learner.observe(two_class_data(64, 4))
+    path, savers = tmp_path / "state.pt", []
+
+    class SaveMidStep(Callback):
+        def on_epoch_end(self, epoch, loss):
+            if epoch == 0:
+                saver = threading.Thread(target=learner.save, args=(path,))
+                saver.start()
+                saver.join(timeout=1.0)  # an unlocked save finishes in this time
+                savers.append(saver)
+
+    learner.observe(two_class_data(64, 4, column=1, seed=1), callbacks=[SaveMidStep()])
+    savers[0].join()
+    loaded = VCL.load(path)
+    assert loaded.tasks_seen == learner.tasks_seen == [0, 0]
+    for key, value in learner.guide.state_dict().items():
+        if torch.is_tensor(value):
+            assert torch.equal(loaded.guide.state_dict()[key], value), key

@@ -17,6 +17,7 @@ import torch
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import is_writer, writer_barrier
 from pyro_cl.infer.learner_state import LearnerStores
+from pyro_cl.nn.exclusive import MODEL_LOCK
 from pyro_cl.points import Points
 from pyro_cl.posterior import install_prior, posterior_from_state, posterior_to_state
 from pyro_cl.serialization import CorruptFileError, atomic_save, safe_load
@@ -75,11 +76,16 @@ def save_learner(learner: LearnerStores, path: str | os.PathLike) -> None:
     """Save the whole learner atomically (see :func:`pyro_cl.serialization.atomic_save`);
     in a data-parallel run rank 0 writes and every rank waits until it has.
 
+    The state is read and written under :data:`~pyro_cl.nn.exclusive.MODEL_LOCK`, which a step
+    holds from start to end: a save from another thread waits for a running ``observe`` and
+    writes the state before or after it, never half of it.
+
     :raises TypeError: before writing anything, if a part cannot be rebuilt on load.
     """
-    state = learner_state(learner)  # every rank takes part (its random state), rank 0 writes
-    if is_writer():
-        atomic_save(state, path)
+    with MODEL_LOCK:
+        state = learner_state(learner)  # every rank takes part (its random state)
+        if is_writer():  # rank 0 writes
+            atomic_save(state, path)
     writer_barrier()
 
 

@@ -17,6 +17,7 @@ Each part is a documented base class with built-ins, and saves and loads through
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 import os
@@ -45,7 +46,7 @@ from pyro_cl.infer.transitions import Identity, Transition, TransitionContext
 from pyro_cl.likelihoods import Likelihood
 from pyro_cl.memory import Memory, MemoryUpdate
 from pyro_cl.model import SupervisedModel
-from pyro_cl.nn.exclusive import exclusive_mode
+from pyro_cl.nn.exclusive import MODEL_LOCK, exclusive_mode
 from pyro_cl.points import Points
 from pyro_cl.posterior import (
     Posterior,
@@ -484,7 +485,8 @@ class ContinualLearner:
         trained site (a memory refit where there is one, else the propagated posterior)."""
         task_id = self.model.checked_task_id(task_id)
         x = self.model.example_input(self.device)
-        return {**self.current_prior(), **self.prediction_sites(x, task_id)}
+        with MODEL_LOCK:  # not in the middle of another thread's step
+            return {**self.current_prior(), **self.prediction_sites(x, task_id)}
 
     def current_prior(self) -> dict:
         """The prior the next step starts from, for every site trained so far (= the latest
@@ -492,10 +494,11 @@ class ContinualLearner:
         later steps do not change what this returned."""
         if self.point_estimate:
             return {}
-        return {
-            name: detach_distribution(q)
-            for name, q in read_priors(self.net, self.trained_sites).items()
-        }
+        with MODEL_LOCK:  # not in the middle of another thread's step
+            return {
+                name: detach_distribution(q)
+                for name, q in read_priors(self.net, self.trained_sites).items()
+            }
 
     def parts(self) -> dict[str, object]:
         """Every part by role: fitter, transition, memory (if any), callbacks."""
@@ -517,12 +520,14 @@ class ContinualLearner:
 
     def state(self) -> dict:
         """Everything needed to continue exactly here, as tensors and plain containers (see
-        :func:`pyro_cl.infer.checkpoint.learner_state`).
+        :func:`pyro_cl.infer.checkpoint.learner_state`): a copy, read while no step runs (a
+        call from another thread waits for a running ``observe``).
 
         :raises TypeError: if a part cannot be rebuilt from its spec; the message says how to
             register it.
         """
-        return learner_state(self)
+        with MODEL_LOCK:
+            return copy.deepcopy(learner_state(self))
 
     def save(self, path: str | os.PathLike) -> None:
         """Save the whole learner atomically (:func:`pyro_cl.infer.checkpoint.save_learner`);
