@@ -292,3 +292,30 @@ def test_online_benchmark_script_builds_one_run_per_stream():
     )
     assert paper[0].settings()["iterations"] == 10_000
     assert paper[0].settings()["term_samples"] == 50_000
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["stream", "rotating", "--transition", "wiener"],
+            "pyro-cl stream: --transition wiener needs --transition-diffusion",
+        ),
+        (
+            ["stream", "rotating", "--methods", "none", "--lr", "inf"],
+            "pyro-cl stream: training diverged (",
+        ),
+        (
+            ["run", "--epochs", "1", "--num-tasks", "2", "--methods", "vcl", "--lr", "1e30"],
+            "pyro-cl run: training diverged (",
+        ),
+    ],
+)
+def test_training_failures_are_one_line_in_the_users_terms(argv, message, tmp_path):
+    small = ["--no-progress", "--output", str(tmp_path)]
+    if argv[0] == "stream":
+        small += ["--num-steps", "3", "--iterations", "2", "--first-iterations", "2"]
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, *small])
+    text = str(exit_.value.code)
+    assert text.startswith(message) and "\n" not in text

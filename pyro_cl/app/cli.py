@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import inspect
 import math
 import os
 import sys
@@ -27,6 +28,7 @@ from pyro_cl.app.stream_presets import ONLINE_METHODS, STREAM_PRESETS
 from pyro_cl.guides import REINIT_POLICIES
 from pyro_cl.infer.config import INIT_MEANS
 from pyro_cl.infer.data_parallel import init_from_environment, is_writer
+from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.transitions import Transition
 from pyro_cl.nn.concrete import MASK_PARAMETERISATIONS
 from pyro_cl.spec import REGISTRIES
@@ -341,9 +343,19 @@ def _transition(args: argparse.Namespace) -> Transition | None:
         return None
     cls = REGISTRIES["transition"][args.transition]
     check_taken(options, "transition", [cls])
+    required = [
+        parameter.name
+        for parameter in list(inspect.signature(cls.__init__).parameters.values())[1:]
+        if parameter.default is inspect.Parameter.empty
+        and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+        and parameter.name not in options
+    ]
+    if required:
+        flags = ", ".join(f"--transition-{name.replace('_', '-')}" for name in required)
+        raise ValueError(f"--transition {args.transition} needs {flags}")
     try:
         return cls(**options)
-    except TypeError as error:
+    except (TypeError, OverflowError) as error:
         raise ValueError(f"--transition {args.transition}: {error}") from error
 
 
@@ -355,10 +367,17 @@ def command_line_errors(program: str, debug: bool = False) -> Iterator[None]:
     traceback."""
     try:
         yield
-    except (ValueError, OSError) as error:
+    except (ValueError, OSError, DivergenceError, OverflowError) as error:
         if debug:
             raise
         message = " ".join(str(error).split())  # one line, whatever the error's text
+        if isinstance(error, DivergenceError):
+            message = (
+                f"training diverged ({message}), so the run stopped: lower --lr, "
+                "or the transition's or penalty's parameters"
+            )
+        elif isinstance(error, OverflowError):
+            message = f"a number overflows ({message}): use smaller option values"
         raise SystemExit(f"{program}: {message}") from None
 
 
