@@ -127,7 +127,7 @@ def test_cli_builds_a_transition_from_its_registered_options(tmp_path):
         (["--methods", "vcl", "--fitter-beta", "0.1"], "--fitter-beta: not an option"),
         (["--methods", "ivon", "--fitter-momentum", "0.9"], "--fitter-momentum: not an option"),
         (["--transition-factor", "2"], "need --transition"),
-        (["--transition", "child_concentration_growth"], "missing 1 required positional"),
+        (["--transition", "child_concentration_growth"], "needs --transition-factor"),
         (["--transition", "child_concentration_growth", "--transition-factor", "2"], "H-IBP"),
         (["--methods", "vcl,nope"], "unknown methods ['nope']"),
         (["--benchmark", "split-digits", "--num-tasks", "3"], "fixed number of tasks"),
