@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 import torch
 
+from pyro_cl.checks import checked_count
 from pyro_cl.infer.per_example import gradient_statistics
 from pyro_cl.model import SupervisedModel
 
@@ -28,9 +29,7 @@ def check_sample_count(value: int | None, name: str) -> int | None:
 
     :raises ValueError: naming ``name`` otherwise.
     """
-    if value is not None and (isinstance(value, bool) or value < 1):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
+    return None if value is None else checked_count(value, name)
 
 
 @torch.no_grad()

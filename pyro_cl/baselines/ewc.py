@@ -25,6 +25,7 @@ from collections.abc import Mapping
 import torch
 
 from pyro_cl.baselines.curvature import check_sample_count, diagonal_curvature
+from pyro_cl.checks import checked_real
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.penalty import Penalty, check_strength, weighted_squared_distance
 from pyro_cl.points import Points
@@ -84,9 +85,7 @@ class OnlineEWC(EWC):
         self, strength: float = 1.0, fisher_samples: int | None = 200, decay: float = 1.0
     ) -> None:
         super().__init__(strength, fisher_samples)
-        if isinstance(decay, bool) or not 0 <= float(decay) <= 1:
-            raise ValueError(f"the decay γ must lie in [0, 1], got {decay!r}")
-        self.decay = float(decay)
+        self.decay = checked_real(decay, "the decay γ", 0, 1)
 
     def _consolidate(self, anchor: dict, fisher: dict) -> None:
         if self.fishers:

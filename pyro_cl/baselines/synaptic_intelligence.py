@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 import torch
 
+from pyro_cl.checks import checked_real
 from pyro_cl.infer.callbacks import StepInfo
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.penalty import Penalty, check_strength, weighted_squared_distance
@@ -39,9 +40,7 @@ class SynapticIntelligence(Penalty):
 
     def __init__(self, strength: float = 1.0, damping: float = 0.1) -> None:
         self.strength = check_strength(strength, "the strength c")
-        if isinstance(damping, bool) or not float(damping) > 0:
-            raise ValueError(f"the damping ξ must be positive, got {damping!r}")
-        self.damping = float(damping)
+        self.damping = checked_real(damping, "the damping ξ", 0, low_open=True)
         #: ``Ω`` and the values at the end of the last task (the anchor).
         self.importance: dict[str, torch.Tensor] = {}
         self.anchor: dict[str, torch.Tensor] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from pyro_cl.checks import checked_real
 from pyro_cl.infer.natural_gradient import (
     NaturalGradientState,
     NaturalGradientUpdate,
@@ -59,14 +60,12 @@ class IVON(NaturalGradientUpdate):
         spread_samples: bool = False,
     ) -> None:
         super().__init__(learning_rate, num_samples, data_scale, compiled, spread_samples)
-        if not 0 <= beta1 < 1:
-            raise ValueError(f"beta1 must lie in [0, 1), got {beta1}")
-        check_rate("1 - beta2", 1 - beta2)
-        if hessian_init is not None and not hessian_init >= 0:
-            raise ValueError(f"hessian_init must be non-negative, got {hessian_init}")
-        self.beta1 = float(beta1)
-        self.beta2 = float(beta2)
-        self.hessian_init = None if hessian_init is None else float(hessian_init)
+        self.beta1 = checked_real(beta1, "beta1", 0, 1, high_open=True)
+        self.beta2 = checked_real(beta2, "beta2", 0, 1, high_open=True)
+        check_rate("1 - beta2", 1 - self.beta2)
+        self.hessian_init = (
+            None if hessian_init is None else checked_real(hessian_init, "hessian_init", 0)
+        )
 
     def _initialise(self, state: NaturalGradientState, effective_size: float) -> None:
         state.buffers["steps"] = torch.zeros((), dtype=state.loc.dtype, device=state.loc.device)

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import torch
 
+from pyro_cl.checks import checked_count, checked_real
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.data_parallel import Shard, all_reduce_sums, rank_and_world, sharded_step
 from pyro_cl.infer.fit_context import FitContext
@@ -121,15 +122,9 @@ class NaturalGradientUpdate(Fitter):
         compiled: bool = False,
         spread_samples: bool = False,
     ) -> None:
-        if not learning_rate > 0:
-            raise ValueError(f"learning_rate must be positive, got {learning_rate}")
-        if num_samples < 1:
-            raise ValueError(f"num_samples must be at least 1, got {num_samples}")
-        if not data_scale > 0:
-            raise ValueError(f"data_scale must be positive, got {data_scale}")
-        self.learning_rate = float(learning_rate)
-        self.num_samples = int(num_samples)
-        self.data_scale = float(data_scale)
+        self.learning_rate = checked_real(learning_rate, "learning_rate", 0, low_open=True)
+        self.num_samples = checked_count(num_samples, "num_samples")
+        self.data_scale = checked_real(data_scale, "data_scale", 0, low_open=True)
         self.compiled = bool(compiled)
         self.spread_samples = bool(spread_samples)
         self._kernels: dict = {}
@@ -291,6 +286,4 @@ class NaturalGradientUpdate(Fitter):
 
 def check_rate(name: str, value: float) -> float:
     """``value`` if it lies in (0, 1], else a ``ValueError`` naming it."""
-    if not 0 < value <= 1:  # also refuses NaN
-        raise ValueError(f"{name} must lie in (0, 1], got {value}")
-    return float(value)
+    return checked_real(value, name, 0, 1, low_open=True)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 import torch
 
+from pyro_cl.checks import checked_real
 from pyro_cl.infer.callbacks import StepInfo
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.points import Points
@@ -32,9 +33,7 @@ def weighted_squared_distance(
 
 def check_strength(value: float, name: str) -> float:
     """A penalty's strength as a float, or a ``ValueError`` naming it unless non-negative."""
-    if isinstance(value, bool) or not float(value) >= 0:
-        raise ValueError(f"{name} must be non-negative, got {value!r}")
-    return float(value)
+    return checked_real(value, name, 0)
 
 
 class Penalty(Registrable, ABC, kind="penalty"):

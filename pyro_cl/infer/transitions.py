@@ -41,6 +41,7 @@ from typing import ClassVar
 import torch
 from pyro.distributions import Normal
 
+from pyro_cl.checks import checked_real
 from pyro_cl.nn.ibp_mask import IBPMask
 from pyro_cl.nn.module_walks import modules_of_type
 from pyro_cl.posterior import Posterior, base_distribution, read_priors
@@ -152,9 +153,7 @@ class ChildConcentrationGrowth(Transition):
     name = "child_concentration_growth"
 
     def __init__(self, factor: float) -> None:
-        if not factor > 0:
-            raise ValueError(f"the growth factor must be positive, got {factor}")
-        self.factor = float(factor)
+        self.factor = checked_real(factor, "the growth factor", 0, low_open=True)
 
     def check(self, net: torch.nn.Module) -> None:
         if not _hierarchical_masks(net):
@@ -215,17 +214,12 @@ def check_time_constant(time_constant: float | None) -> float | None:
     """
     if time_constant is None:
         return None
-    if isinstance(time_constant, bool) or not 0 < float(time_constant) < float("inf"):
-        raise ValueError(f"the time constant must be positive and finite, got {time_constant!r}")
-    return float(time_constant)
+    return checked_real(time_constant, "the time constant", 0, low_open=True)
 
 
 def check_adaptation(value: float, name: str, upper: float = float("inf")) -> float:
     """An adaptation parameter in ``[0, upper)``, or a ``ValueError`` naming it."""
-    if isinstance(value, bool) or not 0 <= float(value) < upper:
-        bound = "1" if upper == 1 else "infinity"
-        raise ValueError(f"{name} must lie in [0, {bound}), got {value!r}")
-    return float(value)
+    return checked_real(value, name, 0, upper, high_open=True)
 
 
 def check_prior_families(net: torch.nn.Module, allowed: tuple[type, ...] = (Normal,)) -> None:

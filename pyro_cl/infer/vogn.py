@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from pyro_cl.checks import checked_real
 from pyro_cl.infer.natural_gradient import (
     NaturalGradientState,
     NaturalGradientUpdate,
@@ -74,10 +75,8 @@ class VOGN(NaturalGradientUpdate):
         super().__init__(learning_rate, num_samples, data_scale, compiled, spread_samples)
         if curvature not in ("fisher", "ggn"):
             raise ValueError(f"curvature must be 'fisher' or 'ggn', got {curvature!r}")
-        if not 0 <= momentum < 1:
-            raise ValueError(f"momentum must lie in [0, 1), got {momentum}")
         self.beta = check_rate("beta", beta)
-        self.momentum = float(momentum)
+        self.momentum = checked_real(momentum, "momentum", 0, 1, high_open=True)
         self.curvature = curvature
 
     def _initialise(self, state: NaturalGradientState, effective_size: float) -> None:

@@ -1,0 +1,77 @@
+"""Every registered part's numeric constructor arguments, driven through the values users get
+wrong (0, negative, infinite, NaN, a bool for a number, a fraction for a count, huge): each is
+refused with a ValueError that says what the argument must be, or gives a part whose stored
+numbers are all finite (property-based, hypothesis)."""
+
+import inspect
+import math
+import typing
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pyro_cl  # noqa: F401 (registers the built-in parts)
+import pyro_cl.baselines  # noqa: F401
+from pyro_cl.spec import REGISTRIES
+
+NUMBERS = (int, float, int | None, float | None)
+
+
+def _numeric_parameters(cls):
+    hints = typing.get_type_hints(cls.__init__)
+    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    return [
+        p
+        for p in parameters
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and hints.get(p.name) in NUMBERS
+    ]
+
+
+def _valid_required(cls) -> dict:
+    """Plain valid values for the required arguments (the adaptation values, rates, sizes)."""
+    hints = typing.get_type_hints(cls.__init__)
+    required = {}
+    for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
+        if p.default is inspect.Parameter.empty:
+            required[p.name] = 5 if hints.get(p.name) in (int, int | None) else 0.5
+    return required
+
+
+CASES = [
+    (kind, name, cls, parameter.name)
+    for kind in ("fitter", "transition", "penalty", "memory")
+    for name, cls in sorted(REGISTRIES[kind].items())
+    if cls.__module__.startswith("pyro_cl.")
+    for parameter in _numeric_parameters(cls)
+]
+
+BAD_VALUES = st.one_of(
+    st.sampled_from([0, 0.0, -1, -0.5, math.inf, -math.inf, math.nan, True, False, 2.5, 1e300]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(10**6), max_value=10**6),
+)
+
+
+def test_every_registered_kind_has_numeric_arguments_to_check():
+    assert {kind for kind, *_ in CASES} == {"fitter", "transition", "penalty", "memory"}
+    assert len(CASES) >= 25
+
+
+@pytest.mark.parametrize(("kind", "name", "cls", "parameter"), CASES, ids=lambda v: str(v))
+@settings(max_examples=25, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@given(value=BAD_VALUES)
+def test_a_numeric_argument_is_refused_clearly_or_gives_a_finite_part(
+    kind, name, cls, parameter, value
+):
+    arguments = {**_valid_required(cls), parameter: value}
+    try:
+        part = cls(**arguments)
+    except ValueError as error:
+        assert str(error) and "\n" not in str(error)
+        return
+    stored = part.hyperparameters()[parameter]
+    if isinstance(value, bool):
+        pytest.fail(f"{name}({parameter}={value!r}) took a bool for a number")
+    if stored is not None:
+        assert math.isfinite(stored), f"{name}({parameter}={value!r}) stored {stored!r}"
