@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from pyro_cl.checks import checked_count
+
 __all__ = [
     "OnlineStream",
     "TimeStep",
@@ -135,19 +137,13 @@ def _class_labels(y: np.ndarray) -> np.ndarray:
     return y
 
 
-def _check_count(value, what: str) -> None:
-    """``value`` is a positive integer (not a bool), else a ``ValueError`` naming ``what``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{what} must be a positive integer, got {value!r}")
-
-
 def _step_bounds(rows: int, first_size: int, step_size: int, num_steps: int | None) -> list[int]:
     """Row bounds of the steps: ``first_size`` rows, then ``step_size`` rows at a time (a last
     partial step is dropped), at most ``num_steps`` steps."""
     for value, what in ((first_size, "first_size"), (step_size, "step_size")):
-        _check_count(value, what)
+        checked_count(value, what)
     if num_steps is not None:
-        _check_count(num_steps, "num_steps")
+        checked_count(num_steps, "num_steps")
     if first_size > rows:
         raise ValueError(f"first step of {first_size} points exceeds the {rows} rows")
     bounds = [0, first_size]
