@@ -212,3 +212,28 @@ def test_pyro_cl_run_under_torchrun_writes_one_result(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "out" / "results.json").is_file()
     assert done.stdout.count("ACC") >= 1
+
+
+def _mismatch_worker(rank: int, world: int, port: int, folder: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    learner = _learner(None, True)
+    x, y = _task(32, 0)
+    if rank == 1:
+        x = x + 0.5  # rank 1 was given other data of the same size
+    try:
+        learner.observe((x, y))
+        outcome = "fitted"
+    except ValueError as error:
+        outcome = str(error)
+    outcome += f"|tasks seen {learner.tasks_seen}"
+    Path(folder, f"rank{rank}.txt").write_text(outcome)
+    dist.destroy_process_group()
+
+
+def test_ranks_given_different_data_refuse_the_step_on_every_rank(tmp_path):
+    mp.spawn(_mismatch_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    for rank in (0, 1):
+        outcome = (tmp_path / f"rank{rank}.txt").read_text()
+        assert outcome.startswith("the ranks' step data differ"), outcome
+        assert "nothing was fitted" in outcome and outcome.endswith("|tasks seen []")

@@ -43,6 +43,8 @@ __all__ = [
     "Shard",
     "check_replicas_agree",
     "all_reduce_sums",
+    "check_same_step_data",
+    "fingerprint",
     "in_process_group",
     "init_from_environment",
     "is_data_parallel",
@@ -209,6 +211,35 @@ def sharded_step(index: torch.Tensor) -> Iterator[Shard]:
         _reseed_torch(next_seed)
 
 
+def fingerprint(tensor: torch.Tensor) -> torch.Tensor:
+    """A few float64 numbers that change when ``tensor``'s values, order or shape change: its
+    shape, sum, sum of squares and a position-weighted sum (cheap: a pass over the data)."""
+    flat = tensor.detach().reshape(-1).double()
+    weights = torch.arange(1, flat.numel() + 1, device=flat.device, dtype=torch.float64)
+    weights = torch.remainder(weights * 0.6180339887, 1.0)
+    shape = torch.tensor(list(tensor.shape) or [0], dtype=torch.float64, device=flat.device)
+    sums = torch.stack([flat.sum(), flat.square().sum(), (flat * weights).sum()])
+    return torch.cat([shape, sums])
+
+
+def check_same_step_data(tensors: Mapping[str, torch.Tensor]) -> None:
+    r"""Inside a process group, refuse a step unless every rank was given the same data (one
+    all-reduce of their :func:`fingerprint`\ s), before anything is fitted: ranks given
+    different data would otherwise average their gradients into a blend and finish silently.
+
+    :raises ValueError: on every rank, when the ranks' data differ.
+    """
+    if not is_data_parallel():
+        return
+    try:
+        check_replicas_agree({k: fingerprint(t) for k, t in tensors.items()}, "step data")
+    except RuntimeError as error:
+        raise ValueError(
+            f"{error}: every rank must observe the same data (shard nothing yourself; the "
+            "learner shards each minibatch); nothing was fitted"
+        ) from None
+
+
 def check_replicas_agree(tensors: Mapping[str, torch.Tensor], what: str) -> None:
     """Raise ``RuntimeError`` unless every rank holds exactly the same ``tensors`` (one
     all-reduce of their maxima and minima over ranks)."""
@@ -220,13 +251,12 @@ def check_replicas_agree(tensors: Mapping[str, torch.Tensor], what: str) -> None
     sizes = torch.tensor([flat.numel(), -flat.numel()], device=flat.device, dtype=torch.float64)
     dist.all_reduce(sizes, op=dist.ReduceOp.MAX)
     if sizes[0] != -sizes[1]:
-        raise RuntimeError(f"the ranks' {what} differ in size after the fit")
+        raise RuntimeError(f"the ranks' {what} differ in size")
     high, low = flat.clone(), flat.clone()
     dist.all_reduce(high, op=dist.ReduceOp.MAX)
     dist.all_reduce(low, op=dist.ReduceOp.MIN)
     if not torch.equal(high, low):
         raise RuntimeError(
-            f"the ranks' {what} differ after the fit (largest difference "
-            f"{float((high - low).max()):.3g}): the processes did not see the same minibatches "
-            "or random draws"
+            f"the ranks' {what} differ (largest difference {float((high - low).max()):.3g}): "
+            "the processes did not see the same data, minibatches or random draws"
         )

@@ -32,6 +32,7 @@ from pyro_cl.infer.checkpoint import learner_state, load_learner, save_learner
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import (
     check_replicas_agree,
+    check_same_step_data,
     synchronise_random_state,
 )
 from pyro_cl.infer.elbo_fitter import ELBOFitter
@@ -229,6 +230,9 @@ class ContinualLearner:
         # with test-time Bernoulli masks); one model run at a time (see pyro_cl.nn.exclusive).
         with exclusive_mode(self.net, training=True), self.random.scope():
             time = self._check_time(time)
+            check_same_step_data(  # data-parallel runs: every rank observes the same step
+                {"inputs": x, "targets": y, "task and time": torch.tensor([task_id, time])}
+            )
             watchers = CallbackList([*self._callbacks(), *callbacks])
             with transaction(self):  # any failure: the learner is left as it was
                 watchers.on_task_start(self, task_id)
