@@ -4,12 +4,19 @@ A file is ``MAGIC``, the SHA-256 digest of the payload in hex and a newline, the
 ``torch.save`` of plain tensors and containers. Loading checks the digest before unpickling
 anything (a flipped bit or a truncated file is reported as corruption, naming the file) and then
 unpickles with ``weights_only=True`` (a tampered file cannot run code).
+
+The plain digest protects against accidents (a flipped bit, a truncated copy), not against
+someone who edits the payload and writes a new digest. For files from places you do not trust,
+save and load with a ``key`` (bytes you keep secret): the file then carries an HMAC-SHA256 of
+the payload under that key (``MAGIC_SIGNED``), which nobody without the key can recompute, and
+loading refuses a file that is unsigned, signed with another key, or modified.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import io
 import os
 import re
@@ -19,10 +26,12 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["CorruptFileError", "MAGIC", "atomic_save", "safe_load"]
+__all__ = ["CorruptFileError", "MAGIC", "MAGIC_SIGNED", "atomic_save", "safe_load"]
 
-#: The first bytes of every file :func:`atomic_save` writes (format version 1).
+#: The first bytes of every file :func:`atomic_save` writes without a key (format version 1).
 MAGIC = b"PYRO_CL STATE 1\n"
+#: The first bytes of a file signed with a key (an HMAC-SHA256 in place of the digest).
+MAGIC_SIGNED = b"PYRO_CL SIGNED 1\n"
 _DIGEST_LENGTH = 64
 
 
@@ -30,7 +39,19 @@ class CorruptFileError(ValueError):
     """A saved file is truncated, modified, or not a pyro_cl state file."""
 
 
-def atomic_save(state: dict, path: str | os.PathLike) -> None:
+def _digest(payload: bytes, key: bytes | None) -> str:
+    if key is None:
+        return hashlib.sha256(payload).hexdigest()
+    return hmac.new(_checked_key(key), payload, hashlib.sha256).hexdigest()
+
+
+def _checked_key(key: object) -> bytes:
+    if not isinstance(key, (bytes, bytearray)) or not key:
+        raise ValueError("a checkpoint key must be non-empty bytes")
+    return bytes(key)
+
+
+def atomic_save(state: dict, path: str | os.PathLike, key: bytes | None = None) -> None:
     """Write ``state`` to ``path`` so that ``path`` is never left half-written.
 
     The bytes go to a temporary file in the same folder, are flushed to disk, and the file is
@@ -39,6 +60,8 @@ def atomic_save(state: dict, path: str | os.PathLike) -> None:
     its permission bits; saving through a symbolic link replaces the file it points to and keeps
     the link. Temporary files that a crashed save (of a process no longer running) left behind
     are removed.
+
+    :param key: sign the file with an HMAC-SHA256 under this key (see the module docstring).
     """
     target = Path(os.path.realpath(path))
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -46,13 +69,14 @@ def atomic_save(state: dict, path: str | os.PathLike) -> None:
     buffer = io.BytesIO()
     torch.save(state, buffer)
     payload = buffer.getvalue()
-    digest = hashlib.sha256(payload).hexdigest().encode("ascii")
+    digest = _digest(payload, key).encode("ascii")
+    magic = MAGIC if key is None else MAGIC_SIGNED
     handle, temporary = tempfile.mkstemp(
         prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent
     )
     try:
         with os.fdopen(handle, "wb") as file:
-            file.write(MAGIC + digest + b"\n")
+            file.write(magic + digest + b"\n")
             file.write(payload)
             file.flush()
             os.fsync(file.fileno())
@@ -65,25 +89,35 @@ def atomic_save(state: dict, path: str | os.PathLike) -> None:
     _sync_folder(target.parent)
 
 
-def safe_load(path: str | os.PathLike, map_location=None) -> dict:
-    """Load a file written by :func:`atomic_save`, checking its digest first.
+def safe_load(path: str | os.PathLike, map_location=None, key: bytes | None = None) -> dict:
+    """Load a file written by :func:`atomic_save`, checking its digest (or, with ``key``, its
+    signature) first.
 
     :raises CorruptFileError: if the file is not a pyro_cl state file, is truncated, or its
-        content does not match its digest (the message names the file).
+        content does not match its digest or signature (the message names the file).
     """
     path = Path(path)
     data = path.read_bytes()
-    header_length = len(MAGIC) + _DIGEST_LENGTH + 1
-    if not data.startswith(MAGIC):
+    signed = data.startswith(MAGIC_SIGNED)
+    if key is not None and not signed:
+        raise CorruptFileError(f"{path} is not signed: it cannot be checked with the key given")
+    if key is None and signed:
+        raise CorruptFileError(f"{path} is signed: pass the key it was saved with")
+    magic = MAGIC_SIGNED if signed else MAGIC
+    header_length = len(magic) + _DIGEST_LENGTH + 1
+    if not data.startswith(magic):
         raise CorruptFileError(f"{path} is not a pyro_cl state file (it lacks the header)")
     if len(data) < header_length or data[header_length - 1 : header_length] != b"\n":
         raise CorruptFileError(f"{path} is corrupt: its header is truncated")
-    stored = data[len(MAGIC) : header_length - 1].decode("ascii", errors="replace")
+    stored = data[len(magic) : header_length - 1].decode("ascii", errors="replace")
     payload = data[header_length:]
-    if hashlib.sha256(payload).hexdigest() != stored:
+    if not hmac.compare_digest(_digest(payload, key), stored):
+        what = (
+            "the signature under the key given" if signed else "the SHA-256 digest stored with it"
+        )
         raise CorruptFileError(
-            f"{path} is corrupt: its content does not match the SHA-256 digest stored with it "
-            "(the file was truncated or modified after saving)"
+            f"{path} is corrupt: its content does not match {what} "
+            "(the file was truncated or modified after saving, or signed with another key)"
         )
     try:
         return torch.load(io.BytesIO(payload), map_location=map_location, weights_only=True)

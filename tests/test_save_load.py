@@ -2,15 +2,19 @@ import hashlib
 import os
 import pickle
 import random
+import re
 import stat
 
 import pytest
 import torch
 
 from pyro_cl import VCL
+from pyro_cl.memory import RandomCoreset
 from pyro_cl.nn import BayesianMLP
-from pyro_cl.serialization import MAGIC, CorruptFileError, atomic_save
+from pyro_cl.serialization import MAGIC, CorruptFileError, atomic_save, safe_load
 from tests.helpers import two_class_data
+
+SMALL = dict(epochs=2, batch_size=16, num_particles=1, num_predictive_samples=4, progress=False)
 
 
 def _learner(seed=0):
@@ -154,3 +158,57 @@ def test_a_crash_while_saving_leaves_the_previous_file_intact(tmp_path, monkeypa
         learner.save(path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["state.pt"]
+
+
+def _resave_with_valid_digest(path, edit):
+    """What a plain digest cannot stop: edit the payload, write a new digest."""
+    state = safe_load(path)
+    edit(state)
+    atomic_save(state, path)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda s: s["guide_state"]["loc.hidden/0/weight"].fill_(float("nan")),
+            "not finite",
+        ),
+        (lambda s: s.__setitem__("times", [0.0, -1.0]), "finite and increasing"),
+        (lambda s: s.__setitem__("times", [0.0, float("nan")]), "finite and increasing"),
+        (lambda s: s["coreset"]["task_ids"].fill_(7), "tasks never observed: [7]"),
+        (lambda s: s["parts"]["memory"].__setitem__("size", 1), "where its size allows 1"),
+    ],
+)
+def test_an_edited_checkpoint_with_a_recomputed_digest_is_refused_naming_the_file(
+    tmp_path, edit, message
+):
+    learner = VCL(BayesianMLP(4, [8], 2, heads=2), memory=RandomCoreset(3), seed=0, **SMALL)
+    learner.observe(two_class_data(32, 4), task_id=0)
+    learner.observe(two_class_data(32, 4, column=1), task_id=1)
+    path = tmp_path / "state.pt"
+    learner.save(path)
+    _resave_with_valid_digest(path, edit)
+    with pytest.raises(ValueError, match=re.escape(message)) as error:
+        VCL.load(path)
+    assert str(path) in str(error.value)
+
+
+def test_a_signed_checkpoint_loads_only_with_its_key(tmp_path):
+    learner = VCL(BayesianMLP(4, [8], 2), seed=0, **SMALL)
+    learner.observe(two_class_data(32, 4))
+    signed, plain = tmp_path / "signed.pt", tmp_path / "plain.pt"
+    learner.save(signed, key=b"secret")
+    learner.save(plain)
+    restored = VCL.load(signed, key=b"secret")
+    assert restored.tasks_seen == [0]
+    with pytest.raises(ValueError, match="signed: pass the key"):
+        VCL.load(signed)
+    with pytest.raises(ValueError, match="signature under the key given"):
+        VCL.load(signed, key=b"another")
+    with pytest.raises(ValueError, match="is not signed"):
+        VCL.load(plain, key=b"secret")
+    state = safe_load(signed, key=b"secret")  # an edit re-signed without the key cannot pass
+    atomic_save(state, signed, key=b"guess")
+    with pytest.raises(ValueError, match="signature under the key given"):
+        VCL.load(signed, key=b"secret")

@@ -19,11 +19,16 @@ from pyro_cl.infer.data_parallel import is_writer, writer_barrier
 from pyro_cl.infer.learner_state import LearnerStores
 from pyro_cl.nn.exclusive import MODEL_LOCK
 from pyro_cl.points import Points
-from pyro_cl.posterior import install_prior, posterior_from_state, posterior_to_state
+from pyro_cl.posterior import (
+    distribution_parameters,
+    install_prior,
+    posterior_from_state,
+    posterior_to_state,
+)
 from pyro_cl.serialization import CorruptFileError, atomic_save, safe_load
 from pyro_cl.spec import check_rebuildable, from_spec
 
-__all__ = ["FORMAT", "learner_state", "load_learner", "save_learner"]
+__all__ = ["FORMAT", "check_meaning", "learner_state", "load_learner", "save_learner"]
 
 #: The format written in every checkpoint (a file of another format is refused).
 FORMAT = "pyro_cl.learner/2"
@@ -72,7 +77,7 @@ def learner_state(learner: LearnerStores) -> dict:
     }
 
 
-def save_learner(learner: LearnerStores, path: str | os.PathLike) -> None:
+def save_learner(learner: LearnerStores, path: str | os.PathLike, key: bytes | None = None) -> None:
     """Save the whole learner atomically (see :func:`pyro_cl.serialization.atomic_save`);
     in a data-parallel run rank 0 writes and every rank waits until it has.
 
@@ -85,7 +90,7 @@ def save_learner(learner: LearnerStores, path: str | os.PathLike) -> None:
     with MODEL_LOCK:
         state = learner_state(learner)  # every rank takes part (its random state)
         if is_writer():  # rank 0 writes
-            atomic_save(state, path)
+            atomic_save(state, path, key)
     writer_barrier()
 
 
@@ -94,13 +99,29 @@ def load_learner(
     path: str | os.PathLike,
     net: torch.nn.Module | None = None,
     device: str | torch.device | None = None,
+    key: bytes | None = None,
 ) -> LearnerType:
-    """Rebuild a learner saved with :meth:`save` and restore the random number generator.
+    """Rebuild a learner saved with :meth:`save` and restore its random stream, after checking
+    the file's integrity (digest, or signature with ``key``) and then its meaning
+    (:func:`check_meaning`).
 
     :param net: a freshly built net of the same architecture; required unless the saved net
         is one of pyro_cl's (rebuilt from its spec).
+    :raises ValueError: naming the file, for a file that is corrupt, edited or meaningless.
     """
-    state = safe_load(path, map_location=device or "cpu")
+    try:
+        learner = _load(cls, path, net, device, key)
+        check_meaning(learner)
+    except CorruptFileError:
+        raise
+    except (ValueError, TypeError, KeyError) as error:
+        text = " ".join(str(error).split())
+        raise CorruptFileError(text if str(path) in text else f"{path}: {text}") from error
+    return learner
+
+
+def _load(cls, path, net, device, key):
+    state = safe_load(path, map_location=device or "cpu", key=key)
     if state.get("format") != FORMAT:
         raise ValueError(f"{path} is not a pyro_cl learner file of format {FORMAT}")
     if state["learner"] != cls.__name__:
@@ -139,6 +160,56 @@ def load_learner(
     }
     learner.random.load_state(state["rng"])
     return learner
+
+
+def check_meaning(learner: LearnerStores) -> None:
+    """Refuse a learner whose state makes no sense (a file edited and re-digested, or written by
+    a bug): non-finite guide parameters or posteriors, non-positive scales, times that are not
+    finite and increasing, memory points of tasks never seen or more than the memory holds.
+
+    :raises ValueError: naming the first thing wrong.
+    """
+    for name, value in learner.guide.state_dict().items():
+        if torch.is_tensor(value) and value.is_floating_point() and not value.isfinite().all():
+            raise ValueError(f"the guide's {name} is not finite")
+    posteriors = {"prior": learner.current_prior()}
+    for key, posterior in learner.prediction_posteriors.items():
+        posteriors[f"prediction posterior {key}"] = posterior
+    for what, posterior in posteriors.items():
+        for name, distribution in posterior.items():
+            for parameter, value in distribution_parameters(distribution).items():
+                if not torch.is_tensor(value) or not value.is_floating_point():
+                    continue
+                if not value.isfinite().all():
+                    raise ValueError(f"the {what}'s {name} has a non-finite {parameter}")
+                if parameter in _POSITIVE and not (value > 0).all():
+                    raise ValueError(f"the {what}'s {name} has a non-positive {parameter}")
+    times = torch.tensor(learner.times, dtype=torch.float64)
+    if len(learner.times) != len(learner.tasks_seen):
+        raise ValueError("the numbers of times and of tasks seen differ")
+    if not times.isfinite().all() or (times.diff() <= 0).any():
+        raise ValueError(f"the steps' times must be finite and increasing, got {learner.times}")
+    points = learner.memory_points
+    if points is not None:
+        unseen = sorted(set(points.tasks()) - set(learner.tasks_seen))
+        if unseen:
+            raise ValueError(f"the memory holds points of tasks never observed: {unseen}")
+        if not points.times.isfinite().all() or not points.x.isfinite().all():
+            raise ValueError("the memory's points or their times are not finite")
+        memory = learner.memory
+        counts = (
+            [len(points)]
+            if memory.budget == "total"
+            else [int((points.task_ids == task).sum()) for task in points.tasks()]
+        )
+        if max(counts, default=0) > memory.size:
+            raise ValueError(
+                f"the memory holds {max(counts)} points where its size allows {memory.size}"
+            )
+
+
+#: Distribution parameters that must be positive (scales, concentrations, rates).
+_POSITIVE = ("scale", "concentration1", "concentration0", "concentration", "rate")
 
 
 def _net_matching_its_weights(spec: dict, weights: dict, path) -> torch.nn.Module:

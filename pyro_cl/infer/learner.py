@@ -533,13 +533,15 @@ class ContinualLearner:
         with MODEL_LOCK:
             return copy.deepcopy(learner_state(self))
 
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike, key: bytes | None = None) -> None:
         """Save the whole learner atomically (:func:`pyro_cl.infer.checkpoint.save_learner`);
         in a data-parallel run rank 0 writes and every rank waits until it has.
 
+        :param key: sign the file with an HMAC under this secret key, for files that will travel
+            through places you do not trust (see :mod:`pyro_cl.serialization`).
         :raises TypeError: before writing anything, if a part cannot be rebuilt on load.
         """
-        save_learner(self, path)
+        save_learner(self, path, key)
 
     @classmethod
     def load(
@@ -547,14 +549,16 @@ class ContinualLearner:
         path: str | os.PathLike,
         net: torch.nn.Module | None = None,
         device: str | torch.device | None = None,
+        key: bytes | None = None,
     ) -> ContinualLearner:
         """Rebuild a learner saved with :meth:`save`, with its random stream
         (:func:`pyro_cl.infer.checkpoint.load_learner`).
 
         :param net: a freshly built net of the same architecture; required unless the saved net
             is one of pyro_cl's (rebuilt from its spec).
+        :param key: the key a signed file was saved with.
         """
-        return load_learner(cls, path, net, device)
+        return load_learner(cls, path, net, device, key)
 
 
 def _checked_part(part, base: type, role: str):
