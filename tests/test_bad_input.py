@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from pyro_cl import VCL, DivergenceError, GaussianLikelihood
+from pyro_cl import VCL, DivergenceError, GaussianLikelihood, NoPropagation
 from pyro_cl.memory import GaussianResidualMemory
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from tests.helpers import two_class_data
@@ -117,3 +117,8 @@ def test_a_time_stamp_must_be_a_real_number(time):
     with pytest.raises(TypeError, match="time must be a real number"):
         learner.observe(two_class_data(16, 4), time=time)
     assert learner.tasks_seen == [] and learner.times == []
+
+
+def test_a_memory_chosen_after_a_fit_that_never_happens_is_refused_up_front():
+    with pytest.raises(ValueError, match="NoPropagation transition fits nothing"):
+        VCL(BayesianMLP(4, [8], 2), memory=GaussianResidualMemory(5), transition=NoPropagation())

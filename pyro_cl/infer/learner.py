@@ -124,6 +124,15 @@ class ContinualLearner:
         self.memory = _checked_part(memory, Memory, "memory")
         if self.memory is None and self.needs_memory:
             raise ValueError(f"{type(self).__name__} needs a memory, e.g. RandomCoreset(200)")
+        if (
+            self.memory is not None
+            and self.memory.order == "after"
+            and not self.transition.propagates
+        ):
+            raise ValueError(
+                f"{type(self.memory).__name__} chooses its points after the step's fit, and the "
+                f"{type(self.transition).__name__} transition fits nothing: use another transition"
+            )
         self.callbacks = CallbackList(callbacks)
         model_class = getattr(net, "model_class", SupervisedModel)
         self.model = model_class(
