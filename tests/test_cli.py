@@ -4,9 +4,16 @@ import pytest
 import torch
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
-from pyro_cl.app.cli import build_parser, main
+from pyro_cl.app.cli import (
+    HAND_WRITTEN_SETTINGS,
+    _derived_settings,
+    benchmark_run_from_args,
+    build_parser,
+    main,
+)
 from pyro_cl.app.part_options import given_part_options
 from pyro_cl.app.runner import run_benchmark
+from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.elbo_fitter import ELBOFitter
 from pyro_cl.spec import REGISTRIES
 from tests.helpers import load_benchmark_script
@@ -319,3 +326,13 @@ def test_training_failures_are_one_line_in_the_users_terms(argv, message, tmp_pa
         main([*argv, *small])
     text = str(exit_.value.code)
     assert text.startswith(message) and "\n" not in text
+
+
+def test_every_training_setting_has_a_flag_that_reaches_the_config():
+    derived = {name for name, *_ in _derived_settings()}
+    assert derived | HAND_WRITTEN_SETTINGS == set(TrainingConfig().flat())
+    argv = ["run", "--init-loc-std", "0.05", "--elbo", "pyro", "--loss-growth", "10"]
+    run = benchmark_run_from_args(build_parser().parse_args(argv))
+    assert run.training == {"init_loc_std": 0.05, "elbo": "pyro", "loss_growth": 10.0}
+    config = TrainingConfig().replace(**run.training)
+    assert config.initialisation.init_loc_std == 0.05 and config.divergence.loss_growth == 10.0

@@ -9,6 +9,7 @@ import inspect
 import math
 import os
 import sys
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from pyro_cl.app.runner import run_benchmark
 from pyro_cl.app.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
 from pyro_cl.app.stream_presets import ONLINE_METHODS, STREAM_PRESETS
 from pyro_cl.guides import REINIT_POLICIES
-from pyro_cl.infer.config import INIT_MEANS
+from pyro_cl.infer.config import INIT_MEANS, TrainingConfig
 from pyro_cl.infer.data_parallel import init_from_environment, is_writer
 from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.transitions import Transition
@@ -194,6 +195,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         parser, "penalty", "penalty options (EWC, online EWC, SI: λ is --penalty-strength)"
     )
     _add_transition_arguments(parser, "between tasks (default: the method's)")
+    add_training_options(parser)
     generative = parser.add_argument_group("generative benchmarks (generative-*)")
     generative.add_argument(
         "--test-samples", type=int, help="importance samples per test image (paper: 5000)"
@@ -286,6 +288,64 @@ def benchmark_run_from_args(args: argparse.Namespace, **defaults) -> BenchmarkRu
     return run
 
 
+#: TrainingConfig settings with a hand-written flag above (a short name, or several settings in
+#: one flag); every other setting gets ``--<setting>`` from :func:`add_training_options`.
+HAND_WRITTEN_SETTINGS = frozenset(
+    {
+        "epochs",
+        "first_epochs",
+        "batch_size",
+        "learning_rate",
+        "learning_rate_decay",
+        "learning_rate_decay_steps",
+        "num_particles",
+        "num_predictive_samples",
+        "ml_init_epochs",
+        "init_log_variance",
+        "later_init_log_variance",
+        "between_tasks",
+        "init_means",
+        "refit_epochs",
+        "progress",
+    }
+)
+
+
+def _derived_settings() -> list[tuple[str, type, object, str]]:
+    """``(setting, type, default, help)`` of every TrainingConfig setting without a hand-written
+    flag, read off the config's dataclasses and their ``:param`` lines."""
+    derived = []
+    for group in dataclasses.fields(TrainingConfig):
+        cls = group.default_factory
+        hints = typing.get_type_hints(cls)
+        doc = " ".join((cls.__doc__ or "").split())
+        for field in dataclasses.fields(cls):
+            if field.name in HAND_WRITTEN_SETTINGS:
+                continue
+            kind = next(
+                t
+                for t in (float, int, str)
+                if t in typing.get_args(hints[field.name]) or hints[field.name] is t
+            )
+            described = doc.split(f":param {field.name}:")[1:]
+            text = described[0].split(":param")[0].strip() if described else field.name
+            derived.append((field.name, kind, field.default, text))
+    return derived
+
+
+def add_training_options(parser: argparse.ArgumentParser) -> None:
+    """``--<setting>`` for every training setting without a hand-written flag (its type, help
+    and default from :class:`~pyro_cl.infer.config.TrainingConfig`; checked there, once)."""
+    group = parser.add_argument_group("more training settings (TrainingConfig)")
+    for name, kind, default, text in _derived_settings():
+        group.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=kind,
+            metavar=kind.__name__.upper(),
+            help=f"{text} (default: {default})".replace("%", "%%"),
+        )
+
+
 def _training_settings(args: argparse.Namespace) -> dict:
     """The :class:`~pyro_cl.infer.config.TrainingConfig` settings given on the command line."""
     names = (
@@ -300,6 +360,7 @@ def _training_settings(args: argparse.Namespace) -> dict:
         "init_means",
         "refit_epochs",
     )
+    names += tuple(name for name, *_ in _derived_settings())
     settings = {key: getattr(args, key) for key in names if getattr(args, key) is not None}
     if args.batch_size is not None:
         settings["batch_size"] = args.batch_size or None
