@@ -71,9 +71,9 @@ def _worker(rank: int, world: int, port: int, folder: str) -> None:
 
     writes = []
     original = checkpoint_module.atomic_save
-    checkpoint_module.atomic_save = lambda state, path: (
+    checkpoint_module.atomic_save = lambda state, path, *rest: (
         writes.append(str(path)),
-        original(state, path),
+        original(state, path, *rest),
     )
     results = {}
     for name, fit in FITS.items():
