@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,30 @@ def test_ranks_given_different_data_refuse_the_step_on_every_rank(tmp_path):
         outcome = (tmp_path / f"rank{rank}.txt").read_text()
         assert outcome.startswith("the ranks' step data differ"), outcome
         assert "nothing was fitted" in outcome and outcome.endswith("|tasks seen []")
+
+
+def _refusal_worker(rank: int, world: int, port: int, folder: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    learner = _learner(None, True)
+    x, y = _task(32, 0)
+    if rank == 1:
+        y = y + 5  # a label outside the net's two outputs: rank 1 refuses its input
+    start = time.perf_counter()
+    try:
+        learner.observe((x, y))
+        outcome = "fitted"
+    except (ValueError, TypeError) as error:
+        outcome = str(error)
+    seconds = time.perf_counter() - start
+    Path(folder, f"rank{rank}.txt").write_text(f"{outcome}|{seconds:.1f}|{learner.tasks_seen}")
+    dist.destroy_process_group()
+
+
+def test_one_ranks_refused_input_is_every_ranks_error_at_once(tmp_path):
+    mp.spawn(_refusal_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    outcome0, seconds0, seen0 = (tmp_path / "rank0.txt").read_text().split("|")
+    outcome1, _, seen1 = (tmp_path / "rank1.txt").read_text().split("|")
+    assert outcome0 == "rank 1 refused its input for this step; nothing was fitted"
+    assert outcome1 != "fitted" and "rank" not in outcome1  # rank 1 gets its own message
+    assert float(seconds0) < 10 and seen0 == seen1 == "[]"

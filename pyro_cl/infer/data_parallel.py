@@ -44,6 +44,7 @@ __all__ = [
     "check_replicas_agree",
     "all_reduce_sums",
     "check_same_step_data",
+    "refused_on_any_rank",
     "fingerprint",
     "in_process_group",
     "init_from_environment",
@@ -220,6 +221,29 @@ def fingerprint(tensor: torch.Tensor) -> torch.Tensor:
     shape = torch.tensor(list(tensor.shape) or [0], dtype=torch.float64, device=flat.device)
     sums = torch.stack([flat.sum(), flat.square().sum(), (flat * weights).sum()])
     return torch.cat([shape, sums])
+
+
+def refused_on_any_rank(error: Exception | None) -> None:
+    """Inside a process group, make one rank's refusal every rank's (one all-reduce): each rank
+    passes the error it raised while checking its input, or ``None``; if any rank refused, every
+    rank raises at once, instead of the others waiting in their next collective until the
+    group's timeout.
+
+    :raises Exception: this rank's own error, or a ``ValueError`` naming the rank that refused.
+    """
+    if not is_data_parallel():
+        if error is not None:
+            raise error
+        return
+    rank, _ = rank_and_world()
+    first = torch.tensor(
+        [rank if error is not None else 2**30], dtype=torch.float64, device=_collective_device()
+    )
+    dist.all_reduce(first, op=dist.ReduceOp.MIN)
+    if error is not None:
+        raise error
+    if int(first) < 2**30:
+        raise ValueError(f"rank {int(first)} refused its input for this step; nothing was fitted")
 
 
 def check_same_step_data(tensors: Mapping[str, torch.Tensor]) -> None:

@@ -33,6 +33,7 @@ from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import (
     check_replicas_agree,
     check_same_step_data,
+    refused_on_any_rank,
     synchronise_random_state,
 )
 from pyro_cl.infer.elbo_fitter import ELBOFitter
@@ -234,11 +235,16 @@ class ContinualLearner:
         :param callbacks: extra callbacks for this step only (not saved with the learner).
         :returns: the loss of every epoch of the propagation fit.
         """
-        x, y, task_id = self.prepare_data(data, task_id)
+        refusal = None
+        try:
+            x, y, task_id = self.prepare_data(data, task_id)
+            time = self._check_time(time)
+        except (ValueError, TypeError) as error:
+            refusal = error
+        refused_on_any_rank(refusal)  # data-parallel: one rank's refusal is every rank's
         # Training mode whatever the user left the net in (an IBP net in eval() would train
         # with test-time Bernoulli masks); one model run at a time (see pyro_cl.nn.exclusive).
         with exclusive_mode(self.net, training=True), self.random.scope():
-            time = self._check_time(time)
             check_same_step_data(  # data-parallel runs: every rank observes the same step
                 {"inputs": x, "targets": y, "task and time": torch.tensor([task_id, time])}
             )
