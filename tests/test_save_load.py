@@ -178,6 +178,7 @@ def _resave_with_valid_digest(path, edit):
         (lambda s: s.__setitem__("times", [0.0, float("nan")]), "finite and increasing"),
         (lambda s: s["coreset"]["task_ids"].fill_(7), "tasks never observed: [7]"),
         (lambda s: s["parts"]["memory"].__setitem__("size", 1), "where its size allows 1"),
+        (lambda s: s["coreset"]["y"].fill_(7), "labels outside its heads' 2 classes"),
     ],
 )
 def test_an_edited_checkpoint_with_a_recomputed_digest_is_refused_naming_the_file(

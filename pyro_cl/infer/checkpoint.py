@@ -17,6 +17,7 @@ import torch
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import is_writer, writer_barrier
 from pyro_cl.infer.learner_state import LearnerStores
+from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.nn.exclusive import MODEL_LOCK
 from pyro_cl.points import Points
 from pyro_cl.posterior import (
@@ -196,6 +197,14 @@ def check_meaning(learner: LearnerStores) -> None:
             raise ValueError(f"the memory holds points of tasks never observed: {unseen}")
         if not points.times.isfinite().all() or not points.x.isfinite().all():
             raise ValueError("the memory's points or their times are not finite")
+        classes = getattr(learner.net, "out_features", None)
+        categorical = isinstance(learner.model.likelihood, CategoricalLikelihood)
+        if categorical and classes is not None and len(points):
+            if points.y.min() < 0 or points.y.max() >= classes:
+                raise ValueError(
+                    f"the memory holds labels outside its heads' {classes} classes "
+                    f"({int(points.y.min())}..{int(points.y.max())})"
+                )
         memory = learner.memory
         counts = (
             [len(points)]
