@@ -174,6 +174,7 @@ def _resave_with_valid_digest(path, edit):
             lambda s: s["guide_state"]["loc.hidden/0/weight"].fill_(float("nan")),
             "not finite",
         ),
+        (lambda s: s["guide_state"]["loc.hidden/0/weight"].fill_(1e30), "leaves [-1e+06, 1e+06]"),
         (lambda s: s.__setitem__("times", [0.0, -1.0]), "finite and increasing"),
         (lambda s: s.__setitem__("times", [0.0, float("nan")]), "finite and increasing"),
         (lambda s: s["coreset"]["task_ids"].fill_(7), "tasks never observed: [7]"),

@@ -173,6 +173,13 @@ def check_meaning(learner: LearnerStores) -> None:
     for name, value in learner.guide.state_dict().items():
         if torch.is_tensor(value) and value.is_floating_point() and not value.isfinite().all():
             raise ValueError(f"the guide's {name} is not finite")
+    bound = learner.config.divergence.parameter_bound
+    for name, value in learner.guide.locs().items():
+        if bound is not None and value.detach().abs().max() > bound:
+            raise ValueError(
+                f"the guide's mean of {name} leaves [-{bound:g}, {bound:g}], which no fit "
+                "keeps (the divergence test's parameter_bound)"
+            )
     posteriors = {"prior": learner.current_prior()}
     for key, posterior in learner.prediction_posteriors.items():
         posteriors[f"prediction posterior {key}"] = posterior

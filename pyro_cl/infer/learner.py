@@ -36,6 +36,7 @@ from pyro_cl.infer.data_parallel import (
     refused_on_any_rank,
     synchronise_random_state,
 )
+from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.elbo_fitter import ELBOFitter
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
@@ -249,11 +250,18 @@ class ContinualLearner:
                 {"inputs": x, "targets": y, "task and time": torch.tensor([task_id, time])}
             )
             watchers = CallbackList([*self._callbacks(), *callbacks])
-            with transaction(self):  # any failure: the learner is left as it was
-                watchers.on_task_start(self, task_id)
-                history = self._step(x, y, task_id, time, watchers)
-                self.tasks_seen.append(task_id)
-                self.times.append(time)
+            try:
+                with transaction(self):  # any failure: the learner is left as it was
+                    watchers.on_task_start(self, task_id)
+                    history = self._step(x, y, task_id, time, watchers)
+                    self.tasks_seen.append(task_id)
+                    self.times.append(time)
+            except DivergenceError as error:  # name the parts that shaped the failed fit
+                raise DivergenceError(
+                    f"{error} (fitter {self.fitter!r}, transition {self.transition!r}, "
+                    f"learning rate {self.config.optimisation.learning_rate:g}); the learner "
+                    "is as it was before this step"
+                ) from error
             watchers.on_task_end(self, task_id, history)
         return history
 
