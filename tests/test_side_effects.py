@@ -11,6 +11,7 @@ import torch
 from pyro_cl import VCL
 from pyro_cl.app.cli import silenced
 from pyro_cl.app.methods import METHODS, Method, register_method
+from pyro_cl.infer.callbacks import ProgressBar
 from pyro_cl.memory import Memory, RandomCoreset
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.nn.effects import RecordLayers, innermost
@@ -90,3 +91,12 @@ def test_a_silent_rank_restores_standard_output():
         print("dropped")
         assert sys.stdout is not before
     assert sys.stdout is before
+
+
+def test_progress_bars_show_only_on_a_terminal_unless_forced():
+    quiet, forced = ProgressBar(), ProgressBar(force=True)
+    for bar in (quiet, forced):
+        bar.on_fit_start("fit", 3)  # under pytest standard error is not a terminal
+    assert quiet._bar.disable and not forced._bar.disable
+    for bar in (quiet, forced):
+        bar.on_fit_end()

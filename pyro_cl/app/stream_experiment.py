@@ -120,7 +120,9 @@ def run_online(
         0 if memory is None else memory.size,
         transition=learner.transition.spec(),
     )
-    steps = tqdm(stream.steps, desc=f"{stream.name} {method}", disable=not progress)
+    steps = tqdm(
+        stream.steps, desc=f"{stream.name} {method}", disable=None if progress else True
+    )  # only on a terminal
     for step in steps:
         if step.index > 0:
             ahead = learner.evaluate(step.data, num_samples=num_samples)

@@ -62,7 +62,9 @@ def train_classifier(
     x, y = x.to(device), y.to(device)
     optimiser = make_adam(list(net.parameters()), learning_rate)
     loss_fn = nn.CrossEntropyLoss()
-    for _ in tqdm(range(epochs), desc="classifier", disable=not progress, leave=False):
+    for _ in tqdm(
+        range(epochs), desc="classifier", disable=None if progress else True, leave=False
+    ):
         order = torch.randperm(x.shape[0], generator=generator).to(device)
         for start in range(0, x.shape[0], batch_size):
             rows = order[start : start + batch_size]

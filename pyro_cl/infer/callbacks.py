@@ -104,16 +104,21 @@ class CallbackList(Callback):
 
 class ProgressBar(Callback):
     """A tqdm bar per fit, showing the epoch's loss (the learner adds it when
-    ``progress=True``)."""
+    ``progress=True``). It shows only when standard error is a terminal, so logs and notebooks
+    stay clean; ``force=True`` shows it anyway (pass ``callbacks=[ProgressBar(force=True)]``).
+    """
 
     name = "progress_bar"
 
-    def __init__(self) -> None:
+    def __init__(self, force: bool = False) -> None:
+        self.force = bool(force)
         self._bar = None
 
     def on_fit_start(self, description: str, epochs: int) -> None:
-        # one bar per run: in a data-parallel fit only rank 0 shows it
-        self._bar = tqdm(total=epochs, desc=description, leave=False, disable=not is_writer())
+        # one bar per run: in a data-parallel fit only rank 0 shows it; tqdm's disable=None
+        # hides it where standard error is not a terminal
+        disable = True if not is_writer() else (False if self.force else None)
+        self._bar = tqdm(total=epochs, desc=description, leave=False, disable=disable)
 
     def on_epoch_end(self, epoch: int, loss: float) -> None:
         if self._bar is not None:
