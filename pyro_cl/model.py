@@ -117,8 +117,18 @@ class SupervisedModel:
         """``task_id`` as a Python int: integers, numpy integers and one-element integer
         tensors are accepted; a multi-head net must have that head.
 
-        :raises ValueError: for booleans, non-integers, negative ids and unknown heads.
+        ``None`` means head 0 on a single-head net; a multi-head net must be told which head.
+
+        :raises ValueError: for booleans, non-integers, negative ids and unknown heads, and
+            ``None`` on a multi-head net.
         """
+        if task_id is None:
+            if self.multi_head:
+                raise ValueError(
+                    "this net has several heads: pass task_id= to say which task (head) the "
+                    "data belongs to"
+                )
+            task_id = 0
         task_id = normalised_task_id(task_id)
         if hasattr(self.net, "check_task_id"):
             self.net.check_task_id(task_id)
@@ -139,7 +149,6 @@ class SupervisedModel:
         are refused (scale integer images to floats first). Targets are converted by the
         likelihood (class labels of any integer dtype become int64).
         """
-        task_id = self.checked_task_id(task_id)
         x = torch.as_tensor(x)
         if not x.dtype.is_floating_point:
             raise ValueError(
@@ -147,7 +156,8 @@ class SupervisedModel:
                 "uint8 pixels, to floats first)"
             )
         if x.dim() == 0 or x.shape[0] == 0:
-            raise ValueError(f"task {task_id} is empty: it has no data points")
+            task = "the step" if task_id is None else f"task {task_id}"
+            raise ValueError(f"{task} is empty: it has no data points")
         if self.in_features is not None and (x.dim() != 2 or x.shape[1] != self.in_features):
             raise ValueError(
                 f"inputs have shape {tuple(x.shape)} but the net expects (N, {self.in_features})"
@@ -158,6 +168,7 @@ class SupervisedModel:
                 f"inputs have shape {tuple(x.shape)} but the net expects (N, "
                 f"{', '.join(map(str, input_shape))})"
             )
+        task_id = self.checked_task_id(task_id)
         x = x.to(self.dtype)
         if not all_finite(x):
             raise ValueError(

@@ -1,3 +1,4 @@
+import pytest
 import torch
 from pyro import poutine
 
@@ -52,3 +53,13 @@ def test_prior_after_a_task_is_exactly_the_posterior():
     for name in learner.trained_sites:
         assert torch.equal(prior[name].base_dist.loc, posterior[name].base_dist.loc.detach())
         assert torch.equal(prior[name].base_dist.scale, posterior[name].base_dist.scale.detach())
+
+
+def test_a_multi_head_net_must_be_told_the_task():
+    learner = VCL(BayesianMLP(4, [8], 2, heads=3), progress=False, epochs=1)
+    with pytest.raises(ValueError, match="several heads: pass task_id="):
+        learner.observe(two_class_data(16, 4))
+    assert learner.tasks_seen == []
+    single = VCL(BayesianMLP(4, [8], 2), progress=False, epochs=1)
+    single.observe(two_class_data(16, 4))  # one head: task 0
+    assert single.tasks_seen == [0]

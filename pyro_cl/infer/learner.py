@@ -223,7 +223,7 @@ class ContinualLearner:
     def observe(
         self,
         data,
-        task_id: int = 0,
+        task_id: int | None = None,
         time: float | None = None,
         callbacks: list[Callback] | tuple[Callback, ...] = (),
     ) -> list[float]:
@@ -233,6 +233,8 @@ class ContinualLearner:
         If anything fails (for example the fit diverges) the guide, the priors, the net's
         buffers and every part's state are rolled back, so the previous posterior stays intact.
 
+        :param task_id: which task (head) the data belongs to: required for a multi-head net
+            (a missing one was silently head 0); ``None`` is head 0 of a single-head net.
         :param callbacks: extra callbacks for this step only (not saved with the learner).
         :returns: the loss of every epoch of the propagation fit.
         """
@@ -465,7 +467,11 @@ class ContinualLearner:
 
     @torch.no_grad()
     def predictive_samples(
-        self, x: torch.Tensor, task_id: int = 0, num_samples: int | None = None, chunk: int = 1024
+        self,
+        x: torch.Tensor,
+        task_id: int | None = None,
+        num_samples: int | None = None,
+        chunk: int = 1024,
     ) -> torch.Tensor:
         """Net outputs for ``num_samples`` posterior draws: shape ``(S, N, outputs)``."""
         x, _, task_id = self.model.prepare_data(x, None, task_id)
@@ -489,13 +495,17 @@ class ContinualLearner:
                 self.model, sites, x, task_id, num_samples or self.num_predictive_samples, chunk
             )
 
-    def predict(self, x: torch.Tensor, task_id: int = 0, num_samples: int | None = None):
+    def predict(self, x: torch.Tensor, task_id: int | None = None, num_samples: int | None = None):
         """Class probabilities ``(1/S) Σ_s softmax(f(x; θ_s))`` (classification likelihoods)."""
         samples = self.predictive_samples(x, task_id, num_samples)
         return self.model.likelihood.predictive_probabilities(samples)
 
     def evaluate(
-        self, data, task_id: int = 0, num_samples: int | None = None, sites: dict | None = None
+        self,
+        data,
+        task_id: int | None = None,
+        num_samples: int | None = None,
+        sites: dict | None = None,
     ) -> dict[str, float]:
         """Accuracy (classification) and mean test log-likelihood on ``data = (x, y)``.
 
