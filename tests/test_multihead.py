@@ -1,3 +1,5 @@
+import copy
+
 import pytest
 import torch
 from pyro import poutine
@@ -63,3 +65,12 @@ def test_a_multi_head_net_must_be_told_the_task():
     single = VCL(BayesianMLP(4, [8], 2), progress=False, epochs=1)
     single.observe(two_class_data(16, 4))  # one head: task 0
     assert single.tasks_seen == [0]
+
+
+def test_a_net_owned_by_a_learner_is_refused_by_another_and_a_copy_is_not():
+    net = BayesianMLP(4, [8], 2)
+    first = VCL(net, progress=False, epochs=1)
+    with pytest.raises(ValueError, match="already belongs to a VCL"):
+        VCL(net, progress=False, epochs=1)
+    second = VCL(copy.deepcopy(net), progress=False, epochs=1)
+    assert second.net is not first.net

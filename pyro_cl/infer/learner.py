@@ -21,6 +21,7 @@ import copy
 import math
 import numbers
 import os
+import weakref
 from typing import ClassVar
 
 import torch
@@ -136,6 +137,7 @@ class ContinualLearner:
                 f"{type(self.transition).__name__} transition fits nothing: use another transition"
             )
         self.callbacks = CallbackList(callbacks)
+        _claim(net, self)
         model_class = getattr(net, "model_class", SupervisedModel)
         self.model = model_class(
             net.to(self.device),
@@ -592,6 +594,25 @@ class ContinualLearner:
         :param key: the key a signed file was saved with.
         """
         return load_learner(cls, path, net, device, key)
+
+
+#: Which learner owns each net (a learner rewrites its net's priors in place at every step).
+_OWNERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _claim(net: torch.nn.Module, learner: ContinualLearner) -> None:
+    """Make ``learner`` the owner of ``net``.
+
+    :raises ValueError: if another learner that still exists owns it: two learners would
+        rewrite each other's priors (the second would start from the first one's posterior).
+    """
+    owner = _OWNERS.get(net)
+    if owner is not None and owner() is not None and owner() is not learner:
+        raise ValueError(
+            f"this net already belongs to a {type(owner()).__name__}, which rewrites its priors "
+            "at every step: build a new net for each learner, or pass copy.deepcopy(net)"
+        )
+    _OWNERS[net] = weakref.ref(learner)
 
 
 def _checked_part(part, base: type, role: str):
