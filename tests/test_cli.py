@@ -110,6 +110,8 @@ def test_cli_lists_benchmarks_methods_and_parts_with_their_options(capsys):
     assert "split-mnist" in out and "vogn-ggn" in out
     assert "parts of kind 'transition':" in out and "no_propagation" in out
     assert "VOGN(learning_rate:'float'=0.001, beta:'float'=0.001" in out
+    assert "streams (pyro-cl stream NAME):" in out and "weather  " in out
+    assert "online methods (pyro-cl stream --methods):" in out and "kcenter-grs  " in out
 
 
 def test_cli_builds_a_transition_from_its_registered_options(tmp_path):

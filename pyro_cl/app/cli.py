@@ -25,7 +25,7 @@ from pyro_cl.app.part_options import (
 from pyro_cl.app.presets import DEFAULT_PRESET, PRESETS
 from pyro_cl.app.runner import run_benchmark
 from pyro_cl.app.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
-from pyro_cl.app.stream_presets import ONLINE_METHODS, STREAM_PRESETS
+from pyro_cl.app.stream_presets import ONLINE_METHOD_DESCRIPTIONS, ONLINE_METHODS, STREAM_PRESETS
 from pyro_cl.guides import REINIT_POLICIES
 from pyro_cl.infer.config import INIT_MEANS, TrainingConfig
 from pyro_cl.infer.data_parallel import init_from_environment, is_writer
@@ -245,8 +245,12 @@ def list_everything() -> str:
     """Benchmarks, methods, and every registered part with its constructor options."""
     lines = ["benchmarks:"]
     lines += [f"  {name:22} {preset.description}" for name, preset in sorted(PRESETS.items())]
-    lines.append("methods:")
+    lines.append("methods (pyro-cl run --methods):")
     lines += [f"  {name:22} {method.description}" for name, method in METHODS.items()]
+    lines.append("streams (pyro-cl stream NAME):")
+    lines += [f"  {name:22} {preset.describe()}" for name, preset in sorted(STREAM_PRESETS.items())]
+    lines.append("online methods (pyro-cl stream --methods):")
+    lines += [f"  {name:22} {text}" for name, text in ONLINE_METHOD_DESCRIPTIONS.items()]
     for kind, classes in sorted(REGISTRIES.items()):
         lines.append(f"parts of kind {kind!r}:" + ("" if classes else " none registered"))
         for name, cls in sorted(classes.items()):

@@ -75,6 +75,15 @@ class StreamPreset:
     prior_scale: float | str = "moment_matched"
     settings: tuple[tuple[str, object], ...] = ()
 
+    def describe(self) -> str:
+        """One line: the kind of stream and table 2's sizes."""
+        kind = "drift" if self.drift else ("regression" if self.regression else "classification")
+        hidden = "-".join(map(str, self.hidden_sizes)) or "none"
+        return (
+            f"{kind}: {self.first_size} points, then {self.step_size} per step; memory "
+            f"{self.memory_size}; hidden {hidden}"
+        )
+
     def stream(
         self,
         root: str | Path | None = None,
@@ -194,12 +203,17 @@ STREAM_PRESETS: dict[str, StreamPreset] = {
     ),
 }
 
-#: Section 6.1's methods (appendix B) and figure 8's ablations: ``{name: (memory, update)}``.
-#: ``grs``: residual scores, factor update; ``kcenter``/``random``: VCL's memory chosen before the
-#: fit from ``D_t ∪ M_{t-1}``, ELBO on the rest, refit on the memory to predict;
-#: ``grs-refit``: residual scores with an ELBO Gaussian update; ``kcenter-grs``: k-center memory
-#: with the factor update.
-ONLINE_METHODS = ("grs", "kcenter", "random", "grs-refit", "kcenter-grs", "none")
+#: Section 6.1's methods (appendix B) and figure 8's ablations, each with the line ``pyro-cl list``
+#: shows (``kcenter``/``random`` choose from ``D_t ∪ M_{t-1}`` and fit the rest with the ELBO).
+ONLINE_METHOD_DESCRIPTIONS = {
+    "grs": "Gaussian residual scoring: top-M scores after the fit, factors divided out (eq. 8-9)",
+    "kcenter": "k-center memory of M points chosen before the fit, refit on it to predict",
+    "random": "random memory of M points chosen before the fit, refit on it to predict",
+    "grs-refit": "residual scores, ELBO fit of the points let go instead of the factor update",
+    "kcenter-grs": "k-center memory after the fit with GRS's factor update",
+    "none": "online VB without a memory (with --transition: adaptation alone)",
+}
+ONLINE_METHODS = tuple(ONLINE_METHOD_DESCRIPTIONS)
 
 
 def make_online_learner(
