@@ -10,19 +10,23 @@ from __future__ import annotations
 import math
 import numbers
 
-__all__ = ["checked_count", "checked_real"]
+__all__ = ["LARGEST_COUNT", "LARGEST_REAL", "checked_count", "checked_real"]
+
+
+#: The largest magnitude a real argument may have: parts keep their numbers in float32 tensors.
+LARGEST_REAL = 3.0e38
 
 
 def checked_real(
     value: object,
     name: str,
-    low: float = -math.inf,
-    high: float = math.inf,
+    low: float = -LARGEST_REAL,
+    high: float = LARGEST_REAL,
     low_open: bool = False,
     high_open: bool = False,
 ) -> float:
     """``value`` as a finite float in the interval from ``low`` to ``high`` (open at an end where
-    asked, and always at an infinite end).
+    asked; by default within float32's range, :data:`LARGEST_REAL`).
 
     :raises ValueError: naming ``name`` and the interval otherwise.
     """
@@ -39,8 +43,12 @@ def checked_real(
     return number
 
 
-def checked_count(value: object, name: str) -> int:
-    """``value`` as a positive int (an integral float such as ``1e3`` counts).
+#: The largest size a part accepts (a net of more units, heads or samples cannot be built).
+LARGEST_COUNT = 2**31 - 1
+
+
+def checked_count(value: object, name: str, high: int = LARGEST_COUNT) -> int:
+    """``value`` as an int in ``1 .. high`` (an integral float such as ``1e3`` counts).
 
     :raises ValueError: naming ``name`` otherwise.
     """
@@ -49,9 +57,9 @@ def checked_count(value: object, name: str) -> int:
         or not isinstance(value, numbers.Real)
         or not math.isfinite(float(value))
         or float(value) != int(value)
-        or int(value) < 1
+        or not 1 <= int(value) <= high
     ):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise ValueError(f"{name} must be a positive integer (at most {high}), got {value!r}")
     return int(value)
 
 

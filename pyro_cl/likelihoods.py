@@ -9,6 +9,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 
+from pyro_cl.checks import checked_real
 from pyro_cl.finite import all_finite
 from pyro_cl.nn.effects import current_data_plate
 from pyro_cl.nn.site_flags import OBSERVATION_FLAG
@@ -201,9 +202,7 @@ class GaussianLikelihood(Likelihood):
     name = "gaussian"
 
     def __init__(self, noise_scale: float = 1.0) -> None:
-        if noise_scale <= 0:
-            raise ValueError(f"noise_scale must be positive, got {noise_scale}")
-        self.noise_scale = float(noise_scale)
+        self.noise_scale = checked_real(noise_scale, "noise_scale", 0, low_open=True)
 
     def distribution(self, outputs: torch.Tensor) -> dist.Distribution:
         return dist.Normal(outputs.squeeze(-1), self.noise_scale)
@@ -234,9 +233,7 @@ class HeteroscedasticGaussianLikelihood(Likelihood):
     name = "heteroscedastic_gaussian"
 
     def __init__(self, min_scale: float = 1e-3) -> None:
-        if not min_scale > 0:
-            raise ValueError(f"min_scale must be positive, got {min_scale}")
-        self.min_scale = float(min_scale)
+        self.min_scale = checked_real(min_scale, "min_scale", 0, low_open=True)
 
     def distribution(self, outputs: torch.Tensor) -> dist.Distribution:
         if outputs.shape[-1] != 2:

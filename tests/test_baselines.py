@@ -205,7 +205,7 @@ def test_penalty_options_reach_only_methods_with_a_penalty(capsys):
         main(["run", "--methods", "vcl", "--penalty-strength", "10", "--epochs", "1"])
     text = str(exit_info.value)
     assert "--penalty-strength" in text and "\n" not in text
-    with pytest.raises(ValueError, match=r"must lie in \[0, ∞\)"):
+    with pytest.raises(ValueError, match=r"must lie in \[0, "):
         EWC(strength=-1.0)
     with pytest.raises(ValueError, match="damping"):
         SynapticIntelligence(damping=0.0)

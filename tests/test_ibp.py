@@ -259,11 +259,11 @@ def test_natural_gradient_updates_refuse_ibp_nets():
 def test_bad_ibp_settings_are_refused():
     with pytest.raises(ValueError, match="equal widths"):
         IndianBuffetMLP(4, [6, 8], 2, hierarchical=True)
-    with pytest.raises(ValueError, match="temperatures"):
+    with pytest.raises(ValueError, match="temperature"):
         IndianBuffetMLP(4, [6], 2, posterior_temperature=0.0)
     with pytest.raises(ValueError, match="parameterisation"):
         IndianBuffetMLP(4, [6], 2, mask_parameterisation="odds")
-    with pytest.raises(ValueError, match="concentrations"):
+    with pytest.raises(ValueError, match="concentration"):
         IndianBuffetMLP(4, [6], 2, alpha=-1.0)
     net = IndianBuffetMLP(4, [6], 2)
     with pytest.raises(TypeError, match="Beta prior"):

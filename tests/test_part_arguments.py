@@ -28,8 +28,31 @@ def _numeric_parameters(cls):
     ]
 
 
+#: Valid required arguments of the nets (the others' are plain numbers).
+NET_ARGUMENTS = {
+    "BayesianMLP": {"in_features": 4, "hidden_sizes": [3], "out_features": 2},
+    "IndianBuffetMLP": {"in_features": 4, "hidden_sizes": [3], "out_features": 2},
+    "BayesianCNN": {
+        "input_shape": (1, 8, 8),
+        "conv_blocks": ((2,),),
+        "hidden_sizes": (4,),
+        "out_features": 2,
+        "heads": 2,
+    },
+    "VAEDecoder": {
+        "out_features": 16,
+        "latent_dim": 2,
+        "hidden_size": 4,
+        "representation_size": 4,
+        "heads": 2,
+    },
+}
+
+
 def _valid_required(cls) -> dict:
     """Plain valid values for the required arguments (the adaptation values, rates, sizes)."""
+    if cls.__name__ in NET_ARGUMENTS:
+        return dict(NET_ARGUMENTS[cls.__name__])
     hints = typing.get_type_hints(cls.__init__)
     required = {}
     for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
@@ -40,7 +63,7 @@ def _valid_required(cls) -> dict:
 
 CASES = [
     (kind, name, cls, parameter.name)
-    for kind in ("fitter", "transition", "penalty", "memory")
+    for kind in ("fitter", "transition", "penalty", "memory", "likelihood", "net")
     for name, cls in sorted(REGISTRIES[kind].items())
     if cls.__module__.startswith("pyro_cl.")
     for parameter in _numeric_parameters(cls)
@@ -49,12 +72,13 @@ CASES = [
 BAD_VALUES = st.one_of(
     st.sampled_from([0, 0.0, -1, -0.5, math.inf, -math.inf, math.nan, True, False, 2.5, 1e300]),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.integers(min_value=-(10**6), max_value=10**6),
+    st.integers(min_value=-1000, max_value=1000),
 )
 
 
 def test_every_registered_kind_has_numeric_arguments_to_check():
-    assert {kind for kind, *_ in CASES} == {"fitter", "transition", "penalty", "memory"}
+    kinds = {"fitter", "transition", "penalty", "memory", "likelihood", "net"}
+    assert {kind for kind, *_ in CASES} == kinds
     assert len(CASES) >= 25
 
 

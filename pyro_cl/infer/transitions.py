@@ -41,7 +41,7 @@ from typing import ClassVar
 import torch
 from pyro.distributions import Normal
 
-from pyro_cl.checks import checked_real
+from pyro_cl.checks import LARGEST_REAL, checked_real
 from pyro_cl.nn.ibp_mask import IBPMask
 from pyro_cl.nn.module_walks import modules_of_type
 from pyro_cl.posterior import Posterior, base_distribution, read_priors
@@ -217,7 +217,7 @@ def check_time_constant(time_constant: float | None) -> float | None:
     return checked_real(time_constant, "the time constant", 0, low_open=True)
 
 
-def check_adaptation(value: float, name: str, upper: float = float("inf")) -> float:
+def check_adaptation(value: float, name: str, upper: float = LARGEST_REAL) -> float:
     """An adaptation parameter in ``[0, upper)``, or a ``ValueError`` naming it."""
     return checked_real(value, name, 0, upper, high_open=True)
 

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from pyro.nn import PyroModule
 from torch import nn
 
+from pyro_cl.checks import checked_count
 from pyro_cl.nn.conv import BayesianConv2d
 from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
@@ -51,8 +52,7 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         local_reparameterization: bool = True,
     ) -> None:
         super().__init__()
-        if heads < 1:
-            raise ValueError(f"a net needs at least one head, got heads={heads}")
+        heads = checked_count(heads, "heads (a net needs at least one)")
         channels, height, width = (int(v) for v in input_shape)
         self.input_shape = (channels, height, width)
         self.in_features = None

@@ -6,6 +6,7 @@ import pyro
 import torch
 from pyro.distributions import Bernoulli, Beta
 
+from pyro_cl.checks import checked_real
 from pyro_cl.nn.concrete import MASK_PARAMETERISATIONS, LogitBinaryConcrete, mask_logits
 from pyro_cl.nn.effects import (
     CollectLocalKL,
@@ -60,11 +61,8 @@ class IBPMask(StructuredSites, SubstitutableModule):
         child_concentration: float | None = None,
     ) -> None:
         super().__init__()
-        if posterior_temperature <= 0 or prior_temperature <= 0:
-            raise ValueError(
-                f"temperatures must be positive, got λ1={posterior_temperature}, "
-                f"λ2={prior_temperature}"
-            )
+        for value, what in ((posterior_temperature, "λ1"), (prior_temperature, "λ2")):
+            checked_real(value, f"the temperature {what}", 0, low_open=True)
         if parameterisation not in MASK_PARAMETERISATIONS:
             raise ValueError(
                 f"unknown mask parameterisation {parameterisation!r}; "
@@ -76,8 +74,7 @@ class IBPMask(StructuredSites, SubstitutableModule):
         self.parameterisation = parameterisation
         self.hierarchical = child_concentration is not None
         if self.hierarchical:
-            if child_concentration <= 0:
-                raise ValueError(f"the child concentration must be positive: {child_concentration}")
+            checked_real(child_concentration, "the child concentration", 0, low_open=True)
             self.register_buffer("child_concentration", torch.tensor(float(child_concentration)))
 
     def unit_log_probabilities(self, parent_log_probabilities: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,7 @@ import torch
 from pyro.nn import PyroModule
 from torch import nn
 
+from pyro_cl.checks import checked_real
 from pyro_cl.nn.ibp_mask import IBPMask
 from pyro_cl.nn.mlp import BayesianMLP
 from pyro_cl.nn.moment_matching import ACTIVATIONS
@@ -81,6 +82,7 @@ class IndianBuffetMLP(BayesianMLP):
             prior_scale,
             local_reparameterization,
         )
+        checked_real(child_concentration, "the child concentration", 0, low_open=True)
         widths = [int(h) for h in hidden_sizes]
         if not widths:
             raise ValueError("an Indian Buffet net needs at least one hidden layer")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 from pyro.distributions import Distribution, Normal
 
+from pyro_cl.checks import checked_real
 from pyro_cl.finite import all_finite
 from pyro_cl.nn.effects import ParticlePlate, RecordLayers, innermost
 from pyro_cl.nn.local_reparam import DiagonalGaussian, normal_source, unbroadcast_normal
@@ -48,8 +49,7 @@ class BayesianLayer(SubstitutableModule):
     ) -> None:
         """Create the ``weight`` site (and a ``bias`` site of ``weight_shape[0]`` outputs) with
         ``N(prior_loc, prior_scale²)`` priors."""
-        if prior_scale <= 0:
-            raise ValueError(f"prior_scale must be positive, got {prior_scale}")
+        prior_scale = checked_real(prior_scale, "prior_scale", 0, low_open=True)
         self.has_bias = bias
         self.local_reparameterization = local_reparameterization
         shapes = {"weight": weight_shape}

@@ -8,6 +8,7 @@ import torch
 from pyro.nn import PyroModule
 from torch import nn
 
+from pyro_cl.checks import checked_count, checked_real
 from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
 from pyro_cl.nn.moment_matching import ACTIVATIONS, moment_matched_prior_scales
@@ -55,11 +56,12 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
         local_reparameterization: bool = True,
     ) -> None:
         super().__init__()
-        if heads < 1:
-            raise ValueError(f"a net needs at least one head, got heads={heads}")
+        heads = checked_count(heads, "heads (a net needs at least one)")
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; choose from {list(ACTIVATIONS)}")
-        hidden_sizes = [int(h) for h in hidden_sizes]
+        in_features = checked_count(in_features, "in_features")
+        out_features = checked_count(out_features, "out_features")
+        hidden_sizes = [checked_count(h, "a hidden layer's width") for h in hidden_sizes]
         num_layers = len(hidden_sizes) + 1
         locs = _per_layer(prior_loc, num_layers, "prior_loc")
         if prior_scale == "moment_matched":
@@ -121,8 +123,8 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
 
 def _per_layer(value, num_layers: int, what: str) -> list[float]:
     if isinstance(value, (int, float)):
-        return [float(value)] * num_layers
-    values = [float(v) for v in value]
+        return [checked_real(value, what)] * num_layers
+    values = [checked_real(v, what) for v in value]
     if len(values) != num_layers:
         raise ValueError(f"{what} needs one value per layer ({num_layers}), got {len(values)}")
     return values

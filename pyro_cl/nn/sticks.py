@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from pyro.distributions import Beta, Distribution
 
+from pyro_cl.checks import checked_real
 from pyro_cl.nn.substitution import SubstitutableModule, prior_site
 from pyro_cl.posterior import base_distribution
 
@@ -38,8 +39,8 @@ class BetaSticks(SubstitutableModule):
         super().__init__()
         if num_sticks < 1:
             raise ValueError(f"the truncation must be at least 1, got {num_sticks}")
-        if alpha <= 0 or beta <= 0:
-            raise ValueError(f"Beta concentrations must be positive, got α={alpha}, β={beta}")
+        for value, what in ((alpha, "α"), (beta, "β")):
+            checked_real(value, f"the sticks' Beta concentration {what}", 0, low_open=True)
         self.num_sticks = num_sticks
         self.register_buffer("v_prior_concentration1", torch.full((num_sticks,), float(alpha)))
         self.register_buffer("v_prior_concentration0", torch.full((num_sticks,), float(beta)))
