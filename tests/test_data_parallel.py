@@ -215,53 +215,39 @@ def test_pyro_cl_run_under_torchrun_writes_one_result(tmp_path):
     assert done.stdout.count("ACC") >= 1
 
 
-def _mismatch_worker(rank: int, world: int, port: int, folder: str) -> None:
+def _faulty_rank_worker(rank: int, world: int, port: int, folder: str, fault: str) -> None:
+    """Rank 1 is given other inputs of the same size (``fault="inputs"``) or labels outside
+    the net's two outputs (``"labels"``); each rank records what ``observe`` did."""
     torch.set_num_threads(1)
     dist.init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     learner = _learner(None, True)
     x, y = _task(32, 0)
     if rank == 1:
-        x = x + 0.5  # rank 1 was given other data of the same size
-    try:
-        learner.observe((x, y))
-        outcome = "fitted"
-    except ValueError as error:
-        outcome = str(error)
-    outcome += f"|tasks seen {learner.tasks_seen}"
-    Path(folder, f"rank{rank}.txt").write_text(outcome)
-    dist.destroy_process_group()
-
-
-def test_ranks_given_different_data_refuse_the_step_on_every_rank(tmp_path):
-    mp.spawn(_mismatch_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
-    for rank in (0, 1):
-        outcome = (tmp_path / f"rank{rank}.txt").read_text()
-        assert outcome.startswith("the ranks' step data differ"), outcome
-        assert "nothing was fitted" in outcome and outcome.endswith("|tasks seen []")
-
-
-def _refusal_worker(rank: int, world: int, port: int, folder: str) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    learner = _learner(None, True)
-    x, y = _task(32, 0)
-    if rank == 1:
-        y = y + 5  # a label outside the net's two outputs: rank 1 refuses its input
+        x, y = (x + 0.5, y) if fault == "inputs" else (x, y + 5)
     start = time.perf_counter()
     try:
         learner.observe((x, y))
         outcome = "fitted"
-    except (ValueError, TypeError) as error:
+    except ValueError as error:
         outcome = str(error)
     seconds = time.perf_counter() - start
     Path(folder, f"rank{rank}.txt").write_text(f"{outcome}|{seconds:.1f}|{learner.tasks_seen}")
     dist.destroy_process_group()
 
 
+def _faulty_run(tmp_path, fault: str) -> list[list[str]]:
+    mp.spawn(_faulty_rank_worker, args=(2, _free_port(), str(tmp_path), fault), nprocs=2, join=True)
+    return [(tmp_path / f"rank{rank}.txt").read_text().split("|") for rank in (0, 1)]
+
+
+def test_ranks_given_different_data_refuse_the_step_on_every_rank(tmp_path):
+    for outcome, _, seen in _faulty_run(tmp_path, "inputs"):
+        assert outcome.startswith("the ranks' step data differ"), outcome
+        assert "nothing was fitted" in outcome and seen == "[]"
+
+
 def test_one_ranks_refused_input_is_every_ranks_error_at_once(tmp_path):
-    mp.spawn(_refusal_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
-    outcome0, seconds0, seen0 = (tmp_path / "rank0.txt").read_text().split("|")
-    outcome1, _, seen1 = (tmp_path / "rank1.txt").read_text().split("|")
+    (outcome0, seconds0, seen0), (outcome1, _, seen1) = _faulty_run(tmp_path, "labels")
     assert outcome0 == "rank 1 refused its input for this step; nothing was fitted"
     assert outcome1 != "fitted" and "rank" not in outcome1  # rank 1 gets its own message
     assert float(seconds0) < 10 and seen0 == seen1 == "[]"
