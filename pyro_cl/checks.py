@@ -33,12 +33,11 @@ def checked_real(
     left = "(" if low_open or low == -math.inf else "["
     right = ")" if high_open or high == math.inf else "]"
     interval = f"{left}{_show(low)}, {_show(high)}{right}"
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number in {interval}, got {value!r}")
-    number = float(value)
+    number = math.nan  # a bool, or no number at all, lies in no interval
+    if not isinstance(value, bool) and isinstance(value, numbers.Real):
+        number = float(value)
     inside = math.isfinite(number) and (low < number if low_open else low <= number)
-    inside = inside and (number < high if high_open else number <= high)
-    if not inside:
+    if not (inside and (number < high if high_open else number <= high)):
         raise ValueError(f"{name} must lie in {interval}, got {value!r}")
     return number
 

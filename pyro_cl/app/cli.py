@@ -410,10 +410,8 @@ def _transition(args: argparse.Namespace) -> Transition | None:
     check_taken(options, "transition", [cls])
     required = [
         parameter.name
-        for parameter in list(inspect.signature(cls.__init__).parameters.values())[1:]
-        if parameter.default is inspect.Parameter.empty
-        and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
-        and parameter.name not in options
+        for parameter in constructor_parameters(cls)
+        if parameter.default is inspect.Parameter.empty and parameter.name not in options
     ]
     if required:
         flags = ", ".join(f"--transition-{name.replace('_', '-')}" for name in required)

@@ -27,7 +27,8 @@ class ModelView:
     prior that fit started from.
 
     :param model: the learner's model; its priors hold :attr:`posterior`.
-    :param posterior: ``{site: distribution}`` of every site trained so far.
+    :param posterior: ``{site: distribution}`` of every site trained so far, as detached copies
+        (the learner's :meth:`~pyro_cl.infer.learner.ContinualLearner.current_prior`).
     :param prior: the step's prior (after the transition), for memories that run after the fit.
     :param time: the step's time stamp (stamped on the step's new points).
     :param task_id: the task of the step's new points.
@@ -44,7 +45,7 @@ class ModelView:
         num_predictive_samples: int = 100,
     ) -> None:
         self._model = model
-        self._posterior = {name: detach_distribution(q) for name, q in posterior.items()}
+        self._posterior = dict(posterior)
         self._prior = prior
         self.time = float(time)
         self.task_id = task_id

@@ -20,13 +20,12 @@ against ``p_t`` instead of the factor update (the learner runs that fit).
 
 from __future__ import annotations
 
-import math
-import numbers
 import time
 from typing import Any
 
 import torch
 
+from pyro_cl.checks import checked_count, checked_real
 from pyro_cl.infer.gaussian_factors import (
     GaussianFactors,
     natural_parameters,
@@ -87,34 +86,15 @@ class GaussianResidualMemory(Memory):
             raise ValueError(
                 f"gaussian_update must be one of {GAUSSIAN_UPDATES}, got {gaussian_update!r}"
             )
-        if isinstance(num_term_samples, bool) or not (
-            isinstance(num_term_samples, int) and num_term_samples >= 1
-        ):
-            raise ValueError(
-                f"num_term_samples must be a positive integer, got {num_term_samples!r}"
-            )
-        if (
-            isinstance(precision_floor, bool)
-            or not isinstance(precision_floor, numbers.Real)
-            or not 0 < precision_floor < math.inf
-        ):
-            raise ValueError(
-                f"precision_floor must be a positive finite number, got {precision_floor!r}"
-            )
-        if samples_per_chunk is not None and (
-            isinstance(samples_per_chunk, bool)
-            or not isinstance(samples_per_chunk, int)
-            or samples_per_chunk < 1
-        ):
-            raise ValueError(
-                "samples_per_chunk must be a positive integer or None (automatic), "
-                f"got {samples_per_chunk!r}"
-            )
-        self.num_term_samples = num_term_samples
+        self.num_term_samples = checked_count(num_term_samples, "num_term_samples")
         self.selection = selection
         self.gaussian_update = gaussian_update
-        self.precision_floor = float(precision_floor)
-        self.samples_per_chunk = samples_per_chunk
+        self.precision_floor = checked_real(precision_floor, "precision_floor", 0, low_open=True)
+        self.samples_per_chunk = (
+            None
+            if samples_per_chunk is None
+            else checked_count(samples_per_chunk, "samples_per_chunk")
+        )
         #: Gaussian residual scores of the memory's points, row-aligned with it.
         self.scores = torch.zeros(0)
         #: Scores of every candidate of the last update (``M_{t-1}`` then ``D_t``; not saved).
