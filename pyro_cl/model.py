@@ -54,11 +54,18 @@ class SupervisedModel:
             raise ValueError(f"{type(net).__name__} has no PyroSample sites: nothing to learn")
         #: ``{site name: (module, attribute)}`` for every latent site of the net.
         self.site_index = {name: (module, attribute) for name, module, attribute in sites}
-        library_layers_only = all(isinstance(m, SubstitutableModule) for _, m, _ in sites)
+        # a net may declare that its forward does not broadcast over a leading particle
+        # dimension (pyro_cl.nn.make_bayesian's nets: the user's forward, e.g. x.flatten(1))
+        library_layers_only = all(
+            isinstance(m, SubstitutableModule) for _, m, _ in sites
+        ) and getattr(net, "broadcasts_particles", True)
         if route not in ROUTES:
             raise ValueError(f"elbo must be one of {ROUTES}, got {route!r}")
         if route == "fast" and not library_layers_only:
-            raise ValueError("elbo='fast' needs a net built from pyro_cl layers only")
+            raise ValueError(
+                "elbo='fast' needs a net built from pyro_cl layers only, whose forward "
+                "broadcasts over a leading particle dimension"
+            )
         #: True when losses, predictions and gradient statistics take the fast route.
         self.fast = route != "pyro" and library_layers_only
         #: True when the Pyro route runs all Monte Carlo particles in one pass (a

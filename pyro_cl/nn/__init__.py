@@ -1,5 +1,6 @@
 """Bayesian neural network layers as Pyro modules."""
 
+from pyro_cl.nn.bayesian_module import make_bayesian
 from pyro_cl.nn.cnn import BayesianCNN
 from pyro_cl.nn.concrete import LogitBinaryConcrete
 from pyro_cl.nn.conv import BayesianConv2d
@@ -26,4 +27,5 @@ __all__ = [
     "VAEDecoder",
     "LocalReparameterizationMessenger",
     "local_reparameterization",
+    "make_bayesian",
 ]

@@ -1,0 +1,116 @@
+"""Any PyTorch net made Bayesian: its ``nn.Linear`` and ``nn.Conv2d`` layers become pyro_cl layers
+with ``PyroSample`` weights, the rest of the module tree (its ``forward``, activations, pooling,
+reshapes) stays as the user wrote it.
+
+    net = make_bayesian(MyCNN(), prior_scale=1.0)     # a PyroModule, sites "conv1.weight", ...
+    learner = pyro_cl.VCL(net, seed=0)
+
+Each weight gets the prior ``N(prior_loc, prior_scale²)`` of the VCL paper's first task (its
+later priors are the posteriors handed on). The user's ``forward`` was written for one set of
+weights and a batch ``(N, ...)``: it need not broadcast over a leading particle dimension
+(``x.flatten(1)``, ``x.view(x.size(0), -1)``), so the net declares
+``broadcasts_particles = False`` and the model runs it as a Pyro program, one Monte Carlo draw
+at a time (:class:`~pyro_cl.model.SupervisedModel`). A net whose ``forward`` takes ``task_id``
+is multi-head (the model passes the task on), as for any ``PyroModule``.
+
+Layers with parameters that have no Bayesian counterpart here (batch norm, embeddings, grouped or
+dilated convolutions, a bare ``nn.Parameter``) are refused by name: their parameters would be
+neither fitted by the learner nor handed on.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from pyro.nn.module import PyroModule, to_pyro_module_
+from torch import nn
+
+from pyro_cl.checks import checked_real
+from pyro_cl.nn.conv import BayesianConv2d
+from pyro_cl.nn.linear import BayesianLinear
+
+__all__ = ["make_bayesian"]
+
+
+def make_bayesian(
+    module: nn.Module,
+    prior_scale: float = 1.0,
+    prior_loc: float = 0.0,
+    local_reparameterization: bool = True,
+) -> PyroModule:
+    """A Bayesian copy of ``module`` (``module`` itself is left as it was).
+
+    :param prior_scale: prior standard deviation of every weight and bias.
+    :param prior_loc: prior mean of every weight and bias.
+    :param local_reparameterization: what the layers do when the fast route hands them Gaussian
+        weights (see :mod:`pyro_cl.nn.local_reparam`); this net runs on Pyro's route, where each
+        draw is a plain weight tensor.
+    :raises TypeError: if ``module`` is not an ``nn.Module``.
+    :raises ValueError: naming every layer whose parameters cannot be made Bayesian, or if the
+        net has no linear or convolutional layer at all.
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"make_bayesian takes a torch.nn.Module, got {type(module).__name__}")
+    prior_scale = checked_real(prior_scale, "prior_scale", low=0.0, low_open=True)
+    prior_loc = checked_real(prior_loc, "prior_loc")
+    net = copy.deepcopy(module)
+    options = {
+        "prior_loc": prior_loc,
+        "prior_scale": prior_scale,
+        "local_reparameterization": local_reparameterization,
+    }
+    if isinstance(net, nn.Linear | nn.Conv2d):
+        net = _bayesian_layer(net, "the net", options)
+    else:
+        refused = [*_replace_layers(net, "", options), *_bare_parameters(net)]
+        if refused:
+            raise ValueError(
+                "make_bayesian turns nn.Linear and nn.Conv2d layers into Bayesian ones; these "
+                "have parameters it cannot: " + "; ".join(refused)
+            )
+        to_pyro_module_(net)
+    if not any(isinstance(m, BayesianLinear | BayesianConv2d) for m in net.modules()):
+        raise ValueError(
+            f"{type(module).__name__} has no nn.Linear or nn.Conv2d layer to make Bayesian"
+        )
+    net.broadcasts_particles = False
+    return net
+
+
+def _replace_layers(parent: nn.Module, prefix: str, options: dict) -> list[str]:
+    """Swap every linear and convolutional child of ``parent`` (recursively) for its Bayesian
+    layer; return a description of each child with parameters that cannot be swapped."""
+    refused = []
+    for name, child in list(parent.named_children()):
+        path = f"{prefix}{name}"
+        if isinstance(child, nn.Linear | nn.Conv2d):
+            try:
+                setattr(parent, name, _bayesian_layer(child, path, options))
+            except ValueError as error:
+                refused.append(str(error))
+        elif next(child.parameters(recurse=False), None) is not None:
+            refused.append(f"{path} ({type(child).__name__})")
+        else:
+            refused += _replace_layers(child, f"{path}.", options)
+    return refused
+
+
+def _bare_parameters(net: nn.Module) -> list[str]:
+    return [
+        f"{name} (an nn.Parameter of the net)" for name, _ in net.named_parameters(recurse=False)
+    ]
+
+
+def _bayesian_layer(layer: nn.Module, path: str, options: dict) -> nn.Module:
+    bias = layer.bias is not None
+    if isinstance(layer, nn.Linear):
+        return BayesianLinear(layer.in_features, layer.out_features, bias, **options)
+    kernel, stride, padding = layer.kernel_size, layer.stride, layer.padding
+    square = len(set(kernel)) == 1 and len(set(stride)) == 1
+    if not square or isinstance(padding, str) or len(set(padding)) != 1:
+        raise ValueError(f"{path} (Conv2d with a non-square kernel, stride or padding)")
+    if layer.groups != 1 or set(layer.dilation) != {1} or layer.padding_mode != "zeros":
+        raise ValueError(f"{path} (Conv2d with groups, dilation or non-zero padding mode)")
+    return BayesianConv2d(
+        layer.in_channels, layer.out_channels, kernel[0], stride[0], padding[0], bias, **options
+    )
