@@ -40,6 +40,7 @@ import torch
 from pyro.distributions import Normal
 
 from pyro_cl.app.cli import command_line_errors
+from pyro_cl.app.continual_run import Metric
 from pyro_cl.app.plotting import (
     plot_adaptation_sweep,
     plot_memory_sweep,
@@ -47,8 +48,8 @@ from pyro_cl.app.plotting import (
     plot_transition_evolution,
     plot_weight_tracks,
 )
+from pyro_cl.app.result import RunResult, last_fraction_mean
 from pyro_cl.app.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
-from pyro_cl.app.stream_experiment import StreamResult, last_fraction_mean
 from pyro_cl.app.stream_presets import STREAM_PRESETS
 from pyro_cl.data.streams import rotating_weights
 from pyro_cl.infer.diffusion import OrnsteinUhlenbeck, Wiener
@@ -138,16 +139,17 @@ def rotating(args, schedule: dict) -> str:
     for label, transition in runs.items():
         means, stds = [], []
 
-        def record(learner, step, means=means, stds=stds) -> None:
-            q = learner.current_prior()["heads.0.weight"].base_dist
-            means.append(q.loc.reshape(-1).numpy().copy())
-            stds.append(q.scale.reshape(-1).numpy().copy())
+        class Track(Metric):
+            def after_step(self, learner, step, seconds, means=means, stds=stds) -> None:
+                q = learner.current_prior()["heads.0.weight"].base_dist
+                means.append(q.loc.reshape(-1).numpy().copy())
+                stds.append(q.scale.reshape(-1).numpy().copy())
 
         run = _stream_run(args, "rotating", ("none",), transition, schedule, args.seeds[:1])
         start = time.perf_counter()
-        [result] = run_stream_benchmark(run, on_step=record)
-        truth = rotating_weights(result.times)
-        half = len(result.times) // 2
+        [result] = run_stream_benchmark(run, metrics=[Track()])
+        truth = rotating_weights(result.series["times"])
+        half = len(result.series["times"]) // 2
         tracks[label] = (np.array(means), np.array(stds))
         summaries[label] = {
             "one_step_ahead_lml": result.summary()["one_step_ahead_lml"],
@@ -155,7 +157,7 @@ def rotating(args, schedule: dict) -> str:
             "weight_error": float(np.abs(tracks[label][0][half:] - truth[half:]).mean()),
             "seconds": time.perf_counter() - start,
         }
-    times = np.array(result.times)
+    times = np.array(result.series["times"])
     plot_weight_tracks(tracks, times, rotating_weights(times), args.output / "rotating_weights.png")
     (args.output / "rotating.json").write_text(json.dumps(summaries, indent=1))
     lines = [
@@ -193,7 +195,7 @@ def _stream_run(args, stream, methods, transition, schedule, seeds, memory_sizes
     )
 
 
-def sweep(args, schedule: dict) -> list[StreamResult]:
+def sweep(args, schedule: dict) -> list[RunResult]:
     methods = args.methods or [*SWEEPS, "memory"]
     configurations: list[tuple[tuple[str, ...], Transition, tuple[int, ...] | None]] = [
         (("none",), Identity(), None)
@@ -213,7 +215,7 @@ def sweep(args, schedule: dict) -> list[StreamResult]:
     return results
 
 
-def write_sweep(results: list[StreamResult], output: Path) -> str:
+def write_sweep(results: list[RunResult], output: Path) -> str:
     output.mkdir(parents=True, exist_ok=True)
     payload = {"results": [r.to_json() for r in results]}
     (output / "results.json").write_text(json.dumps(payload, indent=1))
@@ -224,8 +226,10 @@ def write_sweep(results: list[StreamResult], output: Path) -> str:
     for make, axis, _ in SWEEPS.values():
         points = {0.0: online_vb} if online_vb else {}
         for r in results:
-            if r.method == "none" and r.transition.get("name") == make.name:
-                value = next(v for k, v in r.transition.items() if k not in _NOT_ADAPTATION)
+            if r.method == "none" and r.details["transition"].get("name") == make.name:
+                value = next(
+                    v for k, v in r.details["transition"].items() if k not in _NOT_ADAPTATION
+                )
                 points.setdefault(value, []).append(_lml(r))
         if len(points) > 1:
             panels[axis] = points
@@ -241,8 +245,8 @@ def write_sweep(results: list[StreamResult], output: Path) -> str:
 _NOT_ADAPTATION = ("kind", "name", "time_constant")
 
 
-def _lml(result: StreamResult) -> float:
-    return last_fraction_mean(result.one_step_ahead, 0.5)
+def _lml(result: RunResult) -> float:
+    return last_fraction_mean(result.series["one_step_ahead"], 0.5)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             results = []
             for folder in args.combine:
                 payload = json.loads((folder / "results.json").read_text())
-                results += [StreamResult.from_json(r) for r in payload["results"]]
+                results += [RunResult.from_json(r) for r in payload["results"]]
             print(write_sweep(results, args.output))
         elif args.part == "evolution":
             print(transition_evolution(args.output))

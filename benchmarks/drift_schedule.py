@@ -26,11 +26,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from pyro_cl.app.stream_experiment import StreamResult, last_fraction_mean  # noqa: E402
+from pyro_cl.app.result import RunResult, last_fraction_mean  # noqa: E402
 
 
-def _label(result: StreamResult) -> str:
-    transition = result.transition
+def _label(result: RunResult) -> str:
+    transition = result.details["transition"]
     if transition.get("name") in (None, "identity"):
         return "online VB"
     value = next(v for k, v in transition.items() if k not in ("kind", "name", "time_constant"))
@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         payload = json.loads((folder / "results.json").read_text())
         steps = int(json.loads((folder / "schedule.json").read_text())["iterations"])
         for raw in payload["results"]:
-            result = StreamResult.from_json(raw)
-            lml = last_fraction_mean(result.one_step_ahead, 0.5)
+            result = RunResult.from_json(raw)
+            lml = last_fraction_mean(result.series["one_step_ahead"], 0.5)
             lines.setdefault(_label(result), {})[steps] = lml
     args.output.mkdir(parents=True, exist_ok=True)
     figure, axis = plt.subplots(figsize=(5.5, 3.8))

@@ -32,9 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from pyro_cl.app.cli import benchmark_run_from_args, command_line_errors, parse_script_arguments
-from pyro_cl.app.generative_benchmark import method_means
-from pyro_cl.app.generative_experiment import GenerativeResult
 from pyro_cl.app.generative_plots import plot_generative_metrics
+from pyro_cl.app.result import RunResult, method_means
 from pyro_cl.app.runner import run_benchmark
 
 #: λ of the paper's generative sweeps (section 6.2).
@@ -96,12 +95,12 @@ def build_runs(argv: list[str] | None = None):
     return args.benchmark, root, runs
 
 
-def gather(root: Path) -> list[GenerativeResult]:
+def gather(root: Path) -> list[RunResult]:
     """Every run in the ``results.json`` of ``root``'s folders."""
     results = []
     for path in sorted(root.glob("*/results.json")):
         for run in json.loads(path.read_text())["runs"]:
-            results.append(GenerativeResult.from_json(run))
+            results.append(RunResult.from_json(run))
     return results
 
 
@@ -113,7 +112,7 @@ def _method_and_strength(label: str) -> tuple[str, float | None]:
     return label, (1.0 if label in SWEPT else None)
 
 
-def summarise(root: Path, results: list[GenerativeResult]) -> str:
+def summarise(root: Path, results: list[RunResult]) -> str:
     """summary.md and metrics.png (VCL, naive, and each baseline at its best λ)."""
     rows = {}
     for result in results:

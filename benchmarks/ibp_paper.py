@@ -74,7 +74,7 @@ def run_all(runs: dict) -> int:
                 result.method = name
             results.append(result)
         plot_accuracy(results, output / "accuracy_all.png")
-    ibp_runs = [r for r in results if r.active_units]
+    ibp_runs = [r for r in results if r.details.get("active_units")]
     if ibp_runs:
         plot_active_units(ibp_runs[0], output / "active_units.png")
     print(f"wrote {output / 'accuracy_all.png'} and {output / 'active_units.png'}")

@@ -22,8 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from pyro_cl.app.cli import command_line_errors
+from pyro_cl.app.methods import method_names
 from pyro_cl.app.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
-from pyro_cl.app.stream_presets import ONLINE_METHODS, STREAM_PRESETS
+from pyro_cl.app.stream_presets import STREAM_PRESETS
 
 #: Table 1 of the paper (GRS, k-center, random; mean ± std over 16 runs).
 PAPER_TABLE_1 = {
@@ -49,7 +50,9 @@ SCHEDULES = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", nargs="+", choices=sorted(STREAM_PRESETS), required=True)
-    parser.add_argument("--methods", default="grs,kcenter,random", help=",".join(ONLINE_METHODS))
+    parser.add_argument(
+        "--methods", default="grs,kcenter,random", help=",".join(method_names("online"))
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--schedule", choices=sorted(SCHEDULES), default="short")
     parser.add_argument("--memory-sizes", type=int, nargs="+", help="default: table 1's")

@@ -23,8 +23,10 @@ def main(folders: list[str]) -> None:
     print("| stream | method | ACC (mean ± std) | BWT (mean) | seeds | wall time per run |")
     print("| --- | --- | ---: | ---: | --- | ---: |")
     for (stream, method), group in runs.items():
-        acc = 100 * np.array([r["ACC"] for r in group])
-        bwt = 100 * np.array([r["BWT"] for r in group])
+        # a run's summary (results.json before the one result type: its top level)
+        summaries = [r.get("summary", r) for r in group]
+        acc = 100 * np.array([s["ACC"] for s in summaries])
+        bwt = 100 * np.array([s["BWT"] for s in summaries])
         seeds = ",".join(str(r["settings"]["seed"]) for r in group)
         wall = np.mean([r["wall_time_s"] for r in group])
         print(

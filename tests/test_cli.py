@@ -45,9 +45,10 @@ def test_cli_runs_a_short_benchmark_and_writes_results(tmp_path, capsys):
     assert "vcl: ACC" in printed and "finetune: ACC" in printed
     results = json.loads((out / "results.json").read_text())["runs"]
     assert [r["method"] for r in results] == ["vcl", "finetune"]
-    matrix = results[0]["accuracy_matrix"]
+    matrix = results[0]["matrices"]["accuracy"]
     assert len(matrix) == 5 and matrix[0][1] is None and 0 <= matrix[4][0] <= 1
-    assert len(results[0]["scratch_accuracy"]) == 5 and results[0]["FWT"] is not None
+    assert len(results[0]["details"]["scratch_accuracy"]) == 5
+    assert results[0]["summary"]["FWT"] is not None
     assert (out / "accuracy.png").stat().st_size > 1000
 
 
@@ -66,7 +67,7 @@ def test_cli_runs_coreset_methods_over_seeds_and_summarises(tmp_path, capsys):
     ]
     assert all(r["settings"]["coreset_size"] == 5 for r in report["runs"])
     summary = report["summary"]["vcl-kcenter"]
-    accs = [r["ACC"] for r in report["runs"] if r["method"] == "vcl-kcenter"]
+    accs = [r["summary"]["ACC"] for r in report["runs"] if r["method"] == "vcl-kcenter"]
     assert summary["runs"] == 2 and abs(summary["ACC_mean"] - sum(accs) / 2) < 1e-12
     assert "mean ± std over seeds 0, 1" in capsys.readouterr().out
 
@@ -264,7 +265,7 @@ def test_cli_runs_an_online_stream_and_writes_results_table_and_figures(tmp_path
     payload = json.loads((out / "results.json").read_text())
     assert payload["run"]["settings"]["memory_sizes"] == [5, 8]
     first = payload["results"][0]
-    assert len(first["test_lml"]) == 3 and len(first["one_step_ahead"]) == 2
+    assert len(first["series"]["test_lml"]) == 3 and len(first["series"]["one_step_ahead"]) == 2
     for figure in ("test_lml_over_time.png", "test_lml_vs_memory_size.png", "memory_two_moons.png"):
         assert (out / figure).stat().st_size > 0
 
@@ -338,3 +339,17 @@ def test_every_training_setting_has_a_flag_that_reaches_the_config():
     assert run.training == {"init_loc_std": 0.05, "elbo": "pyro", "loss_growth": 10.0}
     config = TrainingConfig().replace(**run.training)
     assert config.initialisation.init_loc_std == 0.05 and config.divergence.loss_growth == 10.0
+
+
+def test_single_head_shares_one_head_across_a_split_streams_tasks(tmp_path):
+    from pyro_cl.app.benchmark_run import BenchmarkRun
+    from pyro_cl.data import split_digits
+
+    net = BenchmarkRun("split-digits", single_head=True).build_net(split_digits())
+    assert net.num_heads == 1 and net.out_features == 2
+    out = tmp_path / "single"
+    argv = ["run", "--benchmark", "split-digits", "--hidden", "8", "--epochs", "1"]
+    argv += ["--particles", "1", "--predictive-samples", "2", "--no-progress", "--methods", "ewc"]
+    assert main([*argv, "--single-head", "--output", str(out)]) == 0
+    (run,) = json.loads((out / "results.json").read_text())["runs"]
+    assert run["method"] == "ewc-single-head"

@@ -149,7 +149,8 @@ def test_cli_runs_a_drift_stream_with_a_chosen_transition(tmp_path, capsys):
     payload = json.loads((out / "results.json").read_text())
     assert payload["run"]["transition"]["name"] == "ornstein_uhlenbeck"
     result = payload["results"][0]
-    assert result["test_lml"] == [] and len(result["one_step_ahead_accuracy"]) == 2
+    assert result["series"]["test_lml"] == []
+    assert len(result["series"]["one_step_ahead_accuracy"]) == 2
 
 
 def test_a_transition_option_of_another_transition_is_a_one_line_error():

@@ -346,15 +346,15 @@ def test_pyro_cl_run_scores_a_generative_benchmark_and_writes_its_figures(tmp_pa
     results = json.loads((out / "results.json").read_text())["runs"]
     assert [r["method"] for r in results] == ["vcl", "ewc λ=10"]
     for run in results:
-        test_ll = np.array(run["test_ll"], dtype=float)
-        uncertainty = np.array(run["uncertainty"], dtype=float)
+        test_ll = np.array(run["matrices"]["test_ll"], dtype=float)
+        uncertainty = np.array(run["matrices"]["uncertainty"], dtype=float)
         assert test_ll.shape == uncertainty.shape == (10, 10)
         lower = np.tril_indices(10)
         assert np.isfinite(test_ll[lower]).all() and (test_ll[lower] < 0).all()
         assert (uncertainty[lower] >= 0).all()
         assert np.isnan(test_ll[np.triu_indices(10, 1)]).all()
         assert run["settings"]["epochs"] == 1 and run["settings"]["num_particles"] == 2
-        assert 0 < run["classifier_accuracy"] <= 1
+        assert 0 < run["details"]["classifier_accuracy"] <= 1
     for name in (
         "metrics.png",
         "samples_vcl_0.png",
@@ -368,7 +368,7 @@ def test_pyro_cl_run_scores_a_generative_benchmark_and_writes_its_figures(tmp_pa
 
     before = (out / "classifier_seed0.pt").read_bytes()
     _, accuracy = judge_classifier(generative_digits(), 1, "cpu", out / "classifier_seed0.pt")
-    assert accuracy == results[0]["classifier_accuracy"]
+    assert accuracy == results[0]["details"]["classifier_accuracy"]
     assert (out / "classifier_seed0.pt").read_bytes() == before
 
 

@@ -10,7 +10,7 @@ import torch
 from pyro.distributions import Normal
 
 from pyro_cl import ContinualLearner
-from pyro_cl.app.stream_experiment import run_online
+from pyro_cl.app.online_metrics import run_online
 from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
 from pyro_cl.data import online_stream
 from pyro_cl.data.uci import load_spambase, load_uci
@@ -279,9 +279,10 @@ def test_every_online_method_runs_a_stream_and_reports_per_step_metrics(method):
         method, stream, (8,), 6, 32, seed=0, epochs=10, num_particles=2, num_predictive_samples=8
     )
     result = run_online(learner, stream, method, progress=False)
-    assert len(result.test_lml) == 3 and len(result.one_step_ahead) == 2
-    assert all(math.isfinite(v) for v in result.test_lml + result.one_step_ahead)
-    assert result.memory_sizes[-1] == (0 if method == "none" else 6)
+    series = result.series
+    assert len(series["test_lml"]) == 3 and len(series["one_step_ahead"]) == 2
+    assert all(math.isfinite(v) for v in series["test_lml"] + series["one_step_ahead"])
+    assert series["memory_sizes"][-1] == (0 if method == "none" else 6)
     assert math.isfinite(result.summary()["test_lml"])
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from pyro_cl.app.methods import METHODS
+from pyro_cl.app.methods import METHODS, method_names
 from pyro_cl.app.part_options import accepted, check_taken
 from pyro_cl.app.presets import DEFAULT_PRESET, PRESETS, Preset
 from pyro_cl.infer.config import TrainingConfig
@@ -68,9 +68,12 @@ class BenchmarkRun:
     :ivar penalty_options: arguments of the methods' penalties (EWC's and SI's ``strength``,
         ...); each penalty gets those it takes.
     :ivar transition: the transition between tasks (default: each method's).
+    :ivar single_head: one head for every task of a multi-head stream (labels ``<method>-single-head``).
     :ivar output: folder for ``results.json`` and ``accuracy.png`` (nothing written if None).
+    :ivar log_dir: a CSV log of losses, timings and metrics per run (``<method>_seed<k>.csv``),
+        and with ``tensorboard`` TensorBoard event files beside it.
     :ivar evaluation: for generative benchmarks, the scoring settings over the preset's
-        (:class:`~pyro_cl.app.generative_experiment.GenerativeEvaluation`: ``test_samples``, ``test_points``,
+        (:class:`~pyro_cl.app.generative_metrics.GenerativeEvaluation`: ``test_samples``, ``test_points``,
         ``generated``, ``grid``, and ``classifier_epochs``).
     """
 
@@ -91,9 +94,12 @@ class BenchmarkRun:
     penalty_options: dict = field(default_factory=dict)
     transition: Transition | None = None
     local_reparameterization: bool = True
+    single_head: bool = False
     forward_transfer: bool = False
     progress: bool = True
     evaluation: dict = field(default_factory=dict)
+    log_dir: str | Path | None = None
+    tensorboard: bool = False
 
     def __post_init__(self) -> None:
         """Check everything that can be checked before any training, so that a mistake in a
@@ -101,13 +107,18 @@ class BenchmarkRun:
 
         :raises ValueError: naming the problem.
         """
+        if self.tensorboard and self.log_dir is None:
+            raise ValueError("tensorboard needs a log_dir to write to (--log-dir)")
         if self.benchmark not in PRESETS:
             raise ValueError(f"unknown benchmark {self.benchmark!r}; choose from {sorted(PRESETS)}")
-        unknown = [m for m in self.method_names if m not in METHODS]
+        known = method_names("tasks")
+        unknown = [m for m in self.method_names if m not in known]
         if unknown:
-            raise ValueError(f"unknown methods {unknown}; choose from {list(METHODS)}")
+            online = [m for m in unknown if m in method_names("online")]
+            hint = f" ({', '.join(online)}: online methods, for pyro-cl stream)" if online else ""
+            raise ValueError(f"unknown methods {unknown}; choose from {known}{hint}")
         if self.methods is not None and not self.method_names:
-            raise ValueError("no methods given; choose from " + ", ".join(METHODS))
+            raise ValueError("no methods given; choose from " + ", ".join(known))
         for seed in self.seeds or ():
             if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
                 raise ValueError(f"seeds must be integers in 0..2**32-1, got {seed!r}")
@@ -138,7 +149,7 @@ class BenchmarkRun:
                 f"{sorted(self.evaluation)}: scoring options of the generative benchmarks only"
             )
         if self.architecture == "vae":
-            from pyro_cl.app.generative_experiment import GenerativeEvaluation
+            from pyro_cl.app.generative_metrics import GenerativeEvaluation
 
             settings = dict(self.resolved_evaluation())
             check_positive(settings.pop("classifier_epochs", None), "classifier_epochs")
@@ -208,7 +219,7 @@ class BenchmarkRun:
 
     def build_net(self, stream) -> torch.nn.Module:
         """A fresh net of this run's architecture for ``stream``."""
-        heads = len(stream) if stream.multi_head else 1
+        heads = len(stream) if stream.multi_head and not self.single_head else 1
         hidden = self.resolved_hidden_sizes
         common = {
             "heads": heads,
@@ -256,8 +267,10 @@ class BenchmarkRun:
         )
 
     def label(self, method: str) -> str:
-        """The method's name in results: ``vcl``, or ``vcl-ibnn`` for an Indian Buffet net."""
-        return f"{method}-{self.architecture}" if self.indian_buffet else method
+        """The method's name in results: ``vcl``, ``vcl-ibnn`` for an Indian Buffet net,
+        ``ewc-single-head`` for a single head on a multi-head stream."""
+        label = f"{method}-{self.architecture}" if self.indian_buffet else method
+        return f"{label}-single-head" if self.single_head else label
 
 
 def fill_unset(fields: dict, defaults: dict) -> dict:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pyro_cl.app.benchmark_run import ARCHITECTURES, BenchmarkRun, fill_unset
-from pyro_cl.app.methods import METHODS
+from pyro_cl.app.methods import METHODS, method_names
 from pyro_cl.app.part_options import (
     add_part_options,
     check_taken,
@@ -25,7 +25,7 @@ from pyro_cl.app.part_options import (
 from pyro_cl.app.presets import DEFAULT_PRESET, PRESETS
 from pyro_cl.app.runner import run_benchmark
 from pyro_cl.app.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
-from pyro_cl.app.stream_presets import ONLINE_METHOD_DESCRIPTIONS, ONLINE_METHODS, STREAM_PRESETS
+from pyro_cl.app.stream_presets import STREAM_PRESETS
 from pyro_cl.guides import REINIT_POLICIES
 from pyro_cl.infer.config import INIT_MEANS, TrainingConfig
 from pyro_cl.infer.data_parallel import init_from_environment, is_writer
@@ -65,7 +65,7 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     """``pyro-cl stream`` options: unset values come from the stream's row of table 2."""
     parser.add_argument("stream", choices=sorted(STREAM_PRESETS), help="the data stream")
     parser.add_argument(
-        "--methods", type=_comma_list, help=f"comma-separated: {','.join(ONLINE_METHODS)}"
+        "--methods", type=_comma_list, help=f"comma-separated: {','.join(method_names('online'))}"
     )
     parser.add_argument("--seeds", type=int, nargs="+", help="one run (split) per seed")
     parser.add_argument(
@@ -88,9 +88,23 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--download", action="store_true", help="download missing data sets")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--output", type=Path, help="folder for results.json, table.md, figures")
+    _add_log_arguments(parser)
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     _add_transition_arguments(parser, "between time steps (default: online VB's identity)")
+
+
+def _add_log_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-dir",
+        type=Path,
+        help="write a CSV log of losses, timings and metrics per run into this folder",
+    )
+    parser.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also write TensorBoard event files into --log-dir (needs pyro_cl[tensorboard])",
+    )
 
 
 def _add_transition_arguments(parser: argparse.ArgumentParser, title: str) -> None:
@@ -124,6 +138,8 @@ def stream_run_from_args(args: argparse.Namespace) -> StreamRun:
         predictive_samples=args.predictive_samples,
         progress=not args.no_progress,
         transition=_transition(args),
+        log_dir=args.log_dir,
+        tensorboard=args.tensorboard,
     )
 
 
@@ -137,7 +153,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--methods",
         type=_comma_list,
-        help=f"comma-separated (default: the benchmark's): {','.join(METHODS)}",
+        help=f"comma-separated (default: the benchmark's): {','.join(method_names('tasks'))}",
     )
     parser.add_argument(
         "--coreset-size", type=int, help="coreset points per task (default: the benchmark's)"
@@ -168,6 +184,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="precision that re-initialisation resets to after the first task",
     )
     parser.add_argument("--no-local-reparameterization", action="store_true")
+    parser.add_argument(
+        "--single-head",
+        action="store_true",
+        help="one head shared by every task of a split stream (the VCL paper's single-head EWC, "
+        "figures 12 and 14)",
+    )
     parser.add_argument("--prior-scale", type=float, help="prior standard deviation of the weights")
     parser.add_argument(
         "--lr-decay",
@@ -216,6 +238,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", help="one run per seed (default: 0)")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when there is one)")
     parser.add_argument("--output", type=Path, help="folder for results.json and accuracy.png")
+    _add_log_arguments(parser)
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
 
@@ -246,11 +269,11 @@ def list_everything() -> str:
     lines = ["benchmarks:"]
     lines += [f"  {name:22} {preset.description}" for name, preset in sorted(PRESETS.items())]
     lines.append("methods (pyro-cl run --methods):")
-    lines += [f"  {name:22} {method.description}" for name, method in METHODS.items()]
+    lines += [f"  {name:22} {METHODS[name].description}" for name in method_names("tasks")]
     lines.append("streams (pyro-cl stream NAME):")
     lines += [f"  {name:22} {preset.describe()}" for name, preset in sorted(STREAM_PRESETS.items())]
     lines.append("online methods (pyro-cl stream --methods):")
-    lines += [f"  {name:22} {text}" for name, text in ONLINE_METHOD_DESCRIPTIONS.items()]
+    lines += [f"  {name:22} {METHODS[name].description}" for name in method_names("online")]
     for kind, classes in sorted(REGISTRIES.items()):
         lines.append(f"parts of kind {kind!r}:" + ("" if classes else " none registered"))
         for name, cls in sorted(classes.items()):
@@ -280,9 +303,12 @@ def benchmark_run_from_args(args: argparse.Namespace, **defaults) -> BenchmarkRu
         penalty_options=given_part_options(args, "penalty"),
         transition=_transition(args),
         local_reparameterization=not args.no_local_reparameterization,
+        single_head=args.single_head,
         forward_transfer=args.forward_transfer,
         progress=not args.no_progress,
         evaluation=_evaluation_settings(args),
+        log_dir=args.log_dir,
+        tensorboard=args.tensorboard,
     )
     fields = fill_unset(given, {"benchmark": DEFAULT_PRESET, "data_root": "data", **defaults})
     run = BenchmarkRun(**fields)

@@ -8,16 +8,14 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from pyro_cl.app.benchmark_run import BenchmarkRun, check_writable
-from pyro_cl.app.generative_experiment import (
-    GenerativeEvaluation,
-    GenerativeResult,
-    run_generative_stream,
-)
+from pyro_cl.app.continual_run import run_loggers
+from pyro_cl.app.environment import environment
+from pyro_cl.app.generative_metrics import GenerativeEvaluation, run_generative_stream
 from pyro_cl.app.generative_plots import plot_generative_metrics, plot_sample_grid
+from pyro_cl.app.result import RunResult, method_means
 from pyro_cl.data.tasks import TaskStream
 from pyro_cl.generative.classifier import (
     classifier_accuracy,
@@ -28,7 +26,6 @@ from pyro_cl.generative.classifier import (
 
 __all__ = [
     "judge_classifier",
-    "method_means",
     "run_generative_benchmark",
     "run_label",
     "write_generative_report",
@@ -64,7 +61,7 @@ def judge_classifier(
     return classifier, accuracy
 
 
-def run_generative_benchmark(run: BenchmarkRun) -> list[GenerativeResult]:
+def run_generative_benchmark(run: BenchmarkRun) -> list[RunResult]:
     """Run every method of ``run`` on every seed's one-class stream; after each run print its
     summary and (with ``run.output``) rewrite the report, so an interrupted sweep keeps the runs
     it finished."""
@@ -72,7 +69,6 @@ def run_generative_benchmark(run: BenchmarkRun) -> list[GenerativeResult]:
     settings = dict(run.resolved_evaluation())
     classifier_epochs = int(settings.pop("classifier_epochs", 10))
     evaluation = GenerativeEvaluation(**settings)
-    training = run.resolved_training()
     output = None if run.output is None else Path(run.output)
     if output is not None:
         check_writable(output)
@@ -105,11 +101,13 @@ def run_generative_benchmark(run: BenchmarkRun) -> list[GenerativeResult]:
                     "seed": seed,
                     "device": device,
                     "net": learner.net.config,
-                    **training,
+                    **learner.config.flat(),
                     "fitter": learner.fitter.spec(),
                     "evaluation": run.resolved_evaluation(),
                 },
                 verbose=True,
+                seed=seed,
+                loggers=run_loggers(run.log_dir, f"{label}_seed{seed}", run.tensorboard),
             )
             results.append(result)
             summary = result.summary()
@@ -136,34 +134,13 @@ def run_label(method: str, learner) -> str:
     return method if strength is None else f"{method} λ={strength:g}"
 
 
-def write_generative_report(results: list[GenerativeResult], output: Path) -> Path:
+def write_generative_report(results: list[RunResult], output: Path) -> Path:
     """``results.json`` (every run) and ``metrics.png`` (figure 7, each method's mean over
     seeds)."""
     output.mkdir(parents=True, exist_ok=True)
-    report = {"runs": [r.to_json() for r in results]}
+    report = {"environment": environment(), "runs": [r.to_json() for r in results]}
     (output / "results.json").write_text(json.dumps(report, indent=2))
     return plot_generative_metrics(method_means(results), output / "metrics.png")
-
-
-def method_means(results: list[GenerativeResult]) -> list[GenerativeResult]:
-    """One result per method: its runs' element-wise mean (e.g. over seeds)."""
-    means = []
-    for method in dict.fromkeys(r.method for r in results):
-        runs = [r for r in results if r.method == method]
-        first = runs[0]
-        means.append(
-            GenerativeResult(
-                method=method,
-                stream=first.stream,
-                task_names=first.task_names,
-                test_ll=np.mean([r.test_ll for r in runs], axis=0),
-                uncertainty=np.mean([r.uncertainty for r in runs], axis=0),
-                samples=first.samples,
-                classifier_accuracy=first.classifier_accuracy,
-                wall_time_s=float(np.mean([r.wall_time_s for r in runs])),
-            )
-        )
-    return means
 
 
 def _square(pixels: int) -> tuple[int, int]:

@@ -1,25 +1,40 @@
-"""Run a continual VAE over a one-class task stream and score it after every task (VCL section
-6.2): the test log-likelihood and classifier uncertainty of every head learnt so far (figure 7)
-and a grid of samples (figure 6)."""
+"""A continual VAE through the one runner: a one-class task stream, each task's images a step,
+every head learnt so far scored after each task (VCL section 6.2): the test log-likelihood and
+classifier uncertainty (figure 7, ``matrices["test_ll"]`` and ``matrices["uncertainty"]``) and a
+grid of samples (figure 6, :attr:`~pyro_cl.app.result.RunResult.samples`)."""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from pyro_cl.app.continual_run import Metric, Step, run_continual
+from pyro_cl.app.result import RunResult
 from pyro_cl.data.tasks import TaskStream
 from pyro_cl.generative.evaluation import (
     classifier_uncertainty,
     generate,
     importance_log_likelihood,
 )
-from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.learner import ContinualLearner
+from pyro_cl.infer.loggers import Logger
 
-__all__ = ["GenerativeEvaluation", "GenerativeMetrics", "GenerativeResult", "run_generative_stream"]
+__all__ = [
+    "GenerativeEvaluation",
+    "GenerativeMetrics",
+    "generative_steps",
+    "run_generative_stream",
+]
+
+
+def generative_steps(stream: TaskStream) -> Iterator[Step]:
+    """One step per one-class task of ``stream``: its training images (no labels) under its
+    task id (the decoder's head)."""
+    for i, task in enumerate(stream):
+        yield Step(task.x_train, task.name, i, task_id=task.id, source=task)
 
 
 @dataclass(frozen=True)
@@ -51,65 +66,7 @@ class GenerativeEvaluation:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
-@dataclass
-class GenerativeResult:
-    """One run: ``test_ll[i, j]`` and ``uncertainty[i, j]`` score head ``j`` after task ``i``
-    (NaN for ``j > i``); ``samples[i, j]`` are the grid's images of head ``j`` after task ``i``."""
-
-    method: str
-    stream: str
-    task_names: list[str]
-    test_ll: np.ndarray
-    uncertainty: np.ndarray
-    samples: np.ndarray
-    classifier_accuracy: float | None
-    wall_time_s: float
-    settings: dict = field(default_factory=dict)
-
-    def summary(self) -> dict[str, float]:
-        """After the last task: the mean over all tasks of the test log-likelihood and of the
-        classifier uncertainty."""
-        return {
-            "test_ll": float(np.mean(self.test_ll[-1])),
-            "uncertainty": float(np.mean(self.uncertainty[-1])),
-        }
-
-    def to_json(self) -> dict:
-        def matrix(m: np.ndarray) -> list:
-            return [[None if np.isnan(v) else float(v) for v in row] for row in m]
-
-        return {
-            "method": self.method,
-            "stream": self.stream,
-            "task_names": self.task_names,
-            "test_ll": matrix(self.test_ll),
-            "uncertainty": matrix(self.uncertainty),
-            "classifier_accuracy": self.classifier_accuracy,
-            "wall_time_s": self.wall_time_s,
-            "summary": self.summary(),
-            "settings": self.settings,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict, samples: np.ndarray | None = None) -> GenerativeResult:
-        def matrix(m: list) -> np.ndarray:
-            return np.array([[np.nan if v is None else v for v in row] for row in m], dtype=float)
-
-        k = len(data["task_names"])
-        return cls(
-            method=data["method"],
-            stream=data["stream"],
-            task_names=list(data["task_names"]),
-            test_ll=matrix(data["test_ll"]),
-            uncertainty=matrix(data["uncertainty"]),
-            samples=np.full((k, k, 0, 0), np.nan) if samples is None else samples,
-            classifier_accuracy=data["classifier_accuracy"],
-            wall_time_s=float(data["wall_time_s"]),
-            settings=dict(data.get("settings", {})),
-        )
-
-
-class GenerativeMetrics(Callback):
+class GenerativeMetrics(Metric):
     """After each task, every head seen so far: the mean importance-sampled test
     log-likelihood, the classifier uncertainty of generated images (with a ``classifier``) and
     the grid's samples."""
@@ -146,11 +103,24 @@ class GenerativeMetrics(Callback):
                     self.classifier, images[: settings.generated], label
                 )
 
-    def describe(self, i: int) -> str:
+    def describe(self, step: Step) -> str:
+        i = step.index
         text = f"mean test-LL {np.mean(self.test_ll[i, : i + 1]):.1f}"
         if self.classifier is not None:
             text += f", classifier uncertainty {np.mean(self.uncertainty[i, : i + 1]):.2f}"
         return text
+
+    def scalars(self, step: Step) -> dict[str, float]:
+        i = step.index
+        values = {"mean_test_ll": float(np.mean(self.test_ll[i, : i + 1]))}
+        if self.classifier is not None:
+            values["mean_uncertainty"] = float(np.mean(self.uncertainty[i, : i + 1]))
+        return values
+
+    def record(self, result: RunResult) -> None:
+        result.matrices["test_ll"] = self.test_ll
+        result.matrices["uncertainty"] = self.uncertainty
+        result.samples = self.samples
 
 
 def run_generative_stream(
@@ -162,28 +132,22 @@ def run_generative_stream(
     method: str | None = None,
     settings: dict | None = None,
     verbose: bool = True,
-) -> GenerativeResult:
-    """Observe each task's images in turn and score every head seen so far after each
-    (:class:`GenerativeMetrics`, a callback of each ``observe``)."""
-    start = time.perf_counter()
-    metrics = GenerativeMetrics(stream, evaluation, classifier)
-    label = method or type(learner).__name__
-    for i, task in enumerate(stream):
-        learner.observe(task.x_train, task_id=task.id, callbacks=[metrics])
-        if verbose:
-            print(
-                f"  {label}: after {task.name} ({i + 1}/{len(stream)}), {metrics.describe(i)} "
-                f"[{time.perf_counter() - start:.0f} s]",
-                flush=True,
-            )
-    return GenerativeResult(
-        method=label,
+    seed: int | None = None,
+    loggers: Sequence[Logger] = (),
+) -> RunResult:
+    """:func:`~pyro_cl.app.continual_run.run_continual` over the one-class tasks of ``stream``
+    with :class:`GenerativeMetrics`; the judging classifier's test accuracy is recorded as
+    ``details["classifier_accuracy"]``."""
+    result = run_continual(
+        learner,
+        generative_steps(stream),
+        [GenerativeMetrics(stream, evaluation, classifier)],
+        method=method,
         stream=stream.name,
-        task_names=[t.name for t in stream],
-        test_ll=metrics.test_ll,
-        uncertainty=metrics.uncertainty,
-        samples=metrics.samples,
-        classifier_accuracy=classifier_accuracy,
-        wall_time_s=time.perf_counter() - start,
-        settings=dict(settings or {}),
+        seed=seed,
+        settings=settings,
+        verbose=verbose,
+        loggers=loggers,
     )
+    result.details["classifier_accuracy"] = classifier_accuracy
+    return result

@@ -2,8 +2,10 @@
 
 A method is a recipe: a learner class, and the parts plugged into it (a memory class, a fitter
 class with the arguments that define the method, a transition) with training settings that
-differ from :class:`~pyro_cl.infer.config.TrainingConfig`'s defaults. Creating a
-:class:`Method` registers it in :data:`METHODS` under its name.
+differ from :class:`~pyro_cl.infer.config.TrainingConfig`'s defaults. :func:`register_method`
+adds one to :data:`METHODS`, the one registry of task-stream methods (``pyro-cl run``) and online
+methods (``pyro-cl stream``, Kurle et al. 2020, section 6.1 and appendix B), told apart by
+:attr:`Method.streams`.
 """
 
 from __future__ import annotations
@@ -27,9 +29,17 @@ from pyro_cl.infer.point_estimate import PointEstimateFitter
 from pyro_cl.infer.transitions import Transition
 from pyro_cl.infer.vcl import VCL
 from pyro_cl.infer.vogn import VOGN
-from pyro_cl.memory import KCenterCoreset, RandomCoreset
+from pyro_cl.memory import GaussianResidualMemory, KCenterCoreset, RandomCoreset
 
-__all__ = ["Method", "METHODS", "VOGN_MNIST_SETTINGS", "make_method", "register_method"]
+__all__ = [
+    "Method",
+    "METHODS",
+    "ONLINE_SETTINGS",
+    "VOGN_MNIST_SETTINGS",
+    "make_method",
+    "method_names",
+    "register_method",
+]
 
 #: The VOGN thesis's set-up for permuted and split MNIST (section 4.3): no maximum-likelihood
 #: initialisation, PyTorch's initial means and precision 1e6, re-initialised before every task.
@@ -37,6 +47,18 @@ VOGN_MNIST_SETTINGS = {
     "ml_init_epochs": 0,
     "init_log_variance": -math.log(1e6),
     "between_tasks": "fresh",
+}
+
+#: The online methods' settings (Kurle et al. 2020, appendix I): full-batch Adam at 1e-3 from
+#: the moment-matched initial posterior, no maximum-likelihood start, and prediction from the
+#: fitted posterior itself (no refit on the memory).
+ONLINE_SETTINGS = {
+    "batch_size": None,
+    "ml_init_epochs": 0,
+    "init_means": "moment_matched",
+    "progress": False,
+    "learning_rate": 1e-3,
+    "refit_per_task": False,
 }
 
 #: Every method by name (see :func:`register_method`).
@@ -49,7 +71,12 @@ class Method:
     optional fitter class with the arguments that define the method (e.g.
     ``curvature="ggn"``), an optional penalty class for a point-estimate fitter (EWC, SI), and
     training settings that differ from the defaults (the caller's settings and fitter or penalty
-    options win)."""
+    options win).
+
+    :ivar streams: ``"tasks"`` for ``pyro-cl run``'s task streams, ``"online"`` for ``pyro-cl
+        stream``'s time-stamped streams.
+    :ivar memory_defaults: keyword arguments of the memory that define the method (e.g.
+        ``budget="total"``)."""
 
     name: str
     learner: type[ContinualLearner]
@@ -59,6 +86,12 @@ class Method:
     fitter_defaults: dict = field(default_factory=dict)
     description: str = ""
     penalty: type[Penalty] | None = None
+    streams: str = "tasks"
+    memory_defaults: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.streams not in ("tasks", "online"):
+            raise ValueError(f"streams must be 'tasks' or 'online', got {self.streams!r}")
 
     def fitter_parameters(self) -> set[str]:
         """Names of the keyword arguments the method's fitter takes (none without one)."""
@@ -77,6 +110,7 @@ class Method:
         fitter_options: dict | None = None,
         transition: Transition | None = None,
         penalty_options: dict | None = None,
+        memory_options: dict | None = None,
         **training,
     ) -> ContinualLearner:
         """A fresh learner of this method on ``net``.
@@ -86,11 +120,17 @@ class Method:
             ``beta``, ``num_samples``, ``momentum``, ...), for the methods that name one.
         :param transition: the transition between tasks (default: the learner's).
         :param penalty_options: keyword arguments of the method's penalty (``strength``, ...).
+        :param memory_options: keyword arguments of the method's memory besides its size (e.g.
+            ``num_term_samples`` of a Gaussian residual memory).
         :param training: :class:`~pyro_cl.infer.config.TrainingConfig` settings.
         """
         parts: dict[str, object] = {"transition": transition}
         if self.memory is not None:
-            parts["memory"] = self.memory(memory_size)
+            parts["memory"] = self.memory(
+                memory_size, **{**self.memory_defaults, **(memory_options or {})}
+            )
+        elif memory_options:
+            raise ValueError(f"method {self.name!r} has no memory to take {memory_options}")
         fitter_arguments = {**self.fitter_defaults, **(fitter_options or {})}
         if self.penalty is not None:
             fitter_arguments["penalty"] = self.penalty(**(penalty_options or {}))
@@ -166,6 +206,33 @@ for _method in (
     ),
 ):
     register_method(_method)
+
+# Section 6.1's online methods (appendix B) and figure 8's ablations: ``kcenter``/``random`` choose
+# from ``D_t ∪ M_{t-1}`` and fit the rest with the ELBO.
+for _name, _memory, _memory_defaults, _text in (
+    ("grs", GaussianResidualMemory, {}, "Gaussian residual scoring: top-M scores after the fit, factors divided out (eq. 8-9)"),
+    ("kcenter", KCenterCoreset, {"budget": "total"}, "k-center memory of M points chosen before the fit, refit on it to predict"),
+    ("random", RandomCoreset, {"budget": "total"}, "random memory of M points chosen before the fit, refit on it to predict"),
+    ("grs-refit", GaussianResidualMemory, {"gaussian_update": "elbo"}, "residual scores, ELBO fit of the points let go instead of the factor update"),
+    ("kcenter-grs", GaussianResidualMemory, {"selection": "kcenter"}, "k-center memory after the fit with GRS's factor update"),
+    ("none", None, {}, "online VB without a memory (with --transition: adaptation alone)"),
+):  # fmt: skip
+    register_method(
+        Method(
+            _name,
+            ContinualLearner,
+            _memory,
+            defaults=ONLINE_SETTINGS,
+            description=_text,
+            streams="online",
+            memory_defaults=_memory_defaults,
+        )
+    )
+
+
+def method_names(streams: str = "tasks") -> list[str]:
+    """The names of the registered methods for ``streams`` (``"tasks"`` or ``"online"``)."""
+    return [name for name, method in METHODS.items() if method.streams == streams]
 
 
 def make_method(name: str, net: torch.nn.Module, *args: Any, **kwargs: Any) -> ContinualLearner:

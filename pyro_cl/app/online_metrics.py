@@ -1,4 +1,4 @@
-"""Running a learner along an online stream and measuring it (Kurle et al. 2020, section 6).
+"""Online streams through the one runner, measured as Kurle et al. 2020 (section 6) do.
 
 After every step ``t_k`` the learner's predictive (``q̃_{t_k}``) is scored by
 
@@ -7,93 +7,95 @@ After every step ``t_k`` the learner's predictive (``q̃_{t_k}``) is scored by
 * the average **one-step-ahead log marginal likelihood** on ``D_{t_{k+1}}`` (and accuracy, for
   classification).
 
-:meth:`StreamResult.summary` averages them over the last 10% of the steps (table 1); drift
-streams (no test set) are summarised over the last 50% (section 6.2).
+:meth:`~pyro_cl.app.result.RunResult.summary` averages them over the last 10% of the steps
+(table 1); drift streams (no test set) are summarised over the last 50% (section 6.2).
 """
 
 from __future__ import annotations
 
-import json
-import math
-import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 
-import numpy as np
-from tqdm.auto import tqdm
-
+from pyro_cl.app.continual_run import Metric, Step, run_continual
+from pyro_cl.app.result import RunResult, last_fraction_mean
 from pyro_cl.data.streams import OnlineStream
 from pyro_cl.infer.learner import ContinualLearner
+from pyro_cl.infer.loggers import Logger
 
-__all__ = ["StreamResult", "run_online", "last_fraction_mean"]
-
-
-def last_fraction_mean(values: list[float], fraction: float = 0.1) -> float:
-    """The mean of the last ``ceil(fraction · len)`` values (at least one)."""
-    if not values:
-        return math.nan
-    count = max(1, math.ceil(fraction * len(values)))
-    return float(np.mean(values[-count:]))
+__all__ = ["OnlineMetrics", "last_fraction_mean", "online_steps", "run_online"]
 
 
-@dataclass
-class StreamResult:
-    """Per-step measurements of one run (JSON-ready).
+def online_steps(stream: OnlineStream) -> Iterator[Step]:
+    """One step per time step of ``stream``: its data at its time stamp."""
+    for step in stream.steps:
+        yield Step(step.data, str(step.index), step.index, time=step.time, source=step)
 
-    ``one_step_ahead[k]`` is the LML of step ``k + 1``'s data under the posterior after step
-    ``k``; ``memory_seconds`` the part of ``step_seconds`` spent on the memory update (factors,
-    scores and Gaussian update) where the memory reports it.
+
+class OnlineMetrics(Metric):
+    """Per step (as ``series``): ``one_step_ahead`` (and ``one_step_ahead_accuracy``) before
+    each step after the first, ``test_lml`` after each when the stream has a test set, the
+    seconds of each ``observe`` and of its memory update, the memory's size and clipped
+    precisions; once (as ``details``): the memory's budget and the transition's spec.
+
+    :param num_samples: posterior samples for the marginal likelihoods (the learner's
+        ``num_predictive_samples`` by default; the paper's drift experiments use 500).
     """
 
-    stream: str
-    method: str
-    seed: int
-    memory_size: int
-    #: The transition's spec (``{"kind", "name", **arguments}``); empty for online VB's identity.
-    transition: dict = field(default_factory=dict)
-    times: list[float] = field(default_factory=list)
-    test_lml: list[float] = field(default_factory=list)
-    one_step_ahead: list[float] = field(default_factory=list)
-    one_step_ahead_accuracy: list[float] = field(default_factory=list)
-    memory_sizes: list[int] = field(default_factory=list)
-    step_seconds: list[float] = field(default_factory=list)
-    memory_seconds: list[float] = field(default_factory=list)
-    clipped: list[int] = field(default_factory=list)
+    def __init__(self, stream: OnlineStream, num_samples: int | None = None) -> None:
+        self.stream = stream
+        self.num_samples = num_samples
+        self.series: dict[str, list] = {
+            name: []
+            for name in (
+                "times",
+                "test_lml",
+                "one_step_ahead",
+                "one_step_ahead_accuracy",
+                "memory_sizes",
+                "step_seconds",
+                "memory_seconds",
+                "clipped",
+            )
+        }
+        self.details: dict = {}
 
-    def summary(self, fraction: float | None = None) -> dict[str, float]:
-        """Test and one-step-ahead LML (and accuracy) averaged over the last ``fraction`` of the
-        steps (default: 10% with a test set, 50% without), and the mean seconds per step."""
-        if fraction is None:
-            fraction = 0.1 if self.test_lml else 0.5
-        return {
-            "test_lml": last_fraction_mean(self.test_lml, fraction),
-            "one_step_ahead_lml": last_fraction_mean(self.one_step_ahead, fraction),
-            "one_step_ahead_accuracy": last_fraction_mean(self.one_step_ahead_accuracy, fraction),
-            "seconds_per_step": float(np.mean(self.step_seconds)) if self.step_seconds else 0.0,
+    def before_step(self, learner: ContinualLearner, step: Step) -> None:
+        if step.index > 0:
+            ahead = learner.evaluate(step.data, num_samples=self.num_samples)
+            self.series["one_step_ahead"].append(ahead["log_likelihood"])
+            if "accuracy" in ahead:
+                self.series["one_step_ahead_accuracy"].append(ahead["accuracy"])
+
+    def after_step(self, learner: ContinualLearner, step: Step, seconds: float) -> None:
+        memory = learner.memory
+        statistics = getattr(memory, "statistics", {})
+        points = learner.memory_points
+        self.series["step_seconds"].append(seconds)
+        self.series["memory_seconds"].append(float(statistics.get("seconds", 0.0)))
+        self.series["clipped"].append(int(statistics.get("clipped", 0)))
+        self.series["times"].append(step.time)
+        self.series["memory_sizes"].append(0 if points is None else len(points))
+        if self.stream.test is not None:
+            lml = learner.evaluate(self.stream.test, num_samples=self.num_samples)
+            self.series["test_lml"].append(lml["log_likelihood"])
+        self.details = {
+            "memory_size": 0 if memory is None else memory.size,
+            "transition": learner.transition.spec(),
         }
 
-    @property
-    def label(self) -> str:
-        """``method`` and the transition with its arguments, e.g. ``none + wiener(diffusion=0.1)``."""
-        if not self.transition or self.transition.get("name") == "identity":
-            return self.method
-        arguments = ", ".join(
-            f"{k}={v}"
-            for k, v in self.transition.items()
-            if k not in ("kind", "name") and v is not None
-        )
-        return f"{self.method} + {self.transition['name']}({arguments})"
+    def describe(self, step: Step) -> str:
+        if self.series["test_lml"]:
+            return f"test LML {self.series['test_lml'][-1]:.3f}"
+        if self.series["one_step_ahead"]:
+            return f"one-step-ahead LML {self.series['one_step_ahead'][-1]:.3f}"
+        return ""
 
-    def to_json(self) -> dict:
-        return {**asdict(self), "summary": self.summary()}
+    def scalars(self, step: Step) -> dict[str, float]:
+        names = ("test_lml", "one_step_ahead", "one_step_ahead_accuracy", "memory_sizes")
+        return {name: float(self.series[name][-1]) for name in names if self.series[name]}
 
-    @classmethod
-    def from_json(cls, payload: dict) -> StreamResult:
-        """The result :meth:`to_json` wrote (its summary is recomputed)."""
-        return cls(**{k: v for k, v in payload.items() if k != "summary"})
-
-    def save_json(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_json(), indent=1))
+    def record(self, result: RunResult) -> None:
+        result.series.update(self.series)
+        result.details.update(self.details)
 
 
 def run_online(
@@ -103,48 +105,25 @@ def run_online(
     seed: int = 0,
     num_samples: int | None = None,
     progress: bool = True,
-    on_step=None,
-) -> StreamResult:
-    """Observe ``stream`` step by step with ``learner`` and measure it after every step (on the
-    test set, when the stream has one).
+    metrics: Sequence[Metric] = (),
+    settings: dict | None = None,
+    loggers: Sequence[Logger] = (),
+) -> RunResult:
+    """:func:`~pyro_cl.app.continual_run.run_continual` over the time steps of ``stream`` with
+    :class:`OnlineMetrics` (and ``metrics``, called after it: e.g. figure 3's snapshots).
 
-    :param num_samples: posterior samples for the marginal likelihoods (the learner's
-        ``num_predictive_samples`` by default; the paper's drift experiments use 500).
-    :param on_step: called as ``on_step(learner, step)`` after each step (e.g. to draw figure 3).
+    :param num_samples: posterior samples for the marginal likelihoods (see
+        :class:`OnlineMetrics`).
+    :param progress: a progress bar over the steps (only on a terminal).
     """
-    memory = learner.memory
-    result = StreamResult(
-        stream.name,
-        method,
-        seed,
-        0 if memory is None else memory.size,
-        transition=learner.transition.spec(),
+    return run_continual(
+        learner,
+        online_steps(stream),
+        [OnlineMetrics(stream, num_samples), *metrics],
+        method=method,
+        stream=stream.name,
+        seed=seed,
+        settings=settings,
+        progress=progress,
+        loggers=loggers,
     )
-    steps = tqdm(
-        stream.steps, desc=f"{stream.name} {method}", disable=None if progress else True
-    )  # only on a terminal
-    for step in steps:
-        if step.index > 0:
-            ahead = learner.evaluate(step.data, num_samples=num_samples)
-            result.one_step_ahead.append(ahead["log_likelihood"])
-            if "accuracy" in ahead:
-                result.one_step_ahead_accuracy.append(ahead["accuracy"])
-        start = time.perf_counter()
-        learner.observe(step.data, time=step.time)
-        result.step_seconds.append(time.perf_counter() - start)
-        statistics = getattr(memory, "statistics", {})
-        result.memory_seconds.append(float(statistics.get("seconds", 0.0)))
-        result.clipped.append(int(statistics.get("clipped", 0)))
-        result.times.append(step.time)
-        result.memory_sizes.append(
-            0 if learner.memory_points is None else len(learner.memory_points)
-        )
-        if stream.test is not None:
-            lml = learner.evaluate(stream.test, num_samples=num_samples)["log_likelihood"]
-            result.test_lml.append(lml)
-            steps.set_postfix(test_lml=f"{lml:.3f}")
-        elif result.one_step_ahead:
-            steps.set_postfix(one_step_ahead=f"{result.one_step_ahead[-1]:.3f}")
-        if on_step is not None:
-            on_step(learner, step)
-    return result

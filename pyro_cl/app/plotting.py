@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pyro_cl.app.experiment import ContinualResult
+from pyro_cl.app.result import RunResult
 from pyro_cl.metrics import average_accuracy_curve
 
 __all__ = [
@@ -23,11 +23,11 @@ __all__ = [
 ]
 
 
-def plot_accuracy(results: Sequence[ContinualResult], path: str | Path) -> Path:
+def plot_accuracy(results: Sequence[RunResult], path: str | Path) -> Path:
     """Per-task test accuracy after each training step, one panel per task plus the average
     (the layout of the VCL paper's figures 4 and 5). Returns the written path."""
     plt = _pyplot()
-    names = results[0].task_names
+    names = results[0].step_names
     k = len(names)
     fig, axes = plt.subplots(1, k + 1, figsize=(2.2 * (k + 1), 2.6), sharey=True)
     steps = np.arange(1, k + 1)
@@ -50,23 +50,24 @@ def plot_accuracy(results: Sequence[ContinualResult], path: str | Path) -> Path:
     return _save(fig, path)
 
 
-def plot_active_units(result: ContinualResult, path: str | Path) -> Path:
+def plot_active_units(result: RunResult, path: str | Path) -> Path:
     """Active IBP units per task (the H-IBP supplement's figure 7): for each masked layer, the
     median number of active units over a task's test points after learning that task, with the
     quartiles as a box and the extremes as whiskers."""
     plt = _pyplot()
-    if not result.active_units:
+    units = result.details.get("active_units")
+    if not units:
         raise ValueError(f"{result.method} recorded no active units (not an IBP net?)")
-    layers = len(result.active_units[0])
+    layers = len(units[0])
     fig, axes = plt.subplots(1, layers, figsize=(3.2 * layers, 2.8), squeeze=False)
-    tasks = np.arange(1, len(result.active_units) + 1)
+    tasks = np.arange(1, len(units) + 1)
     for layer, ax in enumerate(axes[0]):
-        stats = np.array([task[layer] for task in result.active_units])  # (tasks, 5)
+        stats = np.array([task[layer] for task in units])  # (tasks, 5)
         low, q1, median, q3, high = stats.T
         ax.vlines(tasks, low, high, color="grey", lw=1)
         ax.bar(tasks, q3 - q1, bottom=q1, width=0.5, color="tab:blue", alpha=0.4)
         ax.plot(tasks, median, "o-", color="tab:blue", ms=4, label="median")
-        ax.set_xticks(tasks, result.task_names[: len(tasks)], fontsize=7)
+        ax.set_xticks(tasks, result.step_names[: len(tasks)], fontsize=7)
         ax.set_xlabel("task (after learning it)", fontsize=8)
         ax.set_title(f"hidden layer {layer + 1}", fontsize=9)
         ax.grid(alpha=0.3)
@@ -107,15 +108,15 @@ def _finish(fig, ax, xlabel: str, ylabel: str, title: str, path: str | Path) -> 
     return _save(fig, path)
 
 
-def _lml_key(results: Sequence) -> tuple[str, str, str]:
+def _lml_key(results: Sequence[RunResult]) -> tuple[str, str, str]:
     """Which LML a stream is judged by: the test LML (online streams, last 10%) or the
     one-step-ahead LML (drift streams without a test set, last 50%)."""
-    if all(result.test_lml for result in results):
+    if all(result.series.get("test_lml") for result in results):
         return "test_lml", "test_lml", "test LML"
     return "one_step_ahead", "one_step_ahead_lml", "one-step-ahead LML"
 
 
-def plot_online_lml(results: Sequence, path: str | Path) -> Path:
+def plot_online_lml(results: Sequence[RunResult], path: str | Path) -> Path:
     """Average test (or, for drift streams, one-step-ahead) log marginal likelihood after every
     time step, mean ± std over seeds, one line per method and memory size (Kurle et al. 2020,
     figure 4 bottom)."""
@@ -123,7 +124,9 @@ def plot_online_lml(results: Sequence, path: str | Path) -> Path:
     field, _, name = _lml_key(results)
     groups: dict = {}
     for result in results:
-        groups.setdefault((result.label, result.memory_size), []).append(getattr(result, field))
+        groups.setdefault((result.label, result.details["memory_size"]), []).append(
+            result.series[field]
+        )
     fig, ax = plt.subplots(figsize=(5, 3.2))
     for (label, size), curves in groups.items():
         length = min(len(c) for c in curves)
@@ -135,7 +138,7 @@ def plot_online_lml(results: Sequence, path: str | Path) -> Path:
     return _finish(fig, ax, "time step", name, results[0].stream, path)
 
 
-def plot_memory_sweep(results: Sequence, path: str | Path) -> Path:
+def plot_memory_sweep(results: Sequence[RunResult], path: str | Path) -> Path:
     """Test (drift streams: one-step-ahead) LML averaged over the last 10% (50%) of steps
     against the memory size, mean ± std over seeds, one line per method (Kurle et al. 2020,
     figure 4 top, figure 6/10 right)."""
@@ -143,7 +146,7 @@ def plot_memory_sweep(results: Sequence, path: str | Path) -> Path:
     _, key, name = _lml_key(results)
     groups: dict = {}
     for result in results:
-        groups.setdefault(result.label, {}).setdefault(result.memory_size, []).append(
+        groups.setdefault(result.label, {}).setdefault(result.details["memory_size"], []).append(
             result.summary()[key]
         )
     fig, ax = plt.subplots(figsize=(4, 3.2))

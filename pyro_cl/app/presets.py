@@ -48,7 +48,7 @@ class Preset:
     #: Options of the methods' fitters (each fitter gets those it takes).
     fitter_options: dict = field(default_factory=dict)
     #: Generative benchmarks: how heads are scored
-    #: (:class:`~pyro_cl.app.generative_experiment.GenerativeEvaluation`, plus ``classifier_epochs``).
+    #: (:class:`~pyro_cl.app.generative_metrics.GenerativeEvaluation`, plus ``classifier_epochs``).
     evaluation: dict = field(default_factory=dict)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -15,9 +16,14 @@ import numpy as np
 import torch
 
 from pyro_cl.app.benchmark_run import check_device, check_positive, check_writable
+from pyro_cl.app.continual_run import Metric, Step, run_loggers
+from pyro_cl.app.environment import environment
+from pyro_cl.app.methods import method_names
+from pyro_cl.app.online_metrics import run_online
 from pyro_cl.app.plotting import plot_memory_snapshots, plot_memory_sweep, plot_online_lml
-from pyro_cl.app.stream_experiment import StreamResult, run_online
-from pyro_cl.app.stream_presets import ONLINE_METHODS, STREAM_PRESETS, make_online_learner
+from pyro_cl.app.result import RunResult
+from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
+from pyro_cl.data.streams import OnlineStream
 from pyro_cl.infer.transitions import Transition
 
 __all__ = ["StreamRun", "run_stream_benchmark", "stream_table"]
@@ -34,6 +40,8 @@ class StreamRun:
     :ivar num_steps: observe only the first ``num_steps`` steps (default: the whole stream).
     :ivar transition: between steps (default: online VB's identity), e.g.
         :class:`~pyro_cl.infer.diffusion.OrnsteinUhlenbeck` for a drift stream.
+    :ivar log_dir: a CSV log of losses, timings and metrics per run, and with ``tensorboard``
+        TensorBoard event files beside it.
     """
 
     stream: str
@@ -53,15 +61,18 @@ class StreamRun:
     predictive_samples: int = 100
     progress: bool = True
     transition: Transition | None = None
+    log_dir: Path | None = None
+    tensorboard: bool = False
 
     def __post_init__(self) -> None:
         if self.stream not in STREAM_PRESETS:
             raise ValueError(
                 f"unknown stream {self.stream!r}; choose from {sorted(STREAM_PRESETS)}"
             )
-        unknown = [m for m in self.methods if m not in ONLINE_METHODS]
+        online = method_names("online")
+        unknown = [m for m in self.methods if m not in online]
         if unknown or not self.methods:
-            raise ValueError(f"unknown online methods {unknown}; choose from {ONLINE_METHODS}")
+            raise ValueError(f"unknown online methods {unknown}; choose from {online}")
         if not self.seeds:
             raise ValueError("give at least one seed")
         for size in self.memory_sizes or ():
@@ -78,6 +89,8 @@ class StreamRun:
         if self.learning_rate is not None and not self.learning_rate > 0:
             raise ValueError(f"learning rate must be positive, got {self.learning_rate}")
         check_device(self.device)
+        if self.tensorboard and self.log_dir is None:
+            raise ValueError("tensorboard needs a log_dir to write to (--log-dir)")
         if self.transition is not None and not isinstance(self.transition, Transition):
             raise TypeError(f"transition must be a Transition, got {self.transition!r}")
 
@@ -101,11 +114,11 @@ class StreamRun:
         }
 
 
-def run_stream_benchmark(run: StreamRun, on_step=None) -> list[StreamResult]:
+def run_stream_benchmark(run: StreamRun, metrics: Sequence[Metric] = ()) -> list[RunResult]:
     """Run every memory size × method × seed of ``run``; write results.json, table.md and the
     figures into ``run.output`` (when set). Returns the results.
 
-    :param on_step: called as ``on_step(learner, step)`` after every step of every run.
+    :param metrics: measured in every run besides the LMLs (e.g. tracks of the weights).
     """
     output = run.output
     if output is not None:
@@ -133,64 +146,65 @@ def run_stream_benchmark(run: StreamRun, on_step=None) -> list[StreamResult]:
                     num_predictive_samples=run.predictive_samples,
                     **settings["training"],
                 )
-                record = on_step
+                extra = list(metrics)
                 if stream.in_features == 2 and method == "grs" and seed == run.seeds[0]:
-                    record = _both(_snapshot_recorder(stream, snapshots), on_step)
+                    extra.insert(0, MemorySnapshots(stream, snapshots))
+                name = f"{method}_M{memory_size}_seed{seed}"
                 results.append(
-                    run_online(learner, stream, method, seed, progress=run.progress, on_step=record)
+                    run_online(
+                        learner,
+                        stream,
+                        method,
+                        seed,
+                        progress=run.progress,
+                        metrics=extra,
+                        loggers=run_loggers(run.log_dir, name, run.tensorboard),
+                    )
                 )
     if output is not None:
         _write(run, settings, results, snapshots, output)
     return results
 
 
-def _both(first, second):
-    if second is None:
-        return first
-
-    def record(learner, step) -> None:
-        first(learner, step)
-        second(learner, step)
-
-    return record
-
-
-def _snapshot_recorder(stream, snapshots: list):
+class MemorySnapshots(Metric):
     """Keeps the memory, its scores and the predictive on a grid at the first, middle and
-    last steps (figure 3)."""
-    chosen = {0, len(stream) // 2, len(stream) - 1}
+    last steps of a two-dimensional stream (Kurle et al. 2020, figure 3) in ``snapshots``."""
 
-    def record(learner, step) -> None:
-        if step.index not in chosen:
+    def __init__(self, stream: OnlineStream, snapshots: list) -> None:
+        self.stream = stream
+        self.snapshots = snapshots
+        self.chosen = {0, len(stream) // 2, len(stream) - 1}
+
+    def after_step(self, learner, step: Step, seconds: float) -> None:
+        if step.index not in self.chosen:
             return
+        stream = self.stream
         data = torch.cat([s.x for s in stream.steps[: step.index + 1]])
         low, high = data.min(0).values - 0.5, data.max(0).values + 0.5
         axes = [torch.linspace(low[i].item(), high[i].item(), 80) for i in range(2)]
         grid = torch.stack(torch.meshgrid(*axes, indexing="xy"), -1).reshape(-1, 2)
         probability = learner.predict(grid)[:, 1].reshape(80, 80)
-        snapshots.append(
+        self.snapshots.append(
             {
                 "step": step.index,
                 "axes": [a.tolist() for a in axes],
                 "probability": probability.tolist(),
                 "seen": data.tolist(),
-                "current": step.x.tolist(),
+                "current": step.source.x.tolist(),
                 "memory": learner.memory_points.x.tolist(),
                 "memory_labels": learner.memory_points.y.tolist(),
                 "scores": learner.memory.scores.tolist(),
             }
         )
 
-    return record
 
-
-def stream_table(results: list[StreamResult]) -> str:
+def stream_table(results: list[RunResult]) -> str:
     """Markdown: mean ± std over seeds of the test LML averaged over the last 10% of steps, and
     the one-step-ahead LML and seconds per step, per memory size and method."""
     rows = {}
     for result in results:
-        rows.setdefault((result.memory_size, result.label), []).append(result.summary())
-    window = "last 10%" if any(result.test_lml for result in results) else "last 50%"
+        rows.setdefault((result.details["memory_size"], result.label), []).append(result.summary())
+    window = "last 10%" if any(result.series.get("test_lml") for result in results) else "last 50%"
     lines = [
         f"| memory | method | test LML ({window}) | one-step-ahead LML | one-step-ahead acc. "
         "| s/step | seeds |",
@@ -222,7 +236,11 @@ def _write(run: StreamRun, settings: dict, results, snapshots, output: Path) -> 
         "transition": None if run.transition is None else run.transition.spec(),
         "settings": settings,
     }
-    payload = {"run": description, "results": [r.to_json() for r in results]}
+    payload = {
+        "environment": environment(),
+        "run": description,
+        "results": [r.to_json() for r in results],
+    }
     (output / "results.json").write_text(json.dumps(payload, indent=1, default=str))
     (output / "table.md").write_text(stream_table(results))
     plot_online_lml(results, output / "test_lml_over_time.png")

@@ -1,6 +1,6 @@
 """The online and drift streams of Kurle et al. 2020 (sections 6.1 and 6.2, appendix B table 2)
-and the methods compared on them: their data, sizes and training settings in one table, and the
-learner each method name stands for (with any transition, for drifting data)."""
+: their data, sizes and training settings in one table, and the learner an online method
+(:mod:`pyro_cl.app.methods`) builds on them (with any transition, for drifting data)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pyro_cl.app.methods import METHODS, method_names
+from pyro_cl.app.part_options import accepted
 from pyro_cl.data.drift_data import load_covertype, load_elec2, load_gas_sensor, load_weather
 from pyro_cl.data.mnist import load_idx_dataset
 from pyro_cl.data.streams import (
@@ -27,10 +29,9 @@ from pyro_cl.likelihoods import (
     CategoricalLikelihood,
     HeteroscedasticGaussianLikelihood,
 )
-from pyro_cl.memory import GaussianResidualMemory, KCenterCoreset, RandomCoreset
 from pyro_cl.nn import BayesianMLP
 
-__all__ = ["ONLINE_METHODS", "STREAM_PRESETS", "StreamPreset", "make_online_learner"]
+__all__ = ["STREAM_PRESETS", "StreamPreset", "make_online_learner"]
 
 
 def _mnist(root: str | Path, download: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -203,18 +204,6 @@ STREAM_PRESETS: dict[str, StreamPreset] = {
     ),
 }
 
-#: Section 6.1's methods (appendix B) and figure 8's ablations, each with the line ``pyro-cl list``
-#: shows (``kcenter``/``random`` choose from ``D_t ∪ M_{t-1}`` and fit the rest with the ELBO).
-ONLINE_METHOD_DESCRIPTIONS = {
-    "grs": "Gaussian residual scoring: top-M scores after the fit, factors divided out (eq. 8-9)",
-    "kcenter": "k-center memory of M points chosen before the fit, refit on it to predict",
-    "random": "random memory of M points chosen before the fit, refit on it to predict",
-    "grs-refit": "residual scores, ELBO fit of the points let go instead of the factor update",
-    "kcenter-grs": "k-center memory after the fit with GRS's factor update",
-    "none": "online VB without a memory (with --transition: adaptation alone)",
-}
-ONLINE_METHODS = tuple(ONLINE_METHOD_DESCRIPTIONS)
-
 
 def make_online_learner(
     method: str,
@@ -228,16 +217,18 @@ def make_online_learner(
     prior_scale: float | str = "moment_matched",
     **settings,
 ) -> ContinualLearner:
-    """A learner for ``method`` (one of :data:`ONLINE_METHODS`) on ``stream``: a tanh
-    :class:`~pyro_cl.nn.BayesianMLP` with eq. 17's prior and appendix I's initial posterior, a
-    heteroscedastic Gaussian (regression), Bernoulli (one output) or categorical likelihood,
-    full-batch Adam, and ``transition`` between steps (online VB's identity by default).
+    """A learner for online method ``method`` (:func:`~pyro_cl.app.methods.method_names`
+    ``("online")``) on ``stream``: a tanh :class:`~pyro_cl.nn.BayesianMLP` with eq. 17's prior and
+    appendix I's initial posterior, a heteroscedastic Gaussian (regression), Bernoulli (one
+    output) or categorical likelihood, full-batch Adam, and ``transition`` between steps (online
+    VB's identity by default).
 
+    :param term_samples: ``K_term``, for the methods whose memory takes it.
     :param settings: :class:`~pyro_cl.infer.config.TrainingConfig` fields (``epochs`` are
         iterations here, ``first_epochs`` those of the first step, ``num_particles`` ``K_train``).
     """
-    if method not in ONLINE_METHODS:
-        raise ValueError(f"unknown online method {method!r}; choose from {ONLINE_METHODS}")
+    if method not in method_names("online"):
+        raise ValueError(f"unknown online method {method!r}; choose from {method_names('online')}")
     outputs = 2 if stream.regression else stream.num_outputs
     net = BayesianMLP(
         stream.in_features,
@@ -250,32 +241,15 @@ def make_online_learner(
         likelihood = HeteroscedasticGaussianLikelihood()
     else:
         likelihood = BernoulliLikelihood() if outputs == 1 else CategoricalLikelihood()
-    memory = {
-        "grs": lambda: GaussianResidualMemory(memory_size, term_samples),
-        "grs-refit": lambda: GaussianResidualMemory(
-            memory_size, term_samples, gaussian_update="elbo"
-        ),
-        "kcenter-grs": lambda: GaussianResidualMemory(
-            memory_size, term_samples, selection="kcenter"
-        ),
-        "kcenter": lambda: KCenterCoreset(memory_size, budget="total"),
-        "random": lambda: RandomCoreset(memory_size, budget="total"),
-        "none": lambda: None,
-    }[method]()
-    defaults = {
-        "batch_size": None,
-        "ml_init_epochs": 0,
-        "init_means": "moment_matched",
-        "progress": False,
-        "learning_rate": 1e-3,
-    }
-    return ContinualLearner(
+    memory = METHODS[method].memory
+    takes_term_samples = memory is not None and "num_term_samples" in accepted(memory)
+    return METHODS[method].build(
         net,
-        likelihood,
-        memory=memory,
-        transition=transition,
-        seed=seed,
+        memory_size,
         device=device,
-        refit_per_task=False,
-        **{**defaults, **settings},
+        seed=seed,
+        transition=transition,
+        memory_options={"num_term_samples": term_samples} if takes_term_samples else None,
+        likelihood=likelihood,
+        **settings,
     )

@@ -10,20 +10,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pyro_cl.app.benchmark_run import BenchmarkRun, check_writable
-from pyro_cl.app.experiment import (
-    ContinualResult,
-    mean_result,
-    run_stream,
-    scratch_accuracies,
-    summarise,
-)
+from pyro_cl.app.continual_run import run_loggers
+from pyro_cl.app.environment import environment
 from pyro_cl.app.methods import METHODS
 from pyro_cl.app.plotting import plot_accuracy
+from pyro_cl.app.result import RunResult, method_means, summarise
+from pyro_cl.app.task_metrics import run_stream, scratch_accuracies
 
 __all__ = ["run_task_benchmark", "write_report"]
 
 
-def run_task_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
+def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
     """Run every method of ``run`` on every seed's stream; print each accuracy matrix and the
     summary, and (with ``run.output``) write ``results.json`` and ``accuracy.png`` after every
     run, so an interrupted sweep keeps the runs it finished.
@@ -32,13 +29,11 @@ def run_task_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
         the method).
     """
     device = run.resolved_device
-    training = run.resolved_training()
     coreset_size = run.resolved_coreset_size
     hidden = run.resolved_hidden_sizes
     output = None if run.output is None else Path(run.output)
     if output is not None:
         check_writable(output)
-    labels = [run.label(m) for m in run.method_names]
     results = []
     for seed in run.seeds if run.seeds is not None else (0,):
         stream = run.preset.stream(str(run.data_root), seed, run.num_tasks, run.download)
@@ -63,17 +58,19 @@ def run_task_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
                 "seed": seed,
                 "device": device,
                 "coreset_size": coreset_size if spec.memory is not None else None,
-                **training,
-                **{k: flat[k] for k in spec.defaults},
+                **flat,  # every training setting the learner runs with
                 "fitter": learner.fitter.spec(),
                 "transition": learner.transition.spec(),
             }
-            result = run_stream(learner, stream, run.label(method), settings)
+            loggers = run_loggers(run.log_dir, f"{run.label(method)}_seed{seed}", run.tensorboard)
+            result = run_stream(
+                learner, stream, run.label(method), settings, seed=seed, loggers=loggers
+            )
             if run.forward_transfer:
-                result.scratch_accuracy = scratch_accuracies(make_learner, stream)
+                result.details["scratch_accuracy"] = scratch_accuracies(make_learner, stream)
             results.append(result)
             if output is not None:
-                write_report(results, labels, output)
+                write_report(results, output)
             _print_result(result, seed)
     _print_summary(results, run.seeds)
     if output is not None:
@@ -81,7 +78,7 @@ def run_task_benchmark(run: BenchmarkRun) -> list[ContinualResult]:
     return results
 
 
-def _print_result(result: ContinualResult, seed: int) -> None:
+def _print_result(result: RunResult, seed: int) -> None:
     label = result.method
     print(f"\n{label} (seed {seed}): accuracy after each task (rows) on each task")
     print(result.format_matrix())
@@ -90,7 +87,7 @@ def _print_result(result: ContinualResult, seed: int) -> None:
     print(f"{label}: ACC {100 * result.acc:.2f}%{bwt}{fwt}  ({result.wall_time_s:.1f} s)")
 
 
-def _print_summary(results: list[ContinualResult], seeds: Sequence[int] | None) -> None:
+def _print_summary(results: list[RunResult], seeds: Sequence[int] | None) -> None:
     if seeds is not None and len(seeds) > 1:
         print("\nmean ± std over seeds " + ", ".join(map(str, seeds)))
     for method, row in summarise(results).items():
@@ -100,11 +97,13 @@ def _print_summary(results: list[ContinualResult], seeds: Sequence[int] | None) 
         )
 
 
-def write_report(results: list[ContinualResult], methods: list[str], output: Path) -> Path:
+def write_report(results: list[RunResult], output: Path) -> Path:
     """``results.json`` (summary and every run) and ``accuracy.png`` (mean over seeds)."""
     output.mkdir(parents=True, exist_ok=True)
-    report = {"summary": summarise(results), "runs": [r.to_json() for r in results]}
+    report = {
+        "environment": environment(),
+        "summary": summarise(results),
+        "runs": [r.to_json() for r in results],
+    }
     (output / "results.json").write_text(json.dumps(report, indent=2))
-    done = [m for m in methods if any(r.method == m for r in results)]
-    means = [mean_result([r for r in results if r.method == m]) for m in done]
-    return plot_accuracy(means, output / "accuracy.png")
+    return plot_accuracy(method_means(results), output / "accuracy.png")

@@ -11,8 +11,8 @@ A learner calls its callbacks, in order, at
   autograd);
 * :meth:`Callback.on_epoch_end` — with the epoch's mean loss (one host synchronisation).
 
-Built-ins: :class:`ProgressBar` (tqdm), and in :mod:`pyro_cl.app.experiment` the per-task metrics
-and the IBP active-unit count.
+Built-in: :class:`ProgressBar` (tqdm). The app's metrics (:mod:`pyro_cl.app.continual_run`)
+are callbacks too.
 """
 
 from __future__ import annotations

@@ -1,0 +1,148 @@
+"""The one runner: a learner observes a sequence of steps, and metrics measure it.
+
+Every experiment of the app is this loop with different steps and metrics::
+
+    for step in steps:                         # a task, a time step, a one-class task
+        metric.before_step(learner, step)      # e.g. the one-step-ahead LML (Kurle et al.)
+        learner.observe(step.data, step.task_id, step.time, callbacks=metrics)
+                                               # metric.on_task_end: e.g. the accuracy matrix row
+        metric.after_step(learner, step, s)    # e.g. the test LML, the memory's size
+    metric.record(result)                      # each metric writes into the one RunResult
+
+:func:`~pyro_cl.app.task_metrics.task_steps`, :func:`~pyro_cl.app.online_metrics.online_steps`
+and :func:`~pyro_cl.app.generative_metrics.generative_steps` turn the three kinds of stream into
+steps; the metrics next to them measure what the papers report. A user adds a measurement by
+writing one :class:`Metric`.
+"""
+
+from __future__ import annotations
+
+import re
+import time as clock
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from pyro_cl.app.result import RunResult
+from pyro_cl.infer.callbacks import Callback
+from pyro_cl.infer.learner import ContinualLearner
+from pyro_cl.infer.loggers import CSVLogger, Logger, TensorBoardLogger
+
+__all__ = ["Metric", "Step", "run_continual", "run_loggers"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One ``observe``: its data, task (head) and time, a name for tables, its position in the
+    stream, and the stream's own object for it (a task, a time step) for metrics that need more.
+    """
+
+    data: Any
+    name: str
+    index: int
+    task_id: int | None = None
+    time: float | None = None
+    source: Any = None
+
+
+class Metric(Callback):
+    """A measurement of a run. It is also a learner callback of every ``observe`` (e.g.
+    ``on_task_end`` evaluates right after the step is committed); the runner calls its other
+    hooks around each step. Override what you need; each does nothing by default."""
+
+    def before_step(self, learner: ContinualLearner, step: Step) -> None:
+        """Before ``step`` is observed (the previous posterior is current)."""
+
+    def after_step(self, learner: ContinualLearner, step: Step, seconds: float) -> None:
+        """After ``step`` was observed, which took ``seconds``."""
+
+    def describe(self, step: Step) -> str:
+        """A few words on what was measured at ``step`` for the progress line ("" for none)."""
+        return ""
+
+    def scalars(self, step: Step) -> dict[str, float]:
+        """What was measured at ``step`` as named numbers, for the run's loggers."""
+        return {}
+
+    def record(self, result: RunResult) -> None:
+        """Write what was measured into ``result`` once the run is over."""
+
+
+def run_loggers(
+    log_dir: str | Path | None, run_name: str, tensorboard: bool = False
+) -> list[Logger]:
+    """The loggers of one run: ``<log_dir>/<run_name>.csv`` (and, with ``tensorboard``, the
+    event files in ``<log_dir>/<run_name>/``); none without a ``log_dir``."""
+    if log_dir is None:
+        return []
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", run_name).strip("_")
+    loggers: list[Logger] = [CSVLogger(Path(log_dir) / f"{slug}.csv")]
+    if tensorboard:
+        loggers.append(TensorBoardLogger(Path(log_dir) / slug))
+    return loggers
+
+
+def run_continual(
+    learner: ContinualLearner,
+    steps: Iterable[Step],
+    metrics: Sequence[Metric] = (),
+    method: str | None = None,
+    stream: str = "stream",
+    seed: int | None = None,
+    settings: dict | None = None,
+    verbose: bool = False,
+    progress: bool = False,
+    loggers: Sequence[Logger] = (),
+) -> RunResult:
+    """Observe every step with ``learner`` and measure it with ``metrics`` (module docstring).
+
+    :param method: the result's method name (default: the learner's class name).
+    :param verbose: print one line per step (the metrics' descriptions, elapsed time), so long
+        runs show progress in logs too.
+    :param progress: a progress bar over the steps (shown only on a terminal).
+    :param loggers: :class:`~pyro_cl.infer.loggers.Logger` callbacks of every ``observe`` (losses,
+        timings) that also get every metric's :meth:`Metric.scalars` after each step.
+    """
+    steps = list(steps)
+    label = method or type(learner).__name__
+    names = [step.name for step in steps]
+    start = clock.perf_counter()
+    bar = tqdm(steps, desc=f"{stream} {label}", disable=None if progress else True)
+    for step in bar:
+        for metric in metrics:
+            metric.before_step(learner, step)
+        began = clock.perf_counter()
+        watchers = [*metrics, *loggers]
+        learner.observe(step.data, task_id=step.task_id, time=step.time, callbacks=watchers)
+        seconds = clock.perf_counter() - began
+        for metric in metrics:
+            metric.after_step(learner, step, seconds)
+        if loggers:
+            scalars = {"step_seconds": seconds}
+            for metric in metrics:
+                scalars.update(metric.scalars(step))
+            for logger in loggers:
+                logger.log_metrics(scalars)
+        described = ", ".join(filter(None, (metric.describe(step) for metric in metrics)))
+        if described:
+            bar.set_postfix_str(described, refresh=False)
+        if verbose:
+            print(
+                f"  {label}: after {step.name} ({step.index + 1}/{len(steps)}), {described} "
+                f"[{clock.perf_counter() - start:.0f} s]",
+                flush=True,
+            )
+    result = RunResult(
+        method=label,
+        stream=stream,
+        step_names=names,
+        seed=seed,
+        wall_time_s=clock.perf_counter() - start,
+        settings=dict(settings or {}),
+    )
+    for metric in metrics:
+        metric.record(result)
+    return result
