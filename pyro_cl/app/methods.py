@@ -20,16 +20,17 @@ from pyro_cl.app.part_options import accepted
 from pyro_cl.baselines import CoresetOnly, FineTuning
 from pyro_cl.baselines.ewc import EWC, OnlineEWC
 from pyro_cl.baselines.laplace import LaplacePropagation
+from pyro_cl.baselines.map_estimate import GaussianMAP
 from pyro_cl.baselines.synaptic_intelligence import SynapticIntelligence
 from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.penalty import Penalty
 from pyro_cl.infer.point_estimate import PointEstimateFitter
-from pyro_cl.infer.transitions import Transition
+from pyro_cl.infer.transitions import NoPropagation, Transition
 from pyro_cl.infer.vcl import VCL
 from pyro_cl.infer.vogn import VOGN
-from pyro_cl.memory import GaussianResidualMemory, KCenterCoreset, RandomCoreset
+from pyro_cl.memory import EveryPoint, GaussianResidualMemory, KCenterCoreset, RandomCoreset
 
 __all__ = [
     "Method",
@@ -76,7 +77,9 @@ class Method:
     :ivar streams: ``"tasks"`` for ``pyro-cl run``'s task streams, ``"online"`` for ``pyro-cl
         stream``'s time-stamped streams.
     :ivar memory_defaults: keyword arguments of the memory that define the method (e.g.
-        ``budget="total"``)."""
+        ``budget="total"``).
+    :ivar transition: the transition class that defines the method (e.g. batch VI's
+        :class:`~pyro_cl.infer.transitions.NoPropagation`); a caller's transition wins."""
 
     name: str
     learner: type[ContinualLearner]
@@ -88,6 +91,7 @@ class Method:
     penalty: type[Penalty] | None = None
     streams: str = "tasks"
     memory_defaults: dict = field(default_factory=dict)
+    transition: type[Transition] | None = None
 
     def __post_init__(self) -> None:
         if self.streams not in ("tasks", "online"):
@@ -115,7 +119,7 @@ class Method:
     ) -> ContinualLearner:
         """A fresh learner of this method on ``net``.
 
-        :param memory_size: points per task for the methods with a memory.
+        :param memory_size: points per task (or in all) for the methods whose memory has a size.
         :param fitter_options: keyword arguments of the method's fitter (``learning_rate``,
             ``beta``, ``num_samples``, ``momentum``, ...), for the methods that name one.
         :param transition: the transition between tasks (default: the learner's).
@@ -124,11 +128,14 @@ class Method:
             ``num_term_samples`` of a Gaussian residual memory).
         :param training: :class:`~pyro_cl.infer.config.TrainingConfig` settings.
         """
+        if transition is None and self.transition is not None:
+            transition = self.transition()
         parts: dict[str, object] = {"transition": transition}
         if self.memory is not None:
-            parts["memory"] = self.memory(
-                memory_size, **{**self.memory_defaults, **(memory_options or {})}
-            )
+            # a memory that keeps every point (batch VI's) takes no size
+            sized = (memory_size,) if "size" in accepted(self.memory) else ()
+            options = {**self.memory_defaults, **(memory_options or {})}
+            parts["memory"] = self.memory(*sized, **options)
         elif memory_options:
             raise ValueError(f"method {self.name!r} has no memory to take {memory_options}")
         fitter_arguments = {**self.fitter_defaults, **(fitter_options or {})}
@@ -159,6 +166,7 @@ _PENALTIES = (
     ("ewc", EWC, "EWC (Kirkpatrick et al. 2017): a Fisher quadratic per task"),
     ("online-ewc", OnlineEWC, "online EWC (Schwarz et al. 2018): one running Fisher"),
     ("si", SynapticIntelligence, "Synaptic Intelligence (Zenke et al. 2017)"),
+    ("map", GaussianMAP, "MAP with the last fit as prior mean and Σ = I (VCL paper section 5)"),
 )
 for _method in (
     Method("vcl", VCL, description="VCL: SVI on the online ELBO (eq. 4)"),
@@ -196,6 +204,15 @@ for _method in (
     *(
         Method(name, FineTuning, None, PointEstimateFitter, description=text, penalty=penalty)
         for name, penalty, text in _PENALTIES
+    ),
+    Method(
+        "batch-vi",
+        VCL,
+        EveryPoint,
+        defaults={"refit_per_task": False},
+        description="batch VI on every task so far from the initial prior: the upper bound of "
+        "the VCL paper's figure 4",
+        transition=NoPropagation,
     ),
     Method(
         "lp",

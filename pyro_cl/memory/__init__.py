@@ -2,6 +2,7 @@
 of a fixed total size chosen at every step (Kurle et al. 2020, section 3)."""
 
 from pyro_cl.memory.base import BUDGETS, ORDERS, Memory, MemoryUpdate
+from pyro_cl.memory.every_point import EveryPoint
 from pyro_cl.memory.gaussian_residual import GaussianResidualMemory
 from pyro_cl.memory.kcenter import KCenterCoreset, farthest_first
 from pyro_cl.memory.random_coreset import RandomCoreset
@@ -9,6 +10,7 @@ from pyro_cl.memory.random_coreset import RandomCoreset
 __all__ = [
     "BUDGETS",
     "ORDERS",
+    "EveryPoint",
     "GaussianResidualMemory",
     "KCenterCoreset",
     "Memory",
