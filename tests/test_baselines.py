@@ -291,3 +291,14 @@ def test_a_penalty_never_changes_the_heads_a_task_does_not_use(penalty):
     learner.observe(second, task_id=1)
     for name, value in head.items():
         assert torch.equal(learner.guide.locs([name])[name], value)
+
+
+def test_the_sweep_script_runs_each_baseline_at_the_papers_lambda_over_seeds(tmp_path):
+    script = load_benchmark_script("baselines_paper")
+    argv = ["--benchmark", "split-notmnist", "--paper-lambda", "--seeds", "0", "1", "2"]
+    _, _, runs = script.build_runs([*argv, "--output", str(tmp_path)])
+    # the VCL paper's appendix: EWC 10^4, SI 0.1, LP 1 (Fisher of 200 points) on split notMNIST
+    assert [(m, s) for m, s, _ in runs] == [("ewc", 1e4), ("si", 0.1), ("lp", 1.0)]
+    assert all(list(run.seeds) == [0, 1, 2] for _, _, run in runs)
+    lp = runs[-1][2]
+    assert lp.fitter_options == {"strength": 1.0, "curvature": "fisher", "hessian_samples": 200}
