@@ -17,7 +17,7 @@ import torch
 from speed import timed  # benchmarks/speed.py, beside this script
 
 from pyro_cl import VCL
-from pyro_cl.infer.objectives import negative_elbo
+from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.infer.training import make_adam
 from pyro_cl.nn import BayesianMLP, IndianBuffetMLP
 
@@ -47,7 +47,7 @@ def main() -> None:
         def steps(learner=learner, optimizer=optimizer):
             for _ in range(args.steps):
                 loss = negative_elbo(
-                    learner.model, learner.guide, x, y, 0, 60_000, args.particles, True
+                    learner.model, learner.guide, Minibatch(x, y, 0), 60_000, args.particles, True
                 )
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from pyro_cl import VCL, CategoricalLikelihood, MeanFieldGuide, SupervisedModel
 from pyro_cl.data import split_cifar, split_cifar10
-from pyro_cl.infer.objectives import negative_elbo
+from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.infer.site_values import substitute_sites
 from pyro_cl.nn import BayesianCNN, BayesianConv2d
 from pyro_cl.nn.local_reparam import DiagonalGaussian
@@ -132,5 +132,7 @@ def test_the_pyro_routes_particle_plate_equals_the_fast_route_for_a_cnn(monkeypa
     losses = {}
     for fast in (True, False):
         generator.manual_seed(1)
-        losses[fast] = negative_elbo(model, guide, x, y, 0, 60, num_particles=3, fast=fast)
+        losses[fast] = negative_elbo(
+            model, guide, Minibatch(x, y, 0), 60, num_particles=3, fast=fast
+        )
     torch.testing.assert_close(losses[False], losses[True], rtol=1e-5, atol=1e-6)

@@ -31,9 +31,9 @@ def recorded_objectives(monkeypatch):
     calls = []
     original = elbo_fitter_module.negative_elbo
 
-    def recording(model, guide, x, y, task_id, dataset_size, *args, **kwargs):
-        calls.append((guide, set(x[:, 0].tolist()), task_id, dataset_size))
-        return original(model, guide, x, y, task_id, dataset_size, *args, **kwargs)
+    def recording(model, guide, batch, dataset_size, *args, **kwargs):
+        calls.append((guide, set(batch.x[:, 0].tolist()), batch.task_id, dataset_size))
+        return original(model, guide, batch, dataset_size, *args, **kwargs)
 
     monkeypatch.setattr(elbo_fitter_module, "negative_elbo", recording)
     return calls

@@ -8,7 +8,7 @@ from pyro.infer import TraceMeanField_ELBO
 from pyro.nn import PyroModule, PyroSample
 
 from pyro_cl import CategoricalLikelihood, MeanFieldGuide, SupervisedModel
-from pyro_cl.infer.objectives import negative_elbo, task_groups
+from pyro_cl.infer.objectives import Minibatch, negative_elbo, task_groups
 from pyro_cl.infer.site_values import sample_outputs, substitute_sites
 from pyro_cl.kl import kl_to_prior
 from pyro_cl.nn import BayesianMLP, local_reparameterization
@@ -37,7 +37,7 @@ def test_fast_elbo_equals_trace_mean_field_elbo(use_lrt, particles, monkeypatch)
             generator.manual_seed(7)
         pyro.set_rng_seed(3)
         if particles > 1:
-            return negative_elbo(model, guide, x, y, task, n, particles, fast=False)
+            return negative_elbo(model, guide, Minibatch(x, y, task), n, particles, fast=False)
         with local_reparameterization():
             loss = TraceMeanField_ELBO().differentiable_loss(
                 model, guide, x, y, task_id=task, dataset_size=n
@@ -48,7 +48,7 @@ def test_fast_elbo_equals_trace_mean_field_elbo(use_lrt, particles, monkeypatch)
         if use_lrt:
             generator.manual_seed(7)
         pyro.set_rng_seed(3)
-        return negative_elbo(model, guide, x, y, task, n, particles, fast=True)
+        return negative_elbo(model, guide, Minibatch(x, y, task), n, particles, fast=True)
 
     loss_pyro, grads_pyro = loss_and_gradients(pyro_loss, guide)
     loss_fast, grads_fast = loss_and_gradients(fast_loss, guide)
@@ -85,7 +85,8 @@ def test_mixed_task_batches_count_each_site_once_on_both_routes():
     losses = {}
     for fast in (True, False):
         losses[fast] = loss_and_gradients(
-            lambda fast=fast: negative_elbo(model, guide, x, y, task_ids, n, 1, fast), guide
+            lambda fast=fast: negative_elbo(model, guide, Minibatch(x, y, task_ids), n, 1, fast),
+            guide,
         )
         torch.testing.assert_close(losses[fast][0], expected, rtol=1e-5, atol=1e-5)
     assert len(losses[True][1]) == 2 * len(names)
@@ -129,7 +130,7 @@ def test_the_pyro_route_runs_all_particles_in_one_pass_where_the_net_broadcasts(
     names = guide.sites_for(x, y, task_id=0, dataset_size=10)
     calls = []
     net.register_forward_hook(lambda module, args, out: calls.append(out.shape))
-    loss = negative_elbo(model, guide, x, y, 0, 10, num_particles=4, fast=False)
+    loss = negative_elbo(model, guide, Minibatch(x, y, 0), 10, num_particles=4, fast=False)
     loss.backward()
     assert torch.isfinite(loss)
     outputs = sample_outputs(model, guide.posterior(names), x, 0, num_samples=4, fast=False)

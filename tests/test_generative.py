@@ -16,7 +16,7 @@ from pyro_cl.baselines.ewc import EWC
 from pyro_cl.baselines.laplace import LaplacePropagation
 from pyro_cl.baselines.synaptic_intelligence import SynapticIntelligence
 from pyro_cl.generative import GenerativeModel, generate, importance_log_likelihood
-from pyro_cl.infer.objectives import negative_elbo
+from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.likelihoods import Likelihood, PixelBernoulliLikelihood
 from pyro_cl.memory import RandomCoreset
 from pyro_cl.nn import BayesianLinear, VAEDecoder, local_reparameterization
@@ -119,7 +119,7 @@ def test_fast_bound_equals_pyro_elbo_on_the_same_draws(use_lrt, particles, monke
             generator.manual_seed(7)
         pyro.set_rng_seed(3)
         if particles > 1:
-            return negative_elbo(model, guide, x, x, task, n, particles, fast=False)
+            return negative_elbo(model, guide, Minibatch(x, x, task), n, particles, fast=False)
         with local_reparameterization():
             loss = TraceMeanField_ELBO().differentiable_loss(
                 model, guide, x, x, task_id=task, dataset_size=n
@@ -130,7 +130,7 @@ def test_fast_bound_equals_pyro_elbo_on_the_same_draws(use_lrt, particles, monke
         if use_lrt:
             generator.manual_seed(7)
         pyro.set_rng_seed(3)
-        return negative_elbo(model, guide, x, x, task, n, particles, fast=True)
+        return negative_elbo(model, guide, Minibatch(x, x, task), n, particles, fast=True)
 
     loss_pyro, grads_pyro = loss_and_gradients(pyro_loss, guide)
     loss_fast, grads_fast = loss_and_gradients(fast_loss, guide)

@@ -13,7 +13,7 @@ import pyro_cl.nn.concrete as concrete_module
 from pyro_cl import VCL, ChildConcentrationGrowth, DivergenceError, install_prior
 from pyro_cl.infer.config import Optimisation
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.infer.objectives import negative_elbo
+from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.infer.training import minimise
 from pyro_cl.infer.vogn import VOGN
 from pyro_cl.inspection import active_units, prune_weights, pruning_curve
@@ -190,7 +190,7 @@ def test_fast_elbo_equals_trace_mean_field_elbo_for_ibp_nets(hierarchical, parti
     for fast in (True, False):
         generator.manual_seed(5)
         pyro.set_rng_seed(1)
-        losses[fast] = negative_elbo(model, guide, x, y, 0, 160, particles, fast=fast)
+        losses[fast] = negative_elbo(model, guide, Minibatch(x, y, 0), 160, particles, fast=fast)
     torch.testing.assert_close(losses[True], losses[False], rtol=1e-3, atol=1e-4)
 
 

@@ -5,7 +5,7 @@ import torch
 
 from pyro_cl import VCL, CategoricalLikelihood, MeanFieldGuide, SupervisedModel
 from pyro_cl.finite import all_finite
-from pyro_cl.infer.objectives import negative_elbo
+from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.infer.packed_gaussians import PackedGaussians, site_views
 from pyro_cl.kl import PackedGaussianKL, gaussian_kl, precision_kl
 from pyro_cl.nn import BayesianMLP
@@ -53,7 +53,7 @@ def test_packed_elbo_equals_the_per_site_elbo_and_shares_the_guides_memory(monke
     def loss(packed=None):
         generator.manual_seed(7)
         pyro.set_rng_seed(3)
-        return negative_elbo(model, guide, x, y, 1, 100, num_particles=3, packed=packed)
+        return negative_elbo(model, guide, Minibatch(x, y, 1), 100, num_particles=3, packed=packed)
 
     reference = loss()
     site_grads = torch.autograd.grad(reference, [guide.loc[k] for k in guide.loc.keys()])

@@ -22,7 +22,7 @@ from pyro_cl import (
 )
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.forgetting import forgetting_mix, retention
-from pyro_cl.infer.objectives import negative_elbo
+from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.infer.transitions import TransitionContext
 from pyro_cl.memory import GaussianResidualMemory, RandomCoreset
 from pyro_cl.model import SupervisedModel
@@ -309,7 +309,7 @@ def test_a_weight_zero_point_changes_nothing_and_unit_weights_are_the_plain_elbo
         torch.manual_seed(3)
         size = float(w.sum()) if w is not None else len(inputs)
         scaled = None if w is None else w * len(w) / w.sum()
-        return negative_elbo(model, guide, inputs, targets, 0, size, 4, weights=scaled)
+        return negative_elbo(model, guide, Minibatch(inputs, targets, 0, scaled), size, 4)
 
     with_zero = torch.cat([weights, torch.zeros(1)])
     torch.testing.assert_close(loss(far_x, far_y, with_zero), loss(x, y, weights))

@@ -10,7 +10,7 @@ from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.fitter import Fitter
-from pyro_cl.infer.objectives import negative_elbo
+from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.infer.row_gather import RowGather
 
@@ -57,17 +57,13 @@ class ELBOFitter(Fitter):
 
             def loss(index: torch.Tensor) -> torch.Tensor:
                 ids = task_id if isinstance(task_id, int) else task_id[index]
-                return negative_elbo(
-                    model,
-                    guide,
+                rows = Minibatch(
                     rows_of(index),
                     data.y[index],
                     ids,
-                    size,
-                    num_particles,
-                    weights=None if weights is None else weights[index],
-                    packed=packed,
+                    None if weights is None else weights[index],
                 )
+                return negative_elbo(model, guide, rows, size, num_particles, packed=packed)
 
             parameters = _trained_parameters(guide, packed)
             by_site = dict(guide.named_parameters())  # what callbacks see: values by site

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import torch
 from pyro.infer import TraceMeanField_ELBO
@@ -18,28 +19,37 @@ from pyro_cl.nn.local_reparam import DiagonalGaussian, local_reparameterization
 from pyro_cl.nn.structured import has_structured_sites
 from pyro_cl.posterior import read_priors
 
-__all__ = ["negative_elbo", "negative_log_likelihood"]
+__all__ = ["Minibatch", "negative_elbo", "negative_log_likelihood"]
+
+
+class Minibatch(NamedTuple):
+    """The rows one loss evaluation sees: inputs, targets, the task (one id for every row, or a
+    tensor of one id per row, for data mixing tasks such as a coreset) and optional per-row
+    likelihood weights (``p(y_n | θ)^{w_n}``, Bayesian forgetting's memory, Kurle et al. 2020
+    eq. 12)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    task_id: int | torch.Tensor
+    weights: torch.Tensor | None = None
 
 
 def negative_elbo(
     model: SupervisedModel,
     guide: MeanFieldGuide,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    task_id: int | torch.Tensor,
+    batch: Minibatch,
     dataset_size: float,
     num_particles: int = 1,
     fast: bool | None = None,
-    weights: torch.Tensor | None = None,
     packed: PackedGaussians | None = None,
 ) -> torch.Tensor:
     """``-L_VCL / N_t``: ``KL(q_t || q_{t-1}) / N_t - (1/M) Σ_{n in batch} E_q[log p(y_n | θ, x_n)]``.
 
     This is eq. 4 divided by the data set's size ``N_t`` (the reference code's scaling), estimated
-    on a minibatch ``(x, y)`` of size ``M`` with ``num_particles`` Monte Carlo samples and an
+    on a :class:`Minibatch` ``(x, y)`` of size ``M`` with ``num_particles`` Monte Carlo samples and an
     analytic KL against the model's current priors.
 
-    ``task_id`` is one task for the whole batch, or a tensor of one task id per point (data mixing
+    The batch's ``task_id`` is one task for the whole batch, or a tensor of one task id per point (data mixing
     tasks, such as a coreset): then each task's points run through the net with that task's
     ``task_id`` and the KL covers the union of the sites the tasks use, counted once.
 
@@ -52,7 +62,7 @@ def negative_elbo(
     Monte Carlo ``log q(z_n) - log p(z_n)`` to its negative log-likelihood (H-IBP supplement
     eq. 14's last term); the Pyro route gets the same term from ``TraceMeanField_ELBO``.
 
-    ``weights`` (one per point of the batch) multiply each point's term: a likelihood
+    The batch's ``weights`` (one per point) multiply each point's term: a likelihood
     ``p(y_n | θ)^{w_n}`` (Bayesian forgetting's memory, Kurle et al. 2020 eq. 12). Both routes
     then compute the terms explicitly.
 
@@ -62,6 +72,7 @@ def negative_elbo(
     """
     if fast is None:
         fast = model.fast
+    x, y, task_id, weights = batch
     groups = task_groups(task_id, x.shape[0])
     if (len(groups) > 1 or weights is not None) and not fast and has_structured_sites(model.net):
         raise ValueError("weighted or task-mixing batches need elbo='fast' for nets with IBP masks")
