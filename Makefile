@@ -1,7 +1,7 @@
 # The two commands of the README. Both install what they need first.
 PYTHON ?= python3
 
-.PHONY: demo test lint
+.PHONY: demo test lint docs
 
 demo:
 	$(PYTHON) -m pip install -e .
@@ -16,3 +16,7 @@ test:
 lint:
 	$(PYTHON) -m ruff check --fix .
 	$(PYTHON) -m ruff format .
+
+docs:
+	$(PYTHON) -m pip install -e ".[docs]"
+	$(PYTHON) -m sphinx -W --keep-going -b html docs docs/_build/html

@@ -24,3 +24,18 @@ def test_notebook_executes(path, tmp_path):
 
 def test_there_is_a_tutorial():
     assert NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_stored_with_its_outputs_and_figures(path):
+    """Readers open the stored notebook (python tutorials/execute.py writes it): outputs and
+    figures are there, and they carry no machine's paths and no warnings."""
+    notebook = nbformat.read(path, as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    outputs = [output for cell in code for output in cell.outputs]
+    assert outputs and all(cell.execution_count for cell in code), "not executed"
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert images, "no figure stored"
+    text = str(outputs)
+    for leak in ("/root/", "/tmp/", "/work/", "/home/", "Warning", "Traceback"):
+        assert leak not in text, leak

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
+from tqdm import tqdm  # plain bars: tqdm.auto warns in notebooks without ipywidgets
 
 from pyro_cl.app.result import RunResult
 from pyro_cl.infer.callbacks import Callback

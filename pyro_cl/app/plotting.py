@@ -77,34 +77,42 @@ def plot_active_units(result: RunResult, path: str | Path) -> Path:
 
 
 def _save(fig, path: str | Path) -> Path:
-    """Lay out ``fig``, write it to ``path`` (creating folders) and close it."""
-    import matplotlib.pyplot as plt
-
+    """Lay out ``fig`` and write it to ``path`` (creating folders)."""
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 
-def _pyplot():
-    """``matplotlib.pyplot`` on the file-only Agg backend (no display needed)."""
-    import matplotlib
+class _Figures:
+    """``subplots`` as pyplot's, on a bare ``matplotlib.figure.Figure``: no backend is chosen or
+    switched (a notebook's inline display stays as it was) and nothing needs closing."""
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    @staticmethod
+    def subplots(nrows: int = 1, ncols: int = 1, figsize=None, **kwargs):
+        from matplotlib.figure import Figure
 
-    return plt
+        figure = Figure(figsize=figsize)
+        return figure, figure.subplots(nrows, ncols, **kwargs)
+
+
+def _pyplot() -> type[_Figures]:
+    """What the plots draw with: figures written to files, never shown."""
+    return _Figures
 
 
 def _finish(fig, ax, xlabel: str, ylabel: str, title: str, path: str | Path) -> Path:
     """Label, grid and legend one panel, then :func:`_save` the figure."""
+    from matplotlib.ticker import MaxNLocator
+
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+    if xlabel in ("time step", "memory size M"):  # counts: no fractional ticks
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     return _save(fig, path)
 
 
@@ -251,16 +259,34 @@ def plot_memory_snapshots(snapshots: Sequence[dict], path: str | Path) -> Path:
         ax.contourf(a0, a1, np.array(shot["probability"]), levels=20, cmap="Greys", alpha=0.8)
         seen = np.array(shot["seen"])
         current = np.array(shot["current"])
-        ax.scatter(seen[:, 0], seen[:, 1], s=2, c="tab:blue", alpha=0.4)
-        ax.scatter(current[:, 0], current[:, 1], s=18, facecolors="none", edgecolors="tab:blue")
+        ax.scatter(seen[:, 0], seen[:, 1], s=2, c="tab:blue", alpha=0.4, label="seen before")
+        ax.scatter(
+            current[:, 0],
+            current[:, 1],
+            s=18,
+            facecolors="none",
+            edgecolors="tab:blue",
+            label="this step",
+        )
         memory = np.array(shot["memory"])
         scores = np.array(shot["scores"])
         sizes = 20 + 80 * (scores - scores.min()) / max(np.ptp(scores), 1e-12)
-        colours = np.where(np.array(shot["memory_labels"]) == 1, "tab:red", "tab:green")
-        ax.scatter(memory[:, 0], memory[:, 1], s=sizes, marker="s", c=colours, edgecolors="k")
-        ax.set_title(f"t_{shot['step']}", fontsize=9)
+        labels = np.array(shot["memory_labels"])
+        for label, colour in ((0, "tab:green"), (1, "tab:red")):
+            chosen = labels == label
+            ax.scatter(
+                memory[chosen, 0],
+                memory[chosen, 1],
+                s=sizes[chosen],
+                marker="s",
+                c=colour,
+                edgecolors="k",
+                label=f"memory, class {label} (size: score)",
+            )
+        ax.set_title(f"time step {shot['step']}", fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
+    axes[-1].legend(fontsize=6, loc="lower right")
     return _save(fig, path)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
+from tqdm import tqdm  # plain bars: tqdm.auto warns in notebooks without ipywidgets
 
 from pyro_cl.infer.training import make_adam
 from pyro_cl.serialization import CorruptFileError, atomic_save, safe_load

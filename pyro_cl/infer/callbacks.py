@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm  # plain bars: tqdm.auto warns in notebooks without ipywidgets
 
 from pyro_cl.infer.data_parallel import is_writer
 from pyro_cl.spec import Registrable

@@ -64,8 +64,10 @@ class Divergence:
             )
 
     def check_values(self, values: dict, description: str) -> None:
-        """:raises DivergenceError: if a tensor in ``values`` (``{site: means}``) is not finite
-        or leaves the bound."""
+        """Check the fitted ``values`` (``{site: means}``).
+
+        :raises DivergenceError: if a tensor is not finite or leaves the bound.
+        """
         for name, value in values.items():
             if not all_finite(value):
                 raise DivergenceError(

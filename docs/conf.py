@@ -1,0 +1,31 @@
+"""Sphinx configuration of pyro_cl's documentation site: ``make docs`` (warnings are errors)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pyro_cl  # noqa: E402
+
+project = "pyro_cl"
+author = "the pyro_cl developers"
+copyright = "2026, the pyro_cl developers"
+release = pyro_cl.__version__
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.viewcode",
+    "myst_nb",
+]
+html_theme = "furo"
+html_title = f"pyro_cl {release}"
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
+exclude_patterns = ["_build", "tutorials/execute.py", "**/.ipynb_checkpoints"]
+nb_execution_mode = "off"  # the notebooks are stored with their outputs (tutorials/execute.py)
+myst_enable_extensions = ["dollarmath"]
+myst_heading_anchors = 3
+autodoc_member_order = "bysource"
+autodoc_default_options = {"members": True, "show-inheritance": True}
+autodoc_typehints = "description"
+autodoc_inherit_docstrings = False  # torch.autograd.Function's own docs link into torch's
+suppress_warnings = ["myst.header"]
