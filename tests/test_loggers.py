@@ -28,14 +28,19 @@ def test_a_csv_logger_writes_every_epochs_loss_and_every_fits_time(tmp_path):
     learner.observe(two_class_data(60, 4), task_id=0)
     learner.observe(two_class_data(60, 4, column=1, seed=1), task_id=1)
     rows = _rows(path)
-    losses = [r for r in rows if r["name"].startswith("loss/")]
+    losses = [r for r in rows if r["name"] == "loss"]
     # task 0: 2 epochs of maximum-likelihood start and 3 of the fit; task 1: 3
     assert len(losses) == 2 + 3 + 3
     assert [int(r["step"]) for r in losses] == list(range(1, 9))  # one global step across tasks
     assert {r["task"] for r in losses} == {"0", "1"}
     assert all(torch.isfinite(torch.tensor(float(r["value"]))) for r in losses)
     assert sum(r["name"] == "seconds/task" for r in rows) == 2
-    assert any(r["name"].startswith("seconds/") and r["name"] != "seconds/task" for r in rows)
+    assert sum(r["name"] == "seconds/fit" for r in rows) == 3  # ML start, two propagations
+    assert {r["fit"] for r in losses} == {
+        "ML initialisation",
+        "ELBOFitter, step 1 (task 0)",
+        "ELBOFitter, step 2 (task 1)",
+    }
 
     learner.callbacks.callbacks[0].log_metrics(learner.evaluate(two_class_data(20, 4), task_id=0))
     assert {"metric/accuracy", "metric/log_likelihood"} <= {r["name"] for r in _rows(path)}
@@ -52,7 +57,7 @@ def test_a_saved_learners_csv_logger_keeps_appending_after_load(tmp_path):
     resumed.observe(two_class_data(40, 4, seed=2))
     rows = _rows(path)
     assert len(rows) > before
-    assert open(path).read().count("wall_time,task,step,name,value") == 1  # one header
+    assert open(path).read().count("wall_time,task,fit,step,name,value") == 1  # one header
 
 
 def test_a_tensorboard_logger_writes_event_files(tmp_path):
@@ -65,8 +70,8 @@ def test_a_tensorboard_logger_writes_event_files(tmp_path):
     events = EventAccumulator(str(tmp_path / "tb"))
     events.Reload()
     names = events.Tags()["scalars"]
-    assert "seconds/task" in names and any(name.startswith("loss/") for name in names)
-    losses = [event for n in names if n.startswith("loss/") for event in events.Scalars(n)]
+    assert "seconds/task" in names and "seconds/fit" in names
+    losses = events.Scalars("loss")
     assert sorted(event.step for event in losses) == [1, 2, 3, 4, 5]  # 2 ML + 3 fit epochs
 
 

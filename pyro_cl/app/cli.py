@@ -71,15 +71,40 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--memory-sizes", type=int, nargs="+", help="memory sizes M (default: table 1's)"
     )
-    parser.add_argument("--iterations", type=int, help="Adam steps per later time step")
-    parser.add_argument("--first-iterations", type=int, help="Adam steps at the first step")
-    parser.add_argument("--train-samples", type=int, help="K_train Monte Carlo samples")
+    # the same names as pyro-cl run: a time step's data is one full batch, so an epoch is one
+    # Adam step (the paper's iterations); the old names still work
+    parser.add_argument(
+        "--epochs",
+        "--iterations",
+        type=int,
+        dest="iterations",
+        help="Adam steps (full-batch epochs) per later time step (default: table 2's)",
+    )
+    parser.add_argument(
+        "--first-epochs",
+        "--first-iterations",
+        type=int,
+        dest="first_iterations",
+        help="Adam steps at the first time step (default: table 2's)",
+    )
+    parser.add_argument(
+        "--particles",
+        "--train-samples",
+        type=int,
+        dest="train_samples",
+        help="K_train Monte Carlo samples per step (default: table 2's)",
+    )
     parser.add_argument("--term-samples", type=int, help="K_term samples for the factors")
     parser.add_argument("--num-steps", type=int, help="observe only the first steps")
     parser.add_argument(
         "--lr", type=float, dest="learning_rate", help="Adam's learning rate (default: 1e-3)"
     )
-    parser.add_argument("--predictive-samples", type=int, default=100)
+    parser.add_argument(
+        "--predictive-samples",
+        type=int,
+        default=100,
+        help="posterior samples for the marginal likelihoods (default: 100)",
+    )
     parser.add_argument(
         "--data-root",
         default="data",
@@ -89,7 +114,9 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--output", type=Path, help="folder for results.json, table.md, figures")
     _add_log_arguments(parser)
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (shown only on a terminal)"
+    )
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     _add_transition_arguments(parser, "between time steps (default: online VB's identity)")
 
@@ -110,7 +137,11 @@ def _add_log_arguments(parser: argparse.ArgumentParser) -> None:
 def _add_transition_arguments(parser: argparse.ArgumentParser, title: str) -> None:
     """``--transition NAME`` and every registered transition's ``--transition-*`` option."""
     transitions = parser.add_argument_group(f"transition {title}")
-    transitions.add_argument("--transition", choices=command_line_parts("transition"))
+    transitions.add_argument(
+        "--transition",
+        choices=command_line_parts("transition"),
+        help="the registered transition to use (its options: --transition-*)",
+    )
     add_part_options(parser, "transition", "transition options (for --transition)")
 
 
@@ -163,16 +194,48 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--hidden", type=int, nargs="+", help="hidden layer widths")
     parser.add_argument("--num-tasks", type=int, help="tasks of a permuted stream")
-    parser.add_argument("--epochs", type=int)
+    parser.add_argument("--epochs", type=int, help="epochs per task (default: the benchmark's)")
     parser.add_argument("--first-epochs", type=int, help="epochs of the first task")
     parser.add_argument("--batch-size", type=int, help="0 means the whole task")
-    parser.add_argument("--lr", type=float, dest="learning_rate")
-    parser.add_argument("--particles", type=int, dest="num_particles")
-    parser.add_argument("--predictive-samples", type=int, dest="num_predictive_samples")
-    parser.add_argument("--ml-init-epochs", type=int)
-    parser.add_argument("--init-log-variance", type=float)
-    parser.add_argument("--between-tasks", choices=list(REINIT_POLICIES))
-    parser.add_argument("--init-means", choices=list(INIT_MEANS))
+    parser.add_argument(
+        "--lr",
+        type=float,
+        dest="learning_rate",
+        help="Adam's learning rate (default: the benchmark's, else 1e-3)",
+    )
+    parser.add_argument(
+        "--particles",
+        type=int,
+        dest="num_particles",
+        help="Monte Carlo samples per training step (default: the benchmark's, else 10)",
+    )
+    parser.add_argument(
+        "--predictive-samples",
+        type=int,
+        dest="num_predictive_samples",
+        help="posterior samples for each prediction (default: the benchmark's, else 100)",
+    )
+    parser.add_argument(
+        "--ml-init-epochs",
+        type=int,
+        help="maximum-likelihood epochs before the first task (VCL's initialisation; "
+        "default: the benchmark's)",
+    )
+    parser.add_argument(
+        "--init-log-variance",
+        type=float,
+        help="the guide's initial log-variance (default: -6, the VCL reference code's)",
+    )
+    parser.add_argument(
+        "--between-tasks",
+        choices=list(REINIT_POLICIES),
+        help="how the guide starts each later task (default: keep, i.e. from the last posterior)",
+    )
+    parser.add_argument(
+        "--init-means",
+        choices=list(INIT_MEANS),
+        help="the guide's initial means (default: prior)",
+    )
     parser.add_argument(
         "--init-precision",
         type=float,
@@ -183,7 +246,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="precision that re-initialisation resets to after the first task",
     )
-    parser.add_argument("--no-local-reparameterization", action="store_true")
+    parser.add_argument(
+        "--no-local-reparameterization",
+        action="store_true",
+        help="sample weights instead of pre-activations (default: local reparameterisation)",
+    )
     parser.add_argument(
         "--single-head",
         action="store_true",
@@ -211,7 +278,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--temperatures", type=float, nargs=2, metavar=("POSTERIOR", "PRIOR"), help="λ1 λ2"
     )
     ibp.add_argument("--child-concentration", type=float, help="H-IBP: α_j of every layer")
-    ibp.add_argument("--mask-parameterisation", choices=list(MASK_PARAMETERISATIONS))
+    ibp.add_argument(
+        "--mask-parameterisation",
+        choices=list(MASK_PARAMETERISATIONS),
+        help="how the Concrete masks are parameterised (default: the net's)",
+    )
     add_part_options(parser, "fitter", "fitter options (the methods' fitters that take them)")
     add_part_options(
         parser, "penalty", "penalty options (EWC, online EWC, SI: λ is --penalty-strength)"
@@ -239,7 +310,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cpu or cuda (default: cuda when there is one)")
     parser.add_argument("--output", type=Path, help="folder for results.json and accuracy.png")
     _add_log_arguments(parser)
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (shown only on a terminal)"
+    )
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
 
 
@@ -460,6 +533,7 @@ def command_line_errors(program: str, debug: bool = False) -> Iterator[None]:
         if debug:
             raise
         message = " ".join(str(error).split())  # one line, whatever the error's text
+        message = message.replace("download=True", "--download")  # the loaders' Python name
         if isinstance(error, DivergenceError):
             message = (
                 f"training diverged ({message}), so the run stopped: lower --lr, "

@@ -154,7 +154,15 @@ def check_taken(options: dict, kind: str, classes: Iterable[type | None]) -> Non
     if unused:
         flags = ", ".join(f"--{kind}-{name.replace('_', '-')}" for name in unused)
         names = sorted({getattr(cls, "name", cls.__name__) for cls in classes})
-        raise ValueError(
-            f"{flags}: not an option of the chosen {kind}s ({', '.join(names) or 'none'}); "
-            f"`pyro-cl list` shows each part's options"
+        takers = sorted(
+            getattr(cls, "name", cls.__name__)
+            for cls in REGISTRIES.get(kind, {}).values()
+            if set(unused) <= accepted(cls)
         )
+        plural = f"{kind[:-1]}ies" if kind.endswith("y") else f"{kind}s"
+        if names:
+            problem = f"not an option of the chosen {plural} ({', '.join(names)})"
+        else:
+            problem = f"not an option of the chosen methods (none names a {kind})"
+        taken_by = f"; the {plural} {', '.join(takers)} take it" if takers else ""
+        raise ValueError(f"{flags}: {problem}{taken_by} (`pyro-cl list` shows each part's options)")

@@ -247,4 +247,4 @@ def _write(run: StreamRun, settings: dict, results, snapshots, output: Path) -> 
     if len(settings["memory_sizes"]) > 1:
         plot_memory_sweep(results, output / "test_lml_vs_memory_size.png")
     if snapshots:
-        plot_memory_snapshots(snapshots, output / "memory_two_moons.png")
+        plot_memory_snapshots(snapshots, output / f"memory_{run.stream}.png")

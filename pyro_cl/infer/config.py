@@ -46,8 +46,10 @@ class Schedule:
     batch_size: int | None = 256
 
     def __post_init__(self) -> None:
-        if self.epochs < 0 or (self.first_epochs is not None and self.first_epochs < 0):
-            raise ValueError(f"epochs must be non-negative, got {self.epochs}/{self.first_epochs}")
+        if self.epochs < 0:
+            raise ValueError(f"epochs must be non-negative, got {self.epochs}")
+        if self.first_epochs is not None and self.first_epochs < 0:
+            raise ValueError(f"first_epochs must be non-negative, got {self.first_epochs}")
         if self.batch_size is not None and self.batch_size < 1:
             raise ValueError(f"batch_size must be positive or None, got {self.batch_size}")
 

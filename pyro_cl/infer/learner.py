@@ -381,7 +381,7 @@ class ContinualLearner:
             sites,
             self.config.schedule.task_epochs(first_task),
             context.batch_size(),
-            f"{type(self.fitter).__name__} task {task_id}",
+            f"{type(self.fitter).__name__}, step {len(self.tasks_seen) + 1} (task {task_id})",
         )
         history, posterior = self._fit(context, self.guide, problem)
         if posterior is not None:

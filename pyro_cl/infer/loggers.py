@@ -3,10 +3,11 @@ them — a CSV file (always available) or TensorBoard (the ``tensorboard`` extra
 
 Every logger records, as scalars with a global step that keeps counting across tasks:
 
-* ``loss/<fit>`` — each epoch's mean loss of every fit (a task's propagation, a coreset refit,
-  a maximum-likelihood start), or each optimiser step's with ``every_step=True`` (which reads
-  the loss every step: one host synchronisation per step on a GPU);
-* ``seconds/<fit>`` — the wall time of every fit, and ``seconds/task`` of every ``observe``;
+* ``loss`` — each epoch's mean loss of every fit (a step's propagation, a coreset refit, a
+  maximum-likelihood start: the CSV's ``fit`` column says which), or each optimiser step's with
+  ``every_step=True`` (which reads the loss every step: one host synchronisation per step on a
+  GPU);
+* ``seconds/fit`` — the wall time of every fit, and ``seconds/task`` of every ``observe``;
 * whatever :meth:`Logger.log_metrics` is given (the app's runner passes each step's accuracy
   or log-likelihood; a user may pass ``learner.evaluate(...)``'s dictionary).
 
@@ -41,8 +42,8 @@ class Logger(Callback):
         self._fit = ""
         self._fit_start = self._task_start = 0.0
 
-    def write(self, name: str, value: float, step: int, task_id: int | None) -> None:
-        """Record one scalar (subclasses)."""
+    def write(self, name: str, value: float, step: int, task_id: int | None, fit: str) -> None:
+        """Record one scalar (subclasses); ``fit`` describes the running fit ("" outside one)."""
         raise NotImplementedError
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
@@ -54,7 +55,7 @@ class Logger(Callback):
 
     def _emit(self, name: str, value: float, step: int | None = None) -> None:
         if is_writer():  # a data-parallel run logs once, from rank 0
-            self.write(name, value, self._step if step is None else step, self._task)
+            self.write(name, value, self._step if step is None else step, self._task, self._fit)
 
     def on_task_start(self, learner, task_id: int) -> None:
         self._task, self._task_start = task_id, time.perf_counter()
@@ -65,22 +66,23 @@ class Logger(Callback):
     def on_step(self, info: StepInfo) -> None:
         if self.every_step:
             self._step += 1
-            self._emit(f"loss/{self._fit}", float(info.loss))
+            self._emit("loss", float(info.loss))
 
     def on_epoch_end(self, epoch: int, loss: float) -> None:
         if not self.every_step:
             self._step += 1
-            self._emit(f"loss/{self._fit}", loss)
+            self._emit("loss", loss)
 
     def on_fit_end(self) -> None:
-        self._emit(f"seconds/{self._fit}", time.perf_counter() - self._fit_start)
+        self._emit("seconds/fit", time.perf_counter() - self._fit_start)
+        self._fit = ""
 
     def on_task_end(self, learner, task_id: int, history: list[float]) -> None:
         self._emit("seconds/task", time.perf_counter() - self._task_start)
 
 
 class CSVLogger(Logger):
-    """Appends one row per scalar to the CSV file ``path``: ``wall_time, task, step, name,
+    """Appends one row per scalar to the CSV file ``path``: ``wall_time, task, fit, step, name,
     value`` (the header when the file is new). Opened per write batch and flushed at every
     task's end, so a crash loses at most the running task's rows.
 
@@ -89,17 +91,16 @@ class CSVLogger(Logger):
     """
 
     name = "csv_logger"
-    COLUMNS = ("wall_time", "task", "step", "name", "value")
+    COLUMNS = ("wall_time", "task", "fit", "step", "name", "value")
 
     def __init__(self, path: str | os.PathLike, every_step: bool = False) -> None:
         super().__init__(every_step)
         self.path = str(path)
         self._rows: list[tuple] = []
 
-    def write(self, name: str, value: float, step: int, task_id: int | None) -> None:
-        self._rows.append(
-            (f"{time.time():.3f}", "" if task_id is None else task_id, step, name, value)
-        )
+    def write(self, name: str, value: float, step: int, task_id: int | None, fit: str) -> None:
+        task = "" if task_id is None else task_id
+        self._rows.append((f"{time.time():.3f}", task, fit, step, name, value))
 
     def on_task_end(self, learner, task_id: int, history: list[float]) -> None:
         super().on_task_end(learner, task_id, history)
@@ -146,7 +147,7 @@ class TensorBoardLogger(Logger):
         self.log_dir = str(log_dir)
         self._writer = SummaryWriter(self.log_dir)
 
-    def write(self, name: str, value: float, step: int, task_id: int | None) -> None:
+    def write(self, name: str, value: float, step: int, task_id: int | None, fit: str) -> None:
         self._writer.add_scalar(name, value, step)
 
     def on_task_end(self, learner, task_id: int, history: list[float]) -> None:
