@@ -379,3 +379,13 @@ def test_table_2_presets_cover_the_papers_streams():
     assert STREAM_PRESETS["mnist"].memory_size == 150
     moons = STREAM_PRESETS["two_moons"].stream(seed=0)
     assert len(moons[0].x) == 150 and len(moons[1].x) == 15
+
+
+def test_the_precision_floor_reaches_grs_memories_and_is_refused_for_the_others():
+    from pyro_cl.app.cli import main
+
+    stream = small_stream(steps=2)
+    grs = make_online_learner("grs", stream, (8,), 6, 32, memory_options={"precision_floor": 0.1})
+    assert grs.memory.precision_floor == 0.1 and grs.memory.num_term_samples == 32
+    with pytest.raises(SystemExit, match="--precision-floor is GRS's"):
+        main(["stream", "two_moons", "--methods", "random", "--precision-floor", "0.1"])

@@ -97,6 +97,12 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--term-samples", type=int, help="K_term samples for the factors")
     parser.add_argument("--num-steps", type=int, help="observe only the first steps")
     parser.add_argument(
+        "--precision-floor",
+        type=float,
+        help="GRS: floor on the updated precisions, a fraction of the step's prior precision "
+        "(default: 1)",
+    )
+    parser.add_argument(
         "--lr", type=float, dest="learning_rate", help="Adam's learning rate (default: 1e-3)"
     )
     parser.add_argument(
@@ -171,6 +177,7 @@ def stream_run_from_args(args: argparse.Namespace) -> StreamRun:
         transition=_transition(args),
         log_dir=args.log_dir,
         tensorboard=args.tensorboard,
+        precision_floor=args.precision_floor,
     )
 
 

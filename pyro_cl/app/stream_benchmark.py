@@ -18,8 +18,9 @@ import torch
 from pyro_cl.app.benchmark_run import check_device, check_positive, check_writable
 from pyro_cl.app.continual_run import Metric, Step, run_loggers
 from pyro_cl.app.environment import environment
-from pyro_cl.app.methods import method_names
+from pyro_cl.app.methods import METHODS, method_names
 from pyro_cl.app.online_metrics import run_online
+from pyro_cl.app.part_options import accepted
 from pyro_cl.app.plotting import plot_memory_snapshots, plot_memory_sweep, plot_online_lml
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
@@ -40,6 +41,8 @@ class StreamRun:
     :ivar num_steps: observe only the first ``num_steps`` steps (default: the whole stream).
     :ivar transition: between steps (default: online VB's identity), e.g.
         :class:`~pyro_cl.infer.diffusion.OrnsteinUhlenbeck` for a drift stream.
+    :ivar precision_floor: GRS's floor on the updated precisions, as a fraction of the step's
+        prior precision (default: the memory's, 1).
     :ivar log_dir: a CSV log of losses, timings and metrics per run, and with ``tensorboard``
         TensorBoard event files beside it.
     """
@@ -63,6 +66,7 @@ class StreamRun:
     transition: Transition | None = None
     log_dir: Path | None = None
     tensorboard: bool = False
+    precision_floor: float | None = None
 
     def __post_init__(self) -> None:
         if self.stream not in STREAM_PRESETS:
@@ -91,6 +95,10 @@ class StreamRun:
         check_device(self.device)
         if self.tensorboard and self.log_dir is None:
             raise ValueError("tensorboard needs a log_dir to write to (--log-dir)")
+        if self.precision_floor is not None and not any(
+            "precision_floor" in accepted(METHODS[m].memory or object) for m in self.methods
+        ):
+            raise ValueError("--precision-floor is GRS's: none of the chosen methods uses it")
         if self.transition is not None and not isinstance(self.transition, Transition):
             raise TypeError(f"transition must be a Transition, got {self.transition!r}")
 
@@ -144,6 +152,7 @@ def run_stream_benchmark(run: StreamRun, metrics: Sequence[Metric] = ()) -> list
                     first_epochs=settings["first_iterations"],
                     num_particles=settings["train_samples"],
                     num_predictive_samples=run.predictive_samples,
+                    memory_options=_memory_options(run, method),
                     **settings["training"],
                 )
                 extra = list(metrics)
@@ -164,6 +173,14 @@ def run_stream_benchmark(run: StreamRun, metrics: Sequence[Metric] = ()) -> list
     if output is not None:
         _write(run, settings, results, snapshots, output)
     return results
+
+
+def _memory_options(run: StreamRun, method: str) -> dict:
+    """The run's memory settings that ``method``'s memory takes."""
+    memory = METHODS[method].memory
+    if run.precision_floor is None or memory is None or "precision_floor" not in accepted(memory):
+        return {}
+    return {"precision_floor": run.precision_floor}
 
 
 class MemorySnapshots(Metric):

@@ -215,6 +215,7 @@ def make_online_learner(
     device: str = "cpu",
     transition: Transition | None = None,
     prior_scale: float | str = "moment_matched",
+    memory_options: dict | None = None,
     **settings,
 ) -> ContinualLearner:
     """A learner for online method ``method`` (:func:`~pyro_cl.app.methods.method_names`
@@ -224,6 +225,7 @@ def make_online_learner(
     VB's identity by default).
 
     :param term_samples: ``K_term``, for the methods whose memory takes it.
+    :param memory_options: further arguments of the method's memory (e.g. ``precision_floor``).
     :param settings: :class:`~pyro_cl.infer.config.TrainingConfig` fields (``epochs`` are
         iterations here, ``first_epochs`` those of the first step, ``num_particles`` ``K_train``).
     """
@@ -243,13 +245,15 @@ def make_online_learner(
         likelihood = BernoulliLikelihood() if outputs == 1 else CategoricalLikelihood()
     memory = METHODS[method].memory
     takes_term_samples = memory is not None and "num_term_samples" in accepted(memory)
+    options = {"num_term_samples": term_samples} if takes_term_samples else {}
+    options.update(memory_options or {})
     return METHODS[method].build(
         net,
         memory_size,
         device=device,
         seed=seed,
         transition=transition,
-        memory_options={"num_term_samples": term_samples} if takes_term_samples else None,
+        memory_options=options or None,
         likelihood=likelihood,
         **settings,
     )
