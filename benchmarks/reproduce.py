@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -323,13 +324,44 @@ def row_values(row: Row, pieces: Sequence[Piece]) -> tuple[list[float], float]:
     return values, seconds
 
 
+def paper_value(text: str) -> tuple[float, float] | None:
+    """The paper's number and its spread from the row's text: ``"94.0 ± 0.8"`` → (94.0, 0.8); a
+    value read off a figure (``"≈82 (read off fig. 2)"``) gets the figure's precision, 1; a
+    printed value without a spread gets 0. ``None`` where the text has no number."""
+    match = re.search(r"(-?\d+(?:\.\d+)?)(?:\s*±\s*(\d+(?:\.\d+)?))?", text)
+    if match is None or text.startswith(("n/a", "fig.")):
+        return None
+    spread = float(match.group(2)) if match.group(2) else (1.0 if "≈" in text else 0.0)
+    return float(match.group(1)), spread
+
+
+def verdict(paper: str, values: list[float], schedule: str) -> str:
+    """``reproduced within noise`` when ours and the paper's differ by at most twice their
+    combined spread (at least 0.5: a printed number's rounding), ``not reproduced (higher /
+    lower)`` otherwise, ``not run`` without a finished seed; a shorter schedule says so."""
+    if not values:
+        return "not run"
+    reference = paper_value(paper)
+    if reference is None:
+        return "no paper number"
+    value, spread = reference
+    ours, ours_spread = float(np.mean(values)), float(np.std(values))
+    tolerance = max(0.5, 2 * (spread**2 + ours_spread**2) ** 0.5)
+    if abs(ours - value) <= tolerance:
+        text = "reproduced within noise"
+    else:
+        text = f"not reproduced ({'higher' if ours > value else 'lower'})"
+    return text if schedule == "paper" else f"{text}, at a shorter schedule"
+
+
 def table(pieces: Sequence[Piece], schedule: str) -> str:
-    """The Markdown table of every row with at least one piece planned."""
+    """The Markdown table of every row with at least one piece planned: paper number, ours,
+    seeds, schedule and a :func:`verdict`."""
     lines = [
         f"Schedule: {schedule}. Ours: mean ± std over the finished seeds.",
         "",
-        "| table | row | metric | paper | ours | seeds | wall time (s) |",
-        "| --- | --- | --- | --- | --- | ---: | ---: |",
+        "| table | row | metric | paper | ours | seeds | schedule | verdict | wall time (s) |",
+        "| --- | --- | --- | --- | --- | ---: | --- | --- | ---: |",
     ]
     by_row: dict[str, list[Piece]] = {}
     for piece in pieces:
@@ -339,9 +371,10 @@ def table(pieces: Sequence[Piece], schedule: str) -> str:
         values, seconds = row_values(row, row_pieces)
         ours = "not run" if not values else f"{np.mean(values):.2f} ± {np.std(values):.2f}"
         unit = "ACC %" if row.metric == "ACC" else "test-LL (nats)"
+        ran = schedule if not row.schedules or schedule in row.schedules else "the row's own"
         lines.append(
             f"| {row.table} | {row.name} | {unit} | {row.paper} | {ours} | {len(values)} | "
-            f"{seconds:.0f} |"
+            f"{ran} | {verdict(row.paper, values, schedule)} | {seconds:.0f} |"
         )
     return "\n".join(lines) + "\n"
 

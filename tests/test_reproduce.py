@@ -72,3 +72,14 @@ def test_reproduce_refuses_rows_it_does_not_have(capsys):
         assert "no row of tables" in str(error)
     else:
         raise AssertionError("an unknown row was accepted")
+
+
+def test_each_row_gets_a_verdict_from_the_papers_number_and_our_seeds():
+    script = load_benchmark_script("reproduce")
+    assert script.paper_value("94.0 ± 0.8") == (94.0, 0.8)
+    assert script.paper_value("≈82 (read off fig. 2)") == (82.0, 1.0)  # a figure's precision
+    assert script.paper_value("n/a (thesis: CIFAR-10/100)") is None
+    assert script.verdict("97.0", [97.4, 96.8], "paper") == "reproduced within noise"
+    assert script.verdict("63.1", [97.0, 96.9], "paper") == "not reproduced (higher)"
+    assert script.verdict("94.0 ± 0.8", [93.84], "short").endswith("at a shorter schedule")
+    assert script.verdict("90", [], "paper") == "not run"

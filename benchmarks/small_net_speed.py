@@ -1,0 +1,174 @@
+"""The small-net many-sample regime (issue 31): one Adam iteration of online VB on Kurle et al.'s
+nets, pyro_cl against a hand-written loop, side by side in one process.
+
+Rows (Kurle et al. 2020, table 2's sizes):
+
+* **UCI step** — tanh net 8-16-16-2, 35 points, 1000 Monte Carlo samples, heteroscedastic
+  Gaussian likelihood, full batch;
+* **weather step** — tanh net 8-16-16-2, 125 points, 100 samples, categorical likelihood.
+
+Each row runs with both estimators of the expected log-likelihood: one weight draw per Monte Carlo
+sample (``W ~ N(μ, σ²)``, shape ``(S, in, out)``, batched matrix products) and the local
+reparameterisation that Kurle et al. use (section 4: pre-activations ``N(hμ, h²σ²)``, a draw per
+sample and point). The hand-written loop is the least a library must do: that estimator, the
+closed-form KL to the ``N(0, s²)`` prior, Adam on ``(μ, log σ²)``. pyro_cl runs
+``ContinualLearner.observe`` with the same settings (the net's ``local_reparameterization``, no
+maximum-likelihood start, full batch), so its time includes the step's set-up and commit,
+spread over the iterations. Each row
+alternates the two, ``--repeats`` times, and reports the medians; the machine should be idle.
+
+    python benchmarks/small_net_speed.py [--iterations 200] [--repeats 5] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import statistics
+import time
+
+import torch
+
+from pyro_cl import ContinualLearner
+from pyro_cl.likelihoods import CategoricalLikelihood, HeteroscedasticGaussianLikelihood
+from pyro_cl.nn import BayesianMLP
+
+REGIMES = {
+    "UCI step (35 points, 1000 samples)": {"points": 35, "samples": 1000, "regression": True},
+    "weather step (125 points, 100 samples)": {"points": 125, "samples": 100, "regression": False},
+}
+HIDDEN, FEATURES, OUTPUTS, PRIOR_SCALE = (16, 16), 8, 2, 1.0
+
+
+class HandWritten:
+    """Mean-field Gaussian weights of a tanh MLP, trained by Bayes by backprop with one weight
+    draw per Monte Carlo sample."""
+
+    def __init__(self, regression: bool, local_reparameterization: bool = False) -> None:
+        sizes = [FEATURES, *HIDDEN, OUTPUTS]
+        self.regression = regression
+        self.local_reparameterization = local_reparameterization
+        self.layers = []
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+            loc = (torch.randn(fan_in + 1, fan_out) / math.sqrt(fan_in)).requires_grad_()
+            log_var = torch.full((fan_in + 1, fan_out), -6.0, requires_grad=True)
+            self.layers.append((loc, log_var))
+        self.optimiser = torch.optim.Adam([p for pair in self.layers for p in pair], lr=1e-3)
+
+    def loss(self, x: torch.Tensor, y: torch.Tensor, samples: int) -> torch.Tensor:
+        h = x.expand(samples, *x.shape)
+        kl = 0.0
+        for i, (loc, log_var) in enumerate(self.layers):
+            scale = torch.exp(0.5 * log_var)
+            if self.local_reparameterization:  # pre-activations ~ N(h μ + b, h² σ² + s²)
+                rows = x if i == 0 else h.reshape(-1, h.shape[-1])  # the inputs: shared at first
+                mean = torch.addmm(loc[-1], rows, loc[:-1])
+                var = torch.addmm(log_var[-1].exp(), rows.square(), log_var[:-1].exp())
+                lead = (samples, x.shape[0])
+                noise = torch.randn(*lead, loc.shape[1])
+                h = (
+                    mean.reshape(-1, *lead[1:], loc.shape[1])
+                    + var.sqrt().reshape(-1, *lead[1:], loc.shape[1]) * noise
+                )
+            else:
+                w = loc + scale * torch.randn(samples, *loc.shape)
+                h = torch.baddbmm(w[:, -1:, :], h, w[:, :-1, :])
+            if i < len(self.layers) - 1:
+                h = torch.tanh(h)
+            variance = scale.square() / PRIOR_SCALE**2
+            kl = kl + 0.5 * (variance + loc.square() / PRIOR_SCALE**2 - 1 - variance.log()).sum()
+        if self.regression:
+            mean, noise = h[..., 0], torch.nn.functional.softplus(h[..., 1]) + 1e-3
+            log_likelihood = torch.distributions.Normal(mean, noise).log_prob(y)
+        else:
+            log_likelihood = -torch.nn.functional.cross_entropy(
+                h.reshape(-1, OUTPUTS), y.repeat(samples), reduction="none"
+            ).reshape(samples, -1)
+        return kl / x.shape[0] - log_likelihood.mean(0).sum() / x.shape[0]
+
+    def run(self, x: torch.Tensor, y: torch.Tensor, samples: int, iterations: int) -> None:
+        for _ in range(iterations):
+            self.optimiser.zero_grad(set_to_none=True)
+            self.loss(x, y, samples).backward()
+            self.optimiser.step()
+
+
+def library_learner(
+    regression: bool, samples: int, iterations: int, local_reparameterization: bool
+) -> ContinualLearner:
+    net = BayesianMLP(
+        FEATURES,
+        list(HIDDEN),
+        OUTPUTS,
+        activation="tanh",
+        prior_scale=PRIOR_SCALE,
+        local_reparameterization=local_reparameterization,
+    )
+    likelihood = HeteroscedasticGaussianLikelihood() if regression else CategoricalLikelihood()
+    return ContinualLearner(
+        net,
+        likelihood,
+        epochs=iterations,
+        batch_size=None,
+        num_particles=samples,
+        ml_init_epochs=0,
+        progress=False,
+        seed=0,
+    )
+
+
+def ms_per_iteration(fn, iterations: int) -> float:
+    start = time.perf_counter()
+    fn()
+    return 1000 * (time.perf_counter() - start) / iterations
+
+
+def time_regime(
+    regime: dict, iterations: int, repeats: int, local_reparameterization: bool
+) -> tuple[float, float]:
+    """Median ms per iteration of the hand-written loop and of ``observe`` with the same
+    estimator, alternating."""
+    lrt = local_reparameterization
+    x = torch.randn(regime["points"], FEATURES)
+    if regime["regression"]:
+        y = torch.randn(regime["points"])
+    else:
+        y = torch.randint(0, OUTPUTS, (regime["points"],))
+    samples = regime["samples"]
+    hand = HandWritten(regime["regression"], lrt)
+    hand.run(x, y, samples, 5)  # warm-up
+    library_learner(regime["regression"], samples, 5, lrt).observe((x, y))
+    hand_times, library_times = [], []
+    for _ in range(repeats):  # alternate, so both see the same machine
+        hand_times.append(ms_per_iteration(lambda: hand.run(x, y, samples, iterations), iterations))
+        learner = library_learner(regime["regression"], samples, iterations, lrt)
+        library_times.append(ms_per_iteration(lambda: learner.observe((x, y)), iterations))  # noqa: B023
+    return statistics.median(hand_times), statistics.median(library_times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
+          f"{args.threads} threads, {args.iterations} iterations per timing, median of "
+          f"{args.repeats}")  # fmt: skip
+    print("| regime | estimator | hand-written loop | pyro_cl | ratio |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for label, regime in REGIMES.items():
+        for lrt, estimator in ((False, "a weight draw per sample"), (True, "local reparam.")):
+            hand, library = time_regime(regime, args.iterations, args.repeats, lrt)
+            print(
+                f"| {label} | {estimator} | {hand:.1f} ms/iter | {library:.1f} ms/iter | "
+                f"{library / hand:.2f}x |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
