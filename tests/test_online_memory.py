@@ -389,3 +389,11 @@ def test_the_precision_floor_reaches_grs_memories_and_is_refused_for_the_others(
     assert grs.memory.precision_floor == 0.1 and grs.memory.num_term_samples == 32
     with pytest.raises(SystemExit, match="--precision-floor is GRS's"):
         main(["stream", "two_moons", "--methods", "random", "--precision-floor", "0.1"])
+
+
+def test_online_learners_can_draw_weights_instead_of_pre_activations():
+    stream = small_stream(steps=2)
+    for choice in (True, False):
+        learner = make_online_learner("none", stream, (8,), 6, 32, local_reparameterization=choice)
+        layers = [m for m in learner.net.modules() if hasattr(m, "local_reparameterization")]
+        assert layers and all(m.local_reparameterization is choice for m in layers)

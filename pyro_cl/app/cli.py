@@ -97,6 +97,12 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--term-samples", type=int, help="K_term samples for the factors")
     parser.add_argument("--num-steps", type=int, help="observe only the first steps")
     parser.add_argument(
+        "--no-local-reparameterization",
+        action="store_true",
+        help="one weight draw per Monte Carlo sample instead of the paper's pre-activation "
+        "sampling: 1.4-2x faster on these small nets, noisier gradients",
+    )
+    parser.add_argument(
         "--precision-floor",
         type=float,
         help="GRS: floor on the updated precisions, a fraction of the step's prior precision "
@@ -178,6 +184,7 @@ def stream_run_from_args(args: argparse.Namespace) -> StreamRun:
         log_dir=args.log_dir,
         tensorboard=args.tensorboard,
         precision_floor=args.precision_floor,
+        local_reparameterization=not args.no_local_reparameterization,
     )
 
 

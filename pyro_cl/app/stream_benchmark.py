@@ -43,6 +43,8 @@ class StreamRun:
         :class:`~pyro_cl.infer.diffusion.OrnsteinUhlenbeck` for a drift stream.
     :ivar precision_floor: GRS's floor on the updated precisions, as a fraction of the step's
         prior precision (default: the memory's, 1).
+    :ivar local_reparameterization: the paper's estimator (pre-activations); ``False`` draws the
+        weights once per Monte Carlo sample (faster here, noisier).
     :ivar log_dir: a CSV log of losses, timings and metrics per run, and with ``tensorboard``
         TensorBoard event files beside it.
     """
@@ -67,6 +69,7 @@ class StreamRun:
     log_dir: Path | None = None
     tensorboard: bool = False
     precision_floor: float | None = None
+    local_reparameterization: bool = True
 
     def __post_init__(self) -> None:
         if self.stream not in STREAM_PRESETS:
@@ -153,6 +156,7 @@ def run_stream_benchmark(run: StreamRun, metrics: Sequence[Metric] = ()) -> list
                     num_particles=settings["train_samples"],
                     num_predictive_samples=run.predictive_samples,
                     memory_options=_memory_options(run, method),
+                    local_reparameterization=run.local_reparameterization,
                     **settings["training"],
                 )
                 extra = list(metrics)
