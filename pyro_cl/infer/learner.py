@@ -43,12 +43,12 @@ from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.learner_state import transaction
+from pyro_cl.infer.memory_protocol import Memory, MemoryUpdate
 from pyro_cl.infer.model_view import ModelView
 from pyro_cl.infer.prediction import predictive_samples
 from pyro_cl.infer.random_stream import RandomStream
 from pyro_cl.infer.transitions import Identity, Transition, TransitionContext
 from pyro_cl.likelihoods import Likelihood
-from pyro_cl.memory import Memory, MemoryUpdate
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.exclusive import MODEL_LOCK, exclusive_mode
 from pyro_cl.points import Points

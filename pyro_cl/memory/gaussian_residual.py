@@ -31,8 +31,8 @@ from pyro_cl.infer.gaussian_factors import (
     natural_parameters,
     remove_memory_factors,
 )
+from pyro_cl.infer.memory_protocol import Memory, MemoryUpdate
 from pyro_cl.infer.model_view import ModelView
-from pyro_cl.memory.base import Memory, MemoryUpdate
 from pyro_cl.memory.kcenter import farthest_first
 from pyro_cl.points import Points
 from pyro_cl.posterior import Posterior

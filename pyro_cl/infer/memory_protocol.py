@@ -1,4 +1,8 @@
-"""Memories: which data points a learner keeps beside its Gaussian posterior.
+"""The memory protocol: which data points a learner keeps beside its Gaussian posterior.
+
+It lives with the learner that consumes it (as :class:`~pyro_cl.infer.fitter.Fitter`,
+:class:`~pyro_cl.infer.transitions.Transition` and :class:`~pyro_cl.infer.penalty.Penalty` do);
+the memories themselves are in :mod:`pyro_cl.memory`, above it, which re-exports this protocol.
 
 A memory is a part of a learner with one hook, :meth:`Memory.select`: given the candidate
 points, how many to keep and a read-only :class:`~pyro_cl.infer.model_view.ModelView` of the
