@@ -11,7 +11,7 @@ test:
 	$(PYTHON) -m pip install -e ".[test]"
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q --durations=20
 
 lint:
 	$(PYTHON) -m ruff check --fix .
