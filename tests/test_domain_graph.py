@@ -1,0 +1,52 @@
+"""Domains as a graph: metadata kernels, a spanning visiting order, optimal-transport costs and
+the transfer path they give, on toys whose answer is known."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pyro_cl.data.domain_graph import (
+    metadata_graph,
+    spanning_order,
+    transfer_path,
+    transport_costs,
+)
+
+
+def shifted_domains(shifts, n: int = 200) -> list[torch.Tensor]:
+    """One sample of N(0, 1), shifted: the optimal coupling pairs each point with its copy."""
+    base = torch.randn(n, 1, generator=torch.Generator().manual_seed(0))
+    return [base + s for s in shifts]
+
+
+def test_transport_costs_of_shifted_gaussians_are_the_squared_shifts():
+    samples = shifted_domains([0.0, 1.0, 3.0], n=400)
+    costs = transport_costs(samples)
+    # W_2² between a sample and its copy shifted by d is d²
+    expected = torch.tensor(
+        [[0.0, 1.0, 9.0], [1.0, 0.0, 4.0], [9.0, 4.0, 0.0]], dtype=torch.float64
+    )
+    torch.testing.assert_close(costs, expected, atol=1e-6, rtol=1e-6)
+    entropic = transport_costs(samples, epsilon=0.5)
+    assert (entropic >= costs - 1e-6).all()  # the entropic cost is biased upwards
+
+
+def test_the_transport_path_recovers_the_true_order_of_1d_domains():
+    """Domains shifted by 0, 3, 1, 2 (ids in that order): from the one at 0 to the one at 3 the
+    cheapest path of squared distances visits 1 and 2 on the way."""
+    samples = shifted_domains([0.0, 3.0, 1.0, 2.0])
+    assert transfer_path(transport_costs(samples), sources=[0], target=1) == [0, 2, 3, 1]
+    assert transfer_path(transport_costs(samples), sources=[0, 3], target=1) == [3, 1]
+
+
+def test_the_spanning_order_follows_the_metadata_from_the_roots():
+    angles = torch.tensor([0.0, 60.0, 15.0, 45.0, 30.0])
+    weights = metadata_graph(angles, bandwidth=20.0)
+    assert weights[0, 2] > weights[0, 4] > weights[0, 3] and float(weights[1, 1]) == 0.0
+    order = spanning_order(weights, roots=[0])
+    assert order == [(0, None), (2, 0), (4, 2), (3, 4), (1, 3)]
+    with pytest.raises(ValueError, match="roots"):
+        spanning_order(weights, roots=[7])
+    with pytest.raises(ValueError, match="bandwidth"):
+        metadata_graph(angles, bandwidth=0.0)
