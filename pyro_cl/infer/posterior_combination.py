@@ -13,7 +13,8 @@ so that the result is a proper distribution. Per site, two ways:
 
       α = Σ_k w_k α_k,            β = Σ_k w_k β_k
 
-  With one posterior of weight 1 it is that posterior: a path of one edge is plain VCL.
+  A site that one posterior alone has is that posterior's, exactly: a path of one edge is
+  plain VCL.
 * ``"moment_match"`` — the mixture ``Σ_k w_k q_k`` projected onto the family by its mean and
   variance: ``m = Σ_k w_k μ_k``, ``v = Σ_k w_k (σ_k² + μ_k²) - m²`` (for a Beta,
   ``α = m ν``, ``β = (1 - m) ν`` with ``ν = m(1 - m)/v - 1``). Wider than the product where the
@@ -79,6 +80,13 @@ def _combine_site(name: str, parts: list[tuple[float, Distribution]], how: str) 
     if len(families) != 1 or len(event_dims) != 1 or len(shapes) != 1:
         raise ValueError(f"site {name!r}: the posteriors disagree on its family or shape")
     family, event_dim = families.pop(), event_dims.pop()
+    if family not in ("normal", "beta"):
+        raise ValueError(
+            f"site {name!r} is {family}: posteriors combine for diagonal Gaussian and Beta "
+            "sites only"
+        )
+    if len(parts) == 1:  # one posterior is itself, exactly (not up to rounding)
+        return parts[0][1]
     w = [weight for weight, _ in parts]
     if family == "normal":
         locs = [base.loc for base, _ in bases]
@@ -93,7 +101,7 @@ def _combine_site(name: str, parts: list[tuple[float, Distribution]], how: str) 
                 wk * (vk + mk.square()) for wk, mk, vk in zip(w, locs, variances, strict=True)
             )
             result = dist.Normal(mean, (second - mean.square()).clamp_min(0).sqrt())
-    elif family == "beta":
+    else:  # "beta"
         alphas = [base.concentration1 for base, _ in bases]
         betas = [base.concentration0 for base, _ in bases]
         if how == "product":
@@ -109,11 +117,6 @@ def _combine_site(name: str, parts: list[tuple[float, Distribution]], how: str) 
             spread = mean * (1 - mean) / (second - mean.square()) - 1
             alpha, beta = mean * spread, (1 - mean) * spread
         result = dist.Beta(alpha, beta)
-    else:
-        raise ValueError(
-            f"site {name!r} is {family}: posteriors combine for diagonal Gaussian and Beta "
-            "sites only"
-        )
     return result.to_event(event_dim) if event_dim else result
 
 

@@ -1,0 +1,85 @@
+"""VCL over a graph of domains: each domain's prior is built from the posteriors of its
+already-fitted neighbours (issue 29; the VCL slides' "graph-based manner rather than a sequential
+order").
+
+    graph = GraphVCL(VCL(net), metadata_graph(angles, bandwidth=20.0))
+    for domain, parent in spanning_order(graph.weights, roots=[0]):
+        graph.observe(domain, data[domain], parents=[parent] if parent is not None else [])
+    graph.evaluate(target_test, domain=target, parents=[5, 6])   # predictive DA: no target data
+
+The prior of domain ``d`` with parents ``P`` is ``combine_posteriors({q_p}, {w_dp})`` (the weighted
+product in natural parameters, or the moment-matched mixture; :mod:`pyro_cl.infer.posterior_combination`)
+installed as the net's prior before the fit; the fitted posterior is kept as ``q_d``. A domain with
+no parents starts from the learner's current prior (the initial one, for the first). Along a path
+of single parents this is exactly sequential VCL. One net serves every domain (a shared head);
+the learner is any :class:`~pyro_cl.infer.learner.ContinualLearner` without a memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from pyro_cl.infer.learner import ContinualLearner
+from pyro_cl.infer.posterior_combination import COMBINATIONS, combine_posteriors
+from pyro_cl.posterior import Posterior, install_prior
+
+__all__ = ["GraphVCL"]
+
+
+class GraphVCL:
+    """Domains visited in any order, each prior combined from its parents' posteriors (module
+    docstring).
+
+    :param learner: fits every domain; its net is shared by all of them.
+    :param weights: ``(K, K)`` edge weights between domains (e.g.
+        :func:`~pyro_cl.data.domain_graph.metadata_graph`), weighing the parents of a domain.
+    :param how: one of :data:`~pyro_cl.infer.posterior_combination.COMBINATIONS`.
+    """
+
+    def __init__(self, learner: ContinualLearner, weights: torch.Tensor, how: str = "product"):
+        if how not in COMBINATIONS:
+            raise ValueError(f"how must be one of {COMBINATIONS}, got {how!r}")
+        if learner.memory is not None:
+            raise ValueError(
+                "GraphVCL hands on Gaussian posteriors only: build the learner without a memory"
+            )
+        self.learner = learner
+        self.weights = weights
+        self.how = how
+        #: ``q_d`` of every domain fitted so far
+        self.posteriors: dict[int, Posterior] = {}
+
+    def prior_for(self, domain: int, parents: Sequence[int]) -> Posterior:
+        """The combination of ``parents``' posteriors, weighted by their edges to ``domain``.
+
+        :raises KeyError: naming a parent that has not been fitted.
+        """
+        missing = [p for p in parents if p not in self.posteriors]
+        if missing:
+            raise KeyError(f"parents {missing} of domain {domain} have not been fitted yet")
+        weights = [float(self.weights[domain, p]) for p in parents]
+        return combine_posteriors([self.posteriors[p] for p in parents], weights, self.how)
+
+    def observe(self, domain: int, data, parents: Sequence[int] = ()) -> list[float]:
+        """Fit ``domain`` on ``data = (x, y)`` from its parents' combined prior (the learner's
+        current prior without parents) and keep its posterior."""
+        if parents:
+            install_prior(self.learner.net, self.prior_for(domain, parents))
+        history = self.learner.observe(data)
+        self.posteriors[domain] = self.learner.current_prior()
+        return history
+
+    def evaluate(
+        self, data, domain: int | None = None, parents: Sequence[int] = ()
+    ) -> dict[str, float]:
+        """Accuracy and log-likelihood on ``data`` with ``domain``'s posterior, or — for a
+        domain never fitted (predictive domain adaptation) — with its parents' combination."""
+        if domain is not None and domain in self.posteriors:
+            sites = self.posteriors[domain]
+        elif parents:
+            sites = self.prior_for(domain, parents)
+        else:
+            raise ValueError(f"domain {domain} has no posterior and no parents to predict it from")
+        return self.learner.evaluate(data, sites=sites)
