@@ -1,6 +1,6 @@
 """VCL over a graph of domains: each domain's prior is built from the posteriors of its
 already-fitted neighbours (issue 29; the VCL slides' "graph-based manner rather than a sequential
-order").
+order")::
 
     graph = GraphVCL(VCL(net), metadata_graph(angles, bandwidth=20.0))
     for domain, parent in spanning_order(graph.weights, roots=[0]):
