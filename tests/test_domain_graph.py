@@ -50,3 +50,19 @@ def test_the_spanning_order_follows_the_metadata_from_the_roots():
         spanning_order(weights, roots=[7])
     with pytest.raises(ValueError, match="bandwidth"):
         metadata_graph(angles, bandwidth=0.0)
+
+
+def test_the_domain_adaptation_benchmark_scores_every_method_on_every_target(tmp_path, monkeypatch):
+    from tests.helpers import load_benchmark_script
+
+    script = load_benchmark_script("domain_adaptation")
+    monkeypatch.setitem(script.SETTINGS, "epochs", 2)
+    monkeypatch.setitem(script.SETTINGS, "ml_init_epochs", 1)
+    script.main(["--seeds", "0", "--output", str(tmp_path)])
+    (run,) = __import__("json").loads((tmp_path / "results.json").read_text())
+    assert set(run["scores"]) == set(script.METHODS)
+    for target, path in run["paths"].items():
+        assert path[0] == 0.0 and path[-1] == float(target)
+        assert all(angle in script.SOURCES for angle in path[:-1])  # through sources only
+    assert (tmp_path / "accuracy_by_angle.png").stat().st_size > 0
+    assert "| graph VCL |" in (tmp_path / "table.md").read_text()
