@@ -1,6 +1,6 @@
 """pyro_cl: Bayesian continual learning on Pyro — yesterday's posterior is today's prior."""
 
-from pyro_cl import memory, metrics, nn
+from pyro_cl import generative, memory, metrics, nn  # generative registers its model class
 from pyro_cl.baselines import CoresetOnly, FineTuning
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback
@@ -70,6 +70,7 @@ __all__ = [
     "TrainingConfig",
     "VCL",
     "Wiener",
+    "generative",
     "memory",
     "extract_posterior",
     "install_prior",

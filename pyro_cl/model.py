@@ -14,7 +14,7 @@ from pyro_cl.nn.heads import normalised_task_id
 from pyro_cl.nn.substitution import SubstitutableModule
 from pyro_cl.posterior import sample_sites
 
-__all__ = ["ROUTES", "SupervisedModel"]
+__all__ = ["MODEL_CLASSES", "ROUTES", "SupervisedModel", "model_class_of"]
 
 #: How losses, predictions and gradient statistics are computed: ``"fast"`` hands pyro_cl layers
 #: their site values directly (:mod:`pyro_cl.infer.site_values`), ``"pyro"`` runs model and guide
@@ -208,3 +208,27 @@ class SupervisedModel:
             outputs = self.net_outputs(x, task_id)
             self.likelihood.observe(outputs, y, dataset_size)
         return outputs
+
+
+#: Model classes by the name a net gives as its ``model_class`` (a net may also give the class
+#: itself): a net low in the package (a decoder in :mod:`pyro_cl.nn`) names a model defined above
+#: it (:class:`~pyro_cl.generative.GenerativeModel` registers as ``"generative"``) without
+#: importing it.
+MODEL_CLASSES: dict[str, type[SupervisedModel]] = {"supervised": SupervisedModel}
+
+
+def model_class_of(net: torch.nn.Module) -> type[SupervisedModel]:
+    """The Pyro model class ``net`` is part of: its ``model_class`` (a class, or a name in
+    :data:`MODEL_CLASSES`), :class:`SupervisedModel` by default.
+
+    :raises ValueError: for a name no model class is registered under.
+    """
+    model_class = getattr(net, "model_class", SupervisedModel)
+    if isinstance(model_class, str):
+        if model_class not in MODEL_CLASSES:
+            raise ValueError(
+                f"{type(net).__name__} names the model class {model_class!r}, which is not "
+                f"registered; known: {sorted(MODEL_CLASSES)}"
+            )
+        return MODEL_CLASSES[model_class]
+    return model_class

@@ -8,7 +8,7 @@ import torch
 
 from pyro_cl.generative.encoders import TaskEncoders, gaussian_kl_to_standard_normal
 from pyro_cl.likelihoods import Likelihood, PixelBernoulliLikelihood
-from pyro_cl.model import SupervisedModel
+from pyro_cl.model import MODEL_CLASSES, SupervisedModel
 from pyro_cl.nn.effects import CollectLocalKL, DataPlate, SubstituteSites, innermost, new_data_plate
 
 __all__ = ["GenerativeModel"]
@@ -124,3 +124,6 @@ class GenerativeModel(SupervisedModel):
             outputs = self.decode(z, task_id)
             self.likelihood.observe(outputs, observed, dataset_size)
         return outputs
+
+
+MODEL_CLASSES["generative"] = GenerativeModel

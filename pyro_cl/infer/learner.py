@@ -49,7 +49,7 @@ from pyro_cl.infer.prediction import predictive_samples
 from pyro_cl.infer.random_stream import RandomStream
 from pyro_cl.infer.transitions import Identity, Transition, TransitionContext
 from pyro_cl.likelihoods import Likelihood
-from pyro_cl.model import SupervisedModel
+from pyro_cl.model import model_class_of
 from pyro_cl.nn.exclusive import MODEL_LOCK, exclusive_mode
 from pyro_cl.points import Points
 from pyro_cl.posterior import (
@@ -138,7 +138,7 @@ class ContinualLearner:
             )
         self.callbacks = CallbackList(callbacks)
         _claim(net, self)
-        model_class = getattr(net, "model_class", SupervisedModel)
+        model_class = model_class_of(net)
         self.model = model_class(
             net.to(self.device),
             likelihood or model_class.default_likelihood(),

@@ -107,11 +107,9 @@ class VAEDecoder(MultiHead, PyroModule, RebuildableNet):
         )
         self.shared = _stack(shared_sizes, prior_scale, local_reparameterization)
 
-    @property
-    def model_class(self) -> type:
-        from pyro_cl.generative.model import GenerativeModel
-
-        return GenerativeModel
+    #: :class:`~pyro_cl.generative.GenerativeModel`, by its registered name
+    #: (:data:`pyro_cl.model.MODEL_CLASSES`): the net needs no import from above it.
+    model_class = "generative"
 
     @property
     def config(self) -> dict:
