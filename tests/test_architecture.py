@@ -92,3 +92,24 @@ def test_the_library_does_not_import_the_app():
     }
     offenders = {module: targets for module, targets in into_app.items() if targets}
     assert not offenders, f"the library imports the app: {offenders}"
+
+
+def package_graph() -> dict[str, set[str]]:
+    """The import graph folded to ``pyro_cl``'s top-level packages and modules (``pyro_cl.infer``,
+    ``pyro_cl.memory``, ``pyro_cl.model``, ...); ``pyro_cl/__init__.py``, the public face that
+    gathers them all, is left out."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        if module == "pyro_cl":
+            continue
+        top = ".".join(module.split(".")[:2])
+        folded = {".".join(t.split(".")[:2]) for t in targets if t != "pyro_cl"}
+        graph.setdefault(top, set()).update(folded - {top})
+    return graph
+
+
+def test_no_package_imports_itself_back_through_another():
+    """The layering the architecture page draws: e.g. ``infer`` consumes the memory protocol it
+    owns and never imports the memories above it, ``nn`` never imports ``generative``."""
+    cycle = find_cycle(package_graph())
+    assert cycle is None, "package circle: " + " -> ".join(cycle or [])
