@@ -12,6 +12,8 @@ a Bayesian MLP 64-100-10, VCL at a short CPU schedule. Methods:
   domains' inputs from the 0° source to the target (through sources only), VCL along it;
 * **graph VCL** — the sources along a maximum spanning tree of the angle kernel from 0°, the
   target predicted from the product of its two nearest sources' posteriors, kernel-weighted;
+* **graph VCL + unsupervised step** — then :meth:`~pyro_cl.infer.graph_vcl.GraphVCL.adapt_unlabelled`
+  on the target's training inputs (no labels: predictive entropy in place of the likelihood);
 * **nearest domain** — the posterior of the nearest source (from graph VCL);
 * **uniform average** — the equal-weight product of all source posteriors;
 * **oracle** — VCL fitted on the target's own labels.
@@ -46,8 +48,8 @@ from pyro_cl.nn import BayesianMLP
 
 SOURCES = (0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0)
 TARGETS = (70.0, 80.0, 90.0)
-METHODS = ("source only", "sequential VCL", "OT path", "graph VCL", "nearest domain",
-           "uniform average", "oracle")  # fmt: skip
+METHODS = ("source only", "sequential VCL", "OT path", "graph VCL",
+           "graph VCL + unsupervised step", "nearest domain", "uniform average", "oracle")  # fmt: skip
 SETTINGS = {"epochs": 300, "batch_size": None, "learning_rate": 1e-2, "num_particles": 2,
             "ml_init_epochs": 20, "num_predictive_samples": 20, "progress": False}  # fmt: skip
 
@@ -115,6 +117,8 @@ def run_seed(seed: int) -> tuple[dict, dict]:
         scores["OT path"][target] = along.evaluate(test[target])
         scores["graph VCL"][target] = graph.evaluate(test[target], domain=t, parents=nearest)
         scores["nearest domain"][target] = graph.evaluate(test[target], domain=nearest[0])
+        graph.adapt_unlabelled(t, data[target][0], parents=nearest)
+        scores["graph VCL + unsupervised step"][target] = graph.evaluate(test[target], domain=t)
         scores["uniform average"][target] = graph.learner.evaluate(test[target], sites=everything)
         scores["oracle"][target] = oracle.evaluate(test[target])
     return scores, {"costs": costs.tolist(), "paths": paths}

@@ -64,3 +64,43 @@ def test_several_parents_give_the_combined_prior_and_a_target_is_predicted_from_
         graph.prior_for(3, [3])
     with pytest.raises(ValueError, match="without a memory"):
         GraphVCL(VCL(BayesianMLP(2, [8], 2), memory=RandomCoreset(5)), graph.weights)
+
+
+class _Unreadable(torch.Tensor):
+    """A label tensor that raises on any use: what a step that reads no label may be handed."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        raise AssertionError("a label was read")
+
+
+def test_the_unsupervised_step_reads_no_label_and_sharpens_the_targets_predictions():
+    from pyro_cl.infer.graph_vcl import PredictiveEntropy
+    from pyro_cl.infer.prediction import predictive_samples
+
+    outputs = torch.randn(3, 5, 2)
+    labels = torch.zeros(5, dtype=torch.long).as_subclass(_Unreadable)
+    negative_entropy = PredictiveEntropy().log_prob(outputs, labels)
+    p = outputs.softmax(-1)
+    torch.testing.assert_close(negative_entropy, (p * p.log()).sum(-1))
+
+    angles = torch.tensor([0.0, 30.0, 45.0])
+    domains = rotated_domains(angles.tolist(), n=120)
+    graph = GraphVCL(
+        VCL(BayesianMLP(2, [8], 2), seed=0, **{**SMALL, "epochs": 30}), metadata_graph(angles, 20.0)
+    )
+    graph.observe(0, domains[0])
+    graph.observe(1, domains[1], parents=[0])
+    target_x = domains[2][0]
+
+    def mean_entropy(posterior) -> float:
+        learner = graph.learner
+        samples = predictive_samples(learner.model, posterior, target_x, 0, 50, 1024)
+        probabilities = learner.model.likelihood.predictive_probabilities(samples)
+        return float(-(probabilities * probabilities.clamp_min(1e-12).log()).sum(-1).mean())
+
+    before = mean_entropy(graph.prior_for(2, [1]))
+    seen = list(graph.learner.tasks_seen)
+    graph.adapt_unlabelled(2, target_x, parents=[1], epochs=60)
+    assert mean_entropy(graph.posteriors[2]) < before
+    assert graph.learner.tasks_seen == seen  # not a learner step

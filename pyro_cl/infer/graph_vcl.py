@@ -20,12 +20,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 
+from pyro_cl.infer.callbacks import CallbackList
+from pyro_cl.infer.elbo_fitter import ELBOFitter
+from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.posterior_combination import COMBINATIONS, combine_posteriors
-from pyro_cl.posterior import Posterior, install_prior
+from pyro_cl.likelihoods import CategoricalLikelihood
+from pyro_cl.model import SupervisedModel
+from pyro_cl.nn.exclusive import exclusive_mode
+from pyro_cl.points import Points
+from pyro_cl.posterior import Posterior, detach_distribution, install_prior
 
-__all__ = ["GraphVCL"]
+__all__ = ["GraphVCL", "PredictiveEntropy"]
+
+
+class PredictiveEntropy(CategoricalLikelihood):
+    """The unsupervised step's stand-in for a likelihood: ``-H[p(y | x_n, θ)]`` per point, which
+    reads the inputs' predictions and never a label (Grandvalet and Bengio's entropy
+    minimisation, 2005). In the ELBO, ``E_q[-Σ_n H(p(y | x_n, θ))] - KL(q ‖ prior)``, it moves the
+    class boundaries of ``q`` away from where the target's inputs lie densely, while the KL term
+    keeps ``q`` near the prior its source neighbours gave: a Bayesian, regularised form of the
+    self-training step that continuous domain adaptation uses. Chosen over a generative
+    component because it needs nothing beyond the classifier itself."""
+
+    name = "predictive_entropy"
+
+    def log_prob(self, outputs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        log_p = F.log_softmax(outputs, dim=-1)
+        return (log_p.exp() * log_p).sum(-1)  # -H, whatever y holds
 
 
 class GraphVCL:
@@ -69,6 +94,39 @@ class GraphVCL:
             install_prior(self.learner.net, self.prior_for(domain, parents))
         history = self.learner.observe(data)
         self.posteriors[domain] = self.learner.current_prior()
+        return history
+
+    def adapt_unlabelled(
+        self, domain: int, x: torch.Tensor, parents: Sequence[int] = (), epochs: int | None = None
+    ) -> list[float]:
+        """The unsupervised step on a target's inputs ``x`` alone: fit ``q`` from the parents'
+        combined prior (the learner's current prior without parents) to the ELBO whose
+        likelihood is :class:`PredictiveEntropy`, and keep it as ``domain``'s posterior. It takes
+        no labels; the learner's own steps and bookkeeping are untouched.
+
+        :param epochs: the fit's epochs (default: the learner's).
+        """
+        learner = self.learner
+        if parents:
+            install_prior(learner.net, self.prior_for(domain, parents))
+        model = SupervisedModel(learner.net, PredictiveEntropy(), learner.config.monte_carlo.elbo)
+        context = FitContext(model, learner.config, learner.device, CallbackList())
+        x = x.to(learner.device)
+        placeholder = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)  # never read
+        points = Points.of_task(x, placeholder, 0)
+        with exclusive_mode(learner.net, training=True), learner.random.scope():
+            sites = model.sites(learner.guide, x, [0])
+            problem = FitProblem(
+                points,
+                sites,
+                learner.config.schedule.epochs if epochs is None else epochs,
+                context.batch_size(),
+                f"unsupervised step, domain {domain}",
+            )
+            history = ELBOFitter().fit(context, learner.guide, problem)
+        posterior = {n: detach_distribution(q) for n, q in learner.guide.posterior(sites).items()}
+        install_prior(learner.net, posterior)
+        self.posteriors[domain] = posterior
         return history
 
     def evaluate(
