@@ -38,19 +38,24 @@ __all__ = ["GraphVCL", "PredictiveEntropy"]
 
 
 class PredictiveEntropy(CategoricalLikelihood):
-    """The unsupervised step's stand-in for a likelihood: ``-H[p(y | x_n, θ)]`` per point, which
-    reads the inputs' predictions and never a label (Grandvalet and Bengio's entropy
-    minimisation, 2005). In the ELBO, ``E_q[-Σ_n H(p(y | x_n, θ))] - KL(q ‖ prior)``, it moves the
-    class boundaries of ``q`` away from where the target's inputs lie densely, while the KL term
-    keeps ``q`` near the prior its source neighbours gave: a Bayesian, regularised form of the
-    self-training step that continuous domain adaptation uses. Chosen over a generative
-    component because it needs nothing beyond the classifier itself."""
+    """The unsupervised step's stand-in for a likelihood, which reads the inputs' predictions and
+    never a label: per point ``H(p̄) - H(p(y | x_n, θ))``, with ``p̄`` the batch's mean prediction
+    (information maximisation: Krause et al. 2010; SHOT, Liang et al. 2020). The second term is
+    entropy minimisation (Grandvalet and Bengio 2005), which moves the class boundaries of ``q``
+    away from where the target's inputs lie densely; alone it is maximised by predicting one class
+    for everything, which the first term, the entropy of the predicted class proportions,
+    forbids. In the ELBO the KL term keeps ``q`` near the prior its source neighbours gave: a
+    Bayesian, regularised self-training step. Chosen over a generative component because it
+    needs nothing beyond the classifier itself; a minibatch's ``p̄`` estimates the whole set's."""
 
     name = "predictive_entropy"
 
     def log_prob(self, outputs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         log_p = F.log_softmax(outputs, dim=-1)
-        return (log_p.exp() * log_p).sum(-1)  # -H, whatever y holds
+        negative_entropy = (log_p.exp() * log_p).sum(-1)  # -H(p_n), whatever y holds
+        mean = log_p.exp().mean(-2, keepdim=True)  # p̄ per Monte Carlo draw
+        marginal_entropy = -(mean * mean.clamp_min(1e-12).log()).sum(-1)
+        return negative_entropy + marginal_entropy
 
 
 class GraphVCL:
