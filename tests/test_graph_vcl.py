@@ -106,3 +106,26 @@ def test_the_unsupervised_step_reads_no_label_and_sharpens_the_targets_predictio
     graph.adapt_unlabelled(2, target_x, parents=[1], epochs=60)
     assert mean_entropy(graph.posteriors[2]) < before
     assert graph.learner.tasks_seen == seen  # not a learner step
+
+
+def test_a_graph_learner_saves_loads_and_resumes_identically(tmp_path):
+    angles = torch.tensor([0.0, 30.0, 60.0])
+    domains = rotated_domains(angles.tolist())
+    weights = metadata_graph(angles, 20.0)
+
+    straight = GraphVCL(learner(), weights)
+    straight.observe(0, domains[0])
+    straight.observe(1, domains[1], parents=[0])
+    straight.observe(2, domains[2], parents=[0, 1])
+
+    first = GraphVCL(learner(), weights)
+    first.observe(0, domains[0])
+    first.observe(1, domains[1], parents=[0])
+    first.save(tmp_path / "graph")
+    torch.rand(10)  # other random work between stopping and resuming
+    resumed = GraphVCL.load(tmp_path / "graph", VCL)
+    assert set(resumed.posteriors) == {0, 1} and resumed.how == "product"
+    resumed.observe(2, domains[2], parents=[0, 1])
+    for name, q in straight.posteriors[2].items():
+        assert torch.equal(q.base_dist.loc, resumed.posteriors[2][name].base_dist.loc), name
+        assert torch.equal(q.base_dist.scale, resumed.posteriors[2][name].base_dist.scale), name

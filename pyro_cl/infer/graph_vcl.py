@@ -17,7 +17,9 @@ the learner is any :class:`~pyro_cl.infer.learner.ContinualLearner` without a me
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +34,14 @@ from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.exclusive import exclusive_mode
 from pyro_cl.points import Points
-from pyro_cl.posterior import Posterior, detach_distribution, install_prior
+from pyro_cl.posterior import (
+    Posterior,
+    detach_distribution,
+    install_prior,
+    posterior_from_state,
+    posterior_to_state,
+)
+from pyro_cl.serialization import atomic_save, safe_load
 
 __all__ = ["GraphVCL", "PredictiveEntropy"]
 
@@ -146,3 +155,34 @@ class GraphVCL:
         else:
             raise ValueError(f"domain {domain} has no posterior and no parents to predict it from")
         return self.learner.evaluate(data, sites=sites)
+
+    def save(self, folder: str | os.PathLike) -> None:
+        """Save the learner (``learner.pt``) and the graph's state — every domain's posterior,
+        the weights, the combination — (``graph.pt``) into ``folder``, both atomically."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.learner.save(folder / "learner.pt")
+        state = {
+            "posteriors": {str(d): posterior_to_state(q) for d, q in self.posteriors.items()},
+            "weights": self.weights.detach().cpu(),
+            "how": self.how,
+        }
+        atomic_save(state, folder / "graph.pt")
+
+    @classmethod
+    def load(
+        cls,
+        folder: str | os.PathLike,
+        learner_class: type[ContinualLearner] = ContinualLearner,
+        net: torch.nn.Module | None = None,
+    ) -> GraphVCL:
+        """The graph learner :meth:`save` wrote to ``folder`` (``learner_class.load`` rebuilds the
+        learner; ``net``: a fresh net for nets pyro_cl cannot rebuild)."""
+        folder = Path(folder)
+        learner = learner_class.load(folder / "learner.pt", net=net)
+        state = safe_load(folder / "graph.pt")
+        graph = cls(learner, state["weights"], state["how"])
+        graph.posteriors = {
+            int(d): posterior_from_state(q, learner.device) for d, q in state["posteriors"].items()
+        }
+        return graph
