@@ -84,3 +84,14 @@ def test_bad_input_is_refused_in_the_users_terms():
     with pytest.raises(ValueError, match=r"x must be \(N, 3\)"):
         CoordinateAscentRegression(3).observe(torch.zeros(5, 2), torch.zeros(5))
     assert isinstance(CoordinateAscentRegression(2).prior.precision, Gamma)
+
+
+def test_the_bound_stays_below_the_exact_log_evidence_and_close_to_it():
+    from tests.helpers import load_benchmark_script
+
+    script = load_benchmark_script("coordinate_ascent")
+    x, y = regression(n=40)
+    prior = CoordinateAscentRegression(3, concentration=2.0, rate=1.0).prior
+    exact = script.log_evidence(x, y, prior)  # w integrated out exactly, τ by quadrature
+    _, history = fit_coordinate_ascent(x, y, prior)
+    assert history[-1] < exact < history[-1] + 0.5
