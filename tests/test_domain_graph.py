@@ -53,16 +53,18 @@ def test_the_spanning_order_follows_the_metadata_from_the_roots():
 
 
 def test_the_domain_adaptation_benchmark_scores_every_method_on_every_target(tmp_path, monkeypatch):
-    from tests.helpers import load_benchmark_script
+    import json
 
-    script = load_benchmark_script("domain_adaptation")
-    monkeypatch.setitem(script.SETTINGS, "epochs", 2)
-    monkeypatch.setitem(script.SETTINGS, "ml_init_epochs", 1)
-    script.main(["--seeds", "0", "--output", str(tmp_path)])
-    (run,) = __import__("json").loads((tmp_path / "results.json").read_text())
-    assert set(run["scores"]) == set(script.METHODS)
+    from pyro_cl.app import domain_benchmark
+    from pyro_cl.app.cli import main
+
+    monkeypatch.setitem(domain_benchmark.SETTINGS, "epochs", 2)
+    monkeypatch.setitem(domain_benchmark.SETTINGS, "ml_init_epochs", 1)
+    assert main(["domains", "--seeds", "0", "--output", str(tmp_path)]) == 0
+    (run,) = json.loads((tmp_path / "results.json").read_text())
+    assert set(run["scores"]) == set(domain_benchmark.METHODS)
     for target, path in run["paths"].items():
         assert path[0] == 0.0 and path[-1] == float(target)
-        assert all(angle in script.SOURCES for angle in path[:-1])  # through sources only
+        assert all(angle in domain_benchmark.SOURCES for angle in path[:-1])  # sources only
     assert (tmp_path / "accuracy_by_angle.png").stat().st_size > 0
     assert "| graph VCL |" in (tmp_path / "table.md").read_text()

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pyro_cl.app.benchmark_run import ARCHITECTURES, BenchmarkRun, fill_unset
+from pyro_cl.app.domain_benchmark import add_domain_arguments, run_domain_benchmark
 from pyro_cl.app.methods import METHODS, method_names
 from pyro_cl.app.part_options import (
     add_part_options,
@@ -57,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(Kurle et al. 2020)",
     )
     add_stream_arguments(stream)
+    domains = commands.add_parser(
+        "domains",
+        help="predictive domain adaptation on rotating digits: graph VCL, transport paths, "
+        "baselines (issue 29)",
+    )
+    add_domain_arguments(domains)
     commands.add_parser("list", help="list benchmarks, methods and the registered parts")
     return parser
 
@@ -596,6 +603,9 @@ def main(argv: list[str] | None = None) -> int:
             run = stream_run_from_args(args)
             results = run_stream_benchmark(run)
             print(stream_table(results), end="")
+    elif args.command == "domains":
+        with command_line_errors("pyro-cl domains"):
+            print(run_domain_benchmark(args.seeds, args.output), end="")
     elif args.command == "list":
         print(list_everything())
     return 0
