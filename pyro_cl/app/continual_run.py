@@ -31,7 +31,7 @@ from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.loggers import CSVLogger, Logger, TensorBoardLogger
 
-__all__ = ["Metric", "Step", "run_continual", "run_loggers"]
+__all__ = ["Metric", "Step", "file_slug", "run_continual", "run_loggers"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,12 @@ class Metric(Callback):
         """Write what was measured into ``result`` once the run is over."""
 
 
+def file_slug(label: str) -> str:
+    """``label`` as a file name: ASCII letters, digits and ``-``, other runs of characters as
+    ``_`` (``"ewc λ=10"`` → ``"ewc_10"``)."""
+    return re.sub(r"[^A-Za-z0-9-]+", "_", label).strip("_")
+
+
 def run_loggers(
     log_dir: str | Path | None, run_name: str, tensorboard: bool = False
 ) -> list[Logger]:
@@ -78,7 +84,7 @@ def run_loggers(
     event files in ``<log_dir>/<run_name>/``); none without a ``log_dir``."""
     if log_dir is None:
         return []
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", run_name).strip("_")
+    slug = file_slug(run_name)
     loggers: list[Logger] = [CSVLogger(Path(log_dir) / f"{slug}.csv")]
     if tensorboard:
         loggers.append(TensorBoardLogger(Path(log_dir) / slug))
@@ -111,11 +117,11 @@ def run_continual(
     names = [step.name for step in steps]
     start = clock.perf_counter()
     bar = tqdm(steps, desc=f"{stream} {label}", disable=None if progress else True)
+    watchers = [*metrics, *loggers]  # the learner's callbacks of every observe
     for step in bar:
         for metric in metrics:
             metric.before_step(learner, step)
         began = clock.perf_counter()
-        watchers = [*metrics, *loggers]
         learner.observe(step.data, task_id=step.task_id, time=step.time, callbacks=watchers)
         seconds = clock.perf_counter() - began
         for metric in metrics:

@@ -5,13 +5,12 @@ figure 7 for all methods."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import torch
 
 from pyro_cl.app.benchmark_run import BenchmarkRun, check_writable
-from pyro_cl.app.continual_run import run_loggers
+from pyro_cl.app.continual_run import file_slug, run_loggers
 from pyro_cl.app.environment import environment
 from pyro_cl.app.generative_metrics import GenerativeEvaluation, run_generative_stream
 from pyro_cl.app.generative_plots import plot_generative_metrics, plot_sample_grid
@@ -119,7 +118,9 @@ def run_generative_benchmark(run: BenchmarkRun) -> list[RunResult]:
             if output is not None:
                 image_shape = stream.input_shape or _square(stream.in_features)
                 write_generative_report(results, output)
-                plot_sample_grid(result, image_shape, output / f"samples_{_slug(label)}_{seed}.png")
+                plot_sample_grid(
+                    result, image_shape, output / f"samples_{file_slug(label)}_{seed}.png"
+                )
     if output is not None:
         print(f"\nwrote {output / 'results.json'}, metrics.png and the sample grids")
     return results
@@ -146,8 +147,3 @@ def write_generative_report(results: list[RunResult], output: Path) -> Path:
 def _square(pixels: int) -> tuple[int, int]:
     side = int(round(pixels**0.5))
     return (side, side) if side * side == pixels else (1, pixels)
-
-
-def _slug(label: str) -> str:
-    """``label`` as a file name: ASCII letters and digits, other runs of characters as ``_``."""
-    return re.sub(r"[^A-Za-z0-9-]+", "_", label).strip("_")

@@ -99,7 +99,7 @@ class StreamRun:
         if self.tensorboard and self.log_dir is None:
             raise ValueError("tensorboard needs a log_dir to write to (--log-dir)")
         if self.precision_floor is not None and not any(
-            "precision_floor" in accepted(METHODS[m].memory or object) for m in self.methods
+            _takes_precision_floor(m) for m in self.methods
         ):
             raise ValueError("--precision-floor is GRS's: none of the chosen methods uses it")
         if self.transition is not None and not isinstance(self.transition, Transition):
@@ -179,10 +179,14 @@ def run_stream_benchmark(run: StreamRun, metrics: Sequence[Metric] = ()) -> list
     return results
 
 
+def _takes_precision_floor(method: str) -> bool:
+    memory = METHODS[method].memory
+    return memory is not None and "precision_floor" in accepted(memory)
+
+
 def _memory_options(run: StreamRun, method: str) -> dict:
     """The run's memory settings that ``method``'s memory takes."""
-    memory = METHODS[method].memory
-    if run.precision_floor is None or memory is None or "precision_floor" not in accepted(memory):
+    if run.precision_floor is None or not _takes_precision_floor(method):
         return {}
     return {"precision_floor": run.precision_floor}
 

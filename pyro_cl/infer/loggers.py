@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import os
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from pyro_cl.infer.data_parallel import is_writer
 __all__ = ["CSVLogger", "Logger", "TensorBoardLogger"]
 
 
-class Logger(Callback):
+class Logger(Callback, ABC):
     """Base class: turns the learner's hooks into named scalars and hands each to :meth:`write`.
 
     :param every_step: log each optimiser step's loss instead of each epoch's mean.
@@ -42,9 +43,9 @@ class Logger(Callback):
         self._fit = ""
         self._fit_start = self._task_start = 0.0
 
+    @abstractmethod
     def write(self, name: str, value: float, step: int, task_id: int | None, fit: str) -> None:
-        """Record one scalar (subclasses); ``fit`` describes the running fit ("" outside one)."""
-        raise NotImplementedError
+        """Record one scalar; ``fit`` describes the running fit ("" outside one)."""
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Record ``metrics`` (e.g. ``learner.evaluate(...)``'s dictionary) at ``step`` (default:
