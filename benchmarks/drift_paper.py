@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-steps", type=int, help="observe only the first steps")
     parser.add_argument("--iterations", type=int, help="override the schedule's later steps")
     parser.add_argument("--first-iterations", type=int, help="override the first step's")
+    parser.add_argument(
+        "--particles", dest="train_samples", type=int, help="override K_train (samples per step)"
+    )
     parser.add_argument("--predictive-samples", type=int, default=500)
     parser.add_argument("--learning-rate", type=float, help="Adam's (default: the stream's)")
     parser.add_argument("--data-root", default="data")
@@ -255,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         args.output.mkdir(parents=True, exist_ok=True)
         schedule = dict(SCHEDULES[args.schedule])
-        for key in ("iterations", "first_iterations"):
+        for key in ("iterations", "first_iterations", "train_samples"):
             if getattr(args, key) is not None:
                 schedule[key] = getattr(args, key)
         if args.combine:
