@@ -11,6 +11,7 @@ import torch
 
 from pyro_cl.checks import checked_real
 from pyro_cl.finite import all_finite
+from pyro_cl.metrics import expected_calibration_error
 from pyro_cl.nn.effects import current_data_plate
 from pyro_cl.nn.site_flags import OBSERVATION_FLAG
 from pyro_cl.spec import Registrable
@@ -118,9 +119,11 @@ class CategoricalLikelihood(Likelihood):
         return torch.softmax(samples, dim=-1).mean(0)
 
     def metrics(self, samples: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
-        predicted = self.predictive_probabilities(samples).argmax(-1)
+        """Log-likelihood, accuracy and the expected calibration error of the predictive."""
+        probabilities = self.predictive_probabilities(samples)
         out = super().metrics(samples, y)
-        out["accuracy"] = (predicted == y).float().mean().item()
+        out["accuracy"] = (probabilities.argmax(-1) == y).float().mean().item()
+        out["calibration_error"] = expected_calibration_error(probabilities, y)
         return out
 
 

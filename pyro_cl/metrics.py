@@ -1,4 +1,5 @@
-"""Continual-learning metrics on the accuracy matrix (thesis of ../papers/vogn..., eq. 64-66).
+"""Continual-learning metrics on the accuracy matrix (thesis of ../papers/vogn..., eq. 64-66),
+and the calibration of a classifier's predictive.
 
 ``A[i, j]`` is the accuracy on task ``j`` after training on task ``i`` (0-based here); only
 ``j <= i`` is measured and entries above the diagonal are NaN.
@@ -7,8 +8,31 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
-__all__ = ["average_accuracy", "backward_transfer", "forward_transfer", "average_accuracy_curve"]
+__all__ = [
+    "average_accuracy",
+    "backward_transfer",
+    "expected_calibration_error",
+    "forward_transfer",
+    "average_accuracy_curve",
+]
+
+
+def expected_calibration_error(
+    probabilities: torch.Tensor, y: torch.Tensor, bins: int = 15
+) -> float:
+    """``ECE = Σ_b (n_b / N) |acc_b - conf_b|`` over ``bins`` equal-width bins of the confidence
+    ``max_k p_k`` (Guo et al. 2017, eq. 3): how far the predicted confidence is from the accuracy
+    it delivers. ``probabilities`` ``(N, K)``, labels ``y`` ``(N,)``; 0 for no points."""
+    if y.numel() == 0:
+        return 0.0
+    confidence, predicted = probabilities.max(-1)
+    correct = (predicted == y).double()
+    index = (confidence.double() * bins).ceil().clamp(1, bins).long() - 1  # (b/B, (b+1)/B]
+    counts = torch.bincount(index, minlength=bins).double()
+    gap = torch.bincount(index, correct - confidence.double(), minlength=bins)
+    return float(gap.abs().sum() / max(counts.sum().item(), 1.0))
 
 
 def _square(accuracy) -> np.ndarray:

@@ -62,9 +62,38 @@ def test_the_domain_adaptation_benchmark_scores_every_method_on_every_target(tmp
     monkeypatch.setitem(domain_benchmark.SETTINGS, "ml_init_epochs", 1)
     assert main(["domains", "--seeds", "0", "--output", str(tmp_path)]) == 0
     (run,) = json.loads((tmp_path / "results.json").read_text())
-    assert set(run["scores"]) == set(domain_benchmark.METHODS)
+    assert set(run["scores"]["shared"]) == set(domain_benchmark.METHODS)
     for target, path in run["paths"].items():
         assert path[0] == 0.0 and path[-1] == float(target)
-        assert all(angle in domain_benchmark.SOURCES for angle in path[:-1])  # sources only
-    assert (tmp_path / "accuracy_by_angle.png").stat().st_size > 0
-    assert "| graph VCL |" in (tmp_path / "table.md").read_text()
+        assert all(angle < 70 for angle in path[:-1])  # through sources only
+    assert (tmp_path / "accuracy_by_domain.png").stat().st_size > 0
+    assert "| graph VCL | shared |" in (tmp_path / "table.md").read_text()
+
+
+def test_the_weather_by_year_domains_with_a_head_per_domain(tmp_path, monkeypatch):
+    import json
+
+    import numpy as np
+
+    from pyro_cl.app import domain_benchmark
+    from pyro_cl.app.cli import main
+
+    monkeypatch.setitem(domain_benchmark.SETTINGS, "epochs", 2)
+    monkeypatch.setitem(domain_benchmark.SETTINGS, "ml_init_epochs", 0)
+    rng = np.random.default_rng(0)
+    days = 365 * 8 + 10  # eight whole years and a few days left over
+    x = rng.normal(size=(days, 8))
+    (tmp_path / "weather").mkdir()
+    np.savetxt(tmp_path / "weather" / "NEweather_data.csv", x, delimiter=",")
+    np.savetxt(tmp_path / "weather" / "NEweather_class.csv", (x[:, 0] > 0.5).astype(int), fmt="%d")
+    out = tmp_path / "out"
+    argv = ["domains", "--stream", "weather_years", "--heads", "shared", "per_domain"]
+    assert main([*argv, "--data-root", str(tmp_path), "--output", str(out)]) == 0
+    (run,) = json.loads((out / "results.json").read_text())
+    assert set(run["scores"]) == {"shared", "per_domain"}
+    years = sorted(float(year) for year in run["paths"])
+    assert years == [1952.0, 1953.0, 1954.0, 1955.0, 1956.0]  # the last five whole years
+    majority = run["scores"]["per_domain"]["majority class"]["1956.0"]
+    assert 0.5 < majority["accuracy"] < 0.8 and majority["calibration_error"] >= 0
+    with pytest.raises(SystemExit, match="pyro-cl domains: no weather/NEweather_data.csv"):
+        main([*argv, "--data-root", str(tmp_path / "missing"), "--output", str(out)])

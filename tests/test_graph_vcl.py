@@ -129,3 +129,37 @@ def test_a_graph_learner_saves_loads_and_resumes_identically(tmp_path):
     for name, q in straight.posteriors[2].items():
         assert torch.equal(q.base_dist.loc, resumed.posteriors[2][name].base_dist.loc), name
         assert torch.equal(q.base_dist.scale, resumed.posteriors[2][name].base_dist.scale), name
+
+
+def test_per_domain_heads_carry_the_parents_head_onto_the_childs(tmp_path):
+    angles = torch.tensor([0.0, 30.0, 60.0])
+    domains = rotated_domains(angles.tolist())
+    weights = metadata_graph(angles, 20.0)
+    net = BayesianMLP(2, [8], 2, heads=3)
+    graph = GraphVCL(VCL(net, seed=0, **SMALL), weights, heads="per_domain")
+    graph.observe(0, domains[0])
+    graph.observe(1, domains[1], parents=[0])
+    first, second = graph.posteriors[0], graph.posteriors[1]
+    assert {"heads.0.weight", "heads.1.weight"} <= set(second)
+    # domain 1's fit trained head 1 only: head 0 is still domain 0's posterior
+    assert torch.equal(
+        second["heads.0.weight"].base_dist.loc, first["heads.0.weight"].base_dist.loc
+    )
+    assert not torch.equal(
+        second["heads.1.weight"].base_dist.loc, first["heads.0.weight"].base_dist.loc
+    )
+    # a target (domain 2) from one parent: that parent's body, and its head moved onto head 2
+    prior = graph.prior_for(2, [1])
+    for name, q in second.items():
+        moved = name.replace("heads.1.", "heads.2.")
+        if name.startswith("heads.1."):
+            assert torch.equal(prior[moved].base_dist.loc, q.base_dist.loc), name
+        elif not name.startswith("heads."):
+            assert torch.equal(prior[name].base_dist.scale, q.base_dist.scale), name
+    assert 0 <= graph.evaluate(domains[2], domain=2, parents=[0, 1])["accuracy"] <= 1
+    graph.save(tmp_path / "graph")
+    assert GraphVCL.load(tmp_path / "graph", VCL).heads == "per_domain"
+    with pytest.raises(ValueError, match="a head per domain"):
+        GraphVCL(VCL(BayesianMLP(2, [8], 2, heads=2)), weights, heads="per_domain")
+    with pytest.raises(ValueError, match="heads must be one of"):
+        GraphVCL(VCL(BayesianMLP(2, [8], 2)), weights, heads="several")

@@ -60,8 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_stream_arguments(stream)
     domains = commands.add_parser(
         "domains",
-        help="predictive domain adaptation on rotating digits: graph VCL, transport paths, "
-        "baselines (issue 29)",
+        help="predictive domain adaptation (rotating digits, weather by year): graph VCL, "
+        "transport paths, one head or one per domain, baselines (issue 29)",
     )
     add_domain_arguments(domains)
     commands.add_parser("list", help="list benchmarks, methods and the registered parts")
@@ -605,7 +605,10 @@ def main(argv: list[str] | None = None) -> int:
             print(stream_table(results), end="")
     elif args.command == "domains":
         with command_line_errors("pyro-cl domains"):
-            print(run_domain_benchmark(args.seeds, args.output), end="")
+            table = run_domain_benchmark(
+                args.seeds, args.output, args.stream, args.heads, args.data_root
+            )
+            print(table, end="")
     elif args.command == "list":
         print(list_everything())
     return 0

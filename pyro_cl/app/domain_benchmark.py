@@ -1,34 +1,57 @@
-"""Predictive domain adaptation on rotating digits (issue 29): sources rotated 0°-60°, targets
-rotated farther, every method predicting each target without its labels (the oracle aside).
+"""Predictive domain adaptation (issue 29): sources with labels, targets known by their metadata,
+every method predicting each target without its labels (the oracle aside).
 
-Domains are scikit-learn's 8x8 digits rotated by an angle (the metadata); each source gets its own
-random 400 training images, every domain is tested on the same held-out images at its angle, and
-a target's training images are seen only unlabelled (for the transport path). One shared head,
-a Bayesian MLP 64-100-10, VCL at a short CPU schedule. Methods:
+Two streams of domains with metadata:
 
-* **source only** — one VI fit on all sources pooled;
+* **rotating digits** — scikit-learn's 8x8 digits rotated by an angle (the metadata): sources
+  0°-60° in steps of 10°, targets 70°, 80°, 90°; each source gets its own random 400 training
+  images, every domain is tested on the same held-out images at its angle; a 64-100-10 net;
+* **weather by year** — the NOAA weather stream (rain or not, 8 daily features) cut into years of
+  365 consecutive days (the files carry no dates: year ``k`` is rows ``365k`` to ``365k + 364``,
+  labelled ``1949 + k``; the last 274 rows are left out), the year the metadata; sources
+  1949-1992, targets 1993-1997; each year split 70/30 into training and test days; features
+  clipped to the sources' 0.1% and 99.9% quantiles (the file holds two sea-level pressures of
+  5503 hPa) and standardised by the sources' statistics; an 8-16-16-2 net as Kurle et al. use
+  on this stream.
+
+A target's training inputs are seen only unlabelled (the transport path, the unsupervised step);
+its labels only by the oracle. VCL at a short CPU schedule (:data:`SETTINGS`). Methods:
+
+* **majority class** — the sources' most frequent label, with their label frequencies as the
+  predictive (no model: the floor every method should clear);
+* **source only** — one VI fit on all sources pooled (one shared head);
 * **sequential VCL** — the sources in metadata order, the target predicted with the last posterior;
 * **VCL along the OT path** — the cheapest path of squared 2-Wasserstein costs between the
-  domains' inputs from the 0° source to the target (through sources only), VCL along it;
-* **graph VCL** — the sources along a maximum spanning tree of the angle kernel from 0°, the
-  target predicted from the product of its two nearest sources' posteriors, kernel-weighted;
+  domains' inputs from the first source to the target (through sources only), VCL along it;
+* **graph VCL** — the sources along a maximum spanning tree of the metadata kernel from the first
+  source, the target predicted from the product of its two nearest sources' posteriors,
+  kernel-weighted; **moment-matched**: the same two posteriors' mixture, moment-matched;
 * **graph VCL + unsupervised step** — then :meth:`~pyro_cl.infer.graph_vcl.GraphVCL.adapt_unlabelled`
-  on the target's training inputs (no labels: predictive entropy in place of the likelihood);
+  on the target's training inputs (no labels: information maximisation in place of the likelihood);
 * **nearest domain** — the posterior of the nearest source (from graph VCL);
 * **uniform average** — the equal-weight product of all source posteriors;
 * **oracle** — VCL fitted on the target's own labels.
 
-    pyro-cl domains --seeds 0 1 2 --output results/domain-adaptation
-    python benchmarks/domain_adaptation.py --seeds 0 1 2 --output results/domain-adaptation
+"One model or several" (``--heads shared per_domain``): with one shared head every domain runs
+the same net; with per-domain heads domain ``d`` has head ``d``, sequential VCL and the OT path
+predict a target with the last domain's head, graph VCL carries its parents' heads onto the
+target's (:class:`~pyro_cl.infer.graph_vcl.GraphVCL`).
 
-write ``results.json``, ``table.md`` and ``accuracy_by_angle.png`` (accuracy against the target
-angle per method, and the transport-cost matrix with a path).
+    pyro-cl domains --stream rotating_digits --heads shared per_domain --seeds 0 1 2 \\
+        --output results/domain-adaptation/rotating-digits
+    pyro-cl domains --stream weather_years --heads shared per_domain --seeds 0 1 2 \\
+        --data-root ../shared/data --output results/domain-adaptation/weather-years
+
+write ``results.json``, ``table.md`` and ``accuracy_by_domain.png`` (accuracy against the
+target's metadata per method and heads, and the transport-cost matrix with a path).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,138 +67,293 @@ from pyro_cl.data.domain_graph import (
     transfer_path,
     transport_costs,
 )
-from pyro_cl.infer.graph_vcl import GraphVCL
-from pyro_cl.infer.posterior_combination import combine_posteriors
+from pyro_cl.data.drift_data import load_weather
+from pyro_cl.infer.graph_vcl import HEADS, GraphVCL
+from pyro_cl.metrics import expected_calibration_error
 from pyro_cl.nn import BayesianMLP
 
-SOURCES = (0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0)
-TARGETS = (70.0, 80.0, 90.0)
-METHODS = ("source only", "sequential VCL", "OT path", "graph VCL",
-           "graph VCL + unsupervised step", "nearest domain", "uniform average", "oracle")  # fmt: skip
+METHODS = ("majority class", "source only", "sequential VCL", "OT path", "graph VCL",
+           "graph VCL + unsupervised step", "nearest domain", "uniform average", "oracle",
+           "graph VCL, moment-matched")  # fmt: skip
+#: The methods whose net has one head whatever ``--heads`` says (or no net at all).
+SHARED_BY_HEADS = ("majority class", "source only")
 SETTINGS = {"epochs": 300, "batch_size": None, "learning_rate": 1e-2, "num_particles": 2,
             "ml_init_epochs": 20, "num_predictive_samples": 20, "progress": False}  # fmt: skip
 
 
-def rotate(x: np.ndarray, angle: float) -> torch.Tensor:
+@dataclass(frozen=True)
+class Domains:
+    """Domains in metadata order, sources first: ``data[d] = (train x, train y, test x, test y)``."""
+
+    name: str
+    metadata: tuple[float, ...]
+    num_sources: int
+    data: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
+    bandwidth: float  #: of the metadata kernel
+    unit: str  #: the metadata's axis label
+    hidden: tuple[int, ...]
+    classes: int
+
+    @property
+    def sources(self) -> list[int]:
+        return list(range(self.num_sources))
+
+    @property
+    def targets(self) -> list[int]:
+        return list(range(self.num_sources, len(self.metadata)))
+
+
+def rotating_digits(seed: int, data_root: Path | None = None, per_domain: int = 400) -> Domains:
+    """Rotated 8x8 digits (module docstring); needs no files."""
+    sources = (0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+    angles = (*sources, 70.0, 80.0, 90.0)
+    (x, y), (x_test, y_test) = load_digits(seed=0)
+    rng = np.random.default_rng(seed)
+    data = {}
+    for domain, angle in enumerate(angles):
+        chosen = rng.choice(len(y), per_domain, replace=False)
+        data[domain] = (
+            _rotate(x[chosen], angle),
+            torch.from_numpy(y[chosen]),
+            _rotate(x_test, angle),
+            torch.from_numpy(y_test),
+        )
+    return Domains("rotating digits", angles, len(sources), data, 15.0, "angle (°)", (100,), 10)
+
+
+def _rotate(x: np.ndarray, angle: float) -> torch.Tensor:
     images = torch.from_numpy(x).reshape(-1, 1, 8, 8)
     return TF.rotate(images, angle, interpolation=TF.InterpolationMode.BILINEAR).reshape(-1, 64)
 
 
-def domains(seed: int, per_domain: int = 400):
-    """``{angle: (train x, train y, test x, test y)}`` for every source and target."""
-    (x, y), (x_test, y_test) = load_digits(seed=0)
-    rng = np.random.default_rng(seed)
-    out = {}
-    for angle in (*SOURCES, *TARGETS):
-        chosen = rng.choice(len(y), per_domain, replace=False)
-        out[angle] = (
-            rotate(x[chosen], angle),
-            torch.from_numpy(y[chosen]),
-            rotate(x_test, angle),
-            torch.from_numpy(y_test),
+def weather_years(seed: int, data_root: Path | None = None, targets: int = 5) -> Domains:
+    """NOAA weather cut into years of 365 days (module docstring), the last ``targets`` years
+    the targets; ``data_root`` holds ``weather/NEweather_*.csv``.
+
+    :raises ValueError: for a file with fewer than ``targets + 2`` whole years."""
+    table = load_weather(data_root if data_root is not None else "data")
+    years = len(table.x) // 365
+    if years < targets + 2:
+        raise ValueError(f"the weather file has {years} whole years; need at least {targets + 2}")
+    x = torch.from_numpy(table.x[: 365 * years]).float()
+    y = torch.from_numpy(table.y[: 365 * years])
+    source_rows = x[: 365 * (years - targets)]
+    low, high = source_rows.quantile(0.001, dim=0), source_rows.quantile(0.999, dim=0)
+    x = torch.maximum(torch.minimum(x, high), low)  # the file's 5503 hPa pressures (SOURCE.md)
+    source_rows = x[: 365 * (years - targets)]
+    x = (x - source_rows.mean(0)) / source_rows.std(0)
+    generator = torch.Generator().manual_seed(seed)
+    data = {}
+    for year in range(years):
+        rows = 365 * year + torch.randperm(365, generator=generator)
+        train, test = rows[:255], rows[255:]
+        data[year] = (x[train], y[train], x[test], y[test])
+    metadata = tuple(float(1949 + year) for year in range(years))
+    return Domains("weather by year", metadata, years - targets, data, 3.0, "year", (16, 16), 2)
+
+
+#: The streams ``pyro-cl domains --stream`` knows: ``build(seed, data_root) -> Domains``.
+STREAMS: dict[str, Callable[[int, Path | None], Domains]] = {
+    "rotating_digits": rotating_digits,
+    "weather_years": weather_years,
+}
+
+
+def learner(domains: Domains, seed: int, heads: str) -> VCL:
+    inputs = domains.data[0][0].shape[1]
+    count = len(domains.metadata) if heads == "per_domain" else 1
+    net = BayesianMLP(inputs, list(domains.hidden), domains.classes, heads=count)
+    return VCL(net, seed=seed, **SETTINGS)
+
+
+def run_heads(domains: Domains, seed: int, heads: str, costs: torch.Tensor) -> dict:
+    """``{method: {target: metrics}}`` of every method but those without heads
+    (:data:`SHARED_BY_HEADS`) for one ``heads`` setting; ``costs`` are the domains' transport
+    costs."""
+    data, sources, metadata = domains.data, domains.sources, domains.metadata
+    weights = metadata_graph(torch.tensor(metadata), bandwidth=domains.bandwidth)
+    graph = GraphVCL(learner(domains, seed, heads), weights, heads=heads)
+    task = graph.task_of
+
+    def fitted(order: list[int]) -> VCL:  # VCL along ``order``, each on its head
+        vcl = learner(domains, seed, heads)
+        for domain in order:
+            vcl.observe(data[domain][:2], task_id=task(domain))
+        return vcl
+
+    sequential = fitted(sources)
+    for domain, parent in spanning_order(weights[: len(sources), : len(sources)], roots=[0]):
+        graph.observe(domain, data[domain][:2], [] if parent is None else [parent])
+    scores: dict[str, dict[float, dict]] = {m: {} for m in METHODS if m not in SHARED_BY_HEADS}
+    for t in domains.targets:
+        test, target = data[t][2:], metadata[t]
+        path = transport_path(costs, t, domains)
+        along = fitted(path[:-1])
+        nearest = sorted(sources, key=lambda s: abs(metadata[s] - target))[:2]
+        oracle = fitted([t])
+        scores["sequential VCL"][target] = sequential.evaluate(test, task_id=task(sources[-1]))
+        scores["OT path"][target] = along.evaluate(test, task_id=task(path[-2]))
+        scores["graph VCL"][target] = graph.evaluate(test, domain=t, parents=nearest)
+        scores["nearest domain"][target] = graph.evaluate(test, domain=nearest[0])
+        graph.adapt_unlabelled(t, data[t][0], parents=nearest)
+        scores["graph VCL + unsupervised step"][target] = graph.evaluate(test, domain=t)
+        uniform = graph.prior_for(t, sources, weights=[1.0] * len(sources))
+        scores["uniform average"][target] = graph.learner.evaluate(test, task(t), sites=uniform)
+        scores["oracle"][target] = oracle.evaluate(test, task_id=task(t))
+        matched = graph.prior_for(t, nearest, how="moment_match")
+        scores["graph VCL, moment-matched"][target] = graph.learner.evaluate(
+            test, task(t), sites=matched
         )
-    return out
+    return scores
 
 
-def learner(seed: int) -> VCL:
-    return VCL(BayesianMLP(64, [100], 10), seed=seed, **SETTINGS)
+def transport_path(costs: torch.Tensor, target: int, domains: Domains) -> list[int]:
+    """The cheapest path of transport costs from the first source to ``target`` through sources
+    only."""
+    allowed = costs.clone()
+    for other in domains.targets:
+        if other != target:
+            allowed[:, other] = float("inf")
+    return transfer_path(allowed, sources=[0], target=target)
 
 
-def run_seed(seed: int) -> tuple[dict, dict]:
-    data = domains(seed)
-    angles = [*SOURCES, *TARGETS]
-    test = {a: (data[a][2], data[a][3]) for a in TARGETS}
-    scores: dict[str, dict[float, dict]] = {m: {} for m in METHODS}
+def run_seed(domains: Domains, seed: int, heads: list[str]) -> dict:
+    """Every method for every ``heads`` setting on one seed: ``{"scores": {heads: {method:
+    {target: metrics}}}, "costs", "paths"}`` (source only, one shared head, in every setting)."""
+    data, sources = domains.data, domains.sources
+    pooled = learner(domains, seed, "shared")
+    pooled.observe(
+        (torch.cat([data[s][0] for s in sources]), torch.cat([data[s][1] for s in sources]))
+    )
+    labels = torch.cat([data[s][1] for s in sources])
+    frequencies = torch.bincount(labels, minlength=domains.classes).double() / len(labels)
+    shared = {
+        "majority class": {
+            domains.metadata[t]: _majority(frequencies, data[t][3]) for t in domains.targets
+        },
+        "source only": {domains.metadata[t]: pooled.evaluate(data[t][2:]) for t in domains.targets},
+    }
+    costs = transport_costs([data[d][0] for d in data], max_points=200)
+    scores = {}
+    for setting in heads:
+        scores[setting] = {**shared, **run_heads(domains, seed, setting, costs)}
+    paths = {
+        domains.metadata[t]: [domains.metadata[i] for i in transport_path(costs, t, domains)]
+        for t in domains.targets
+    }
+    return {"scores": scores, "costs": costs.tolist(), "paths": paths}
 
-    pooled = learner(seed)
-    x = torch.cat([data[a][0] for a in SOURCES])
-    y = torch.cat([data[a][1] for a in SOURCES])
-    pooled.observe((x, y))
-    sequential = learner(seed)
-    for a in SOURCES:
-        sequential.observe(data[a][:2])
-    weights = metadata_graph(torch.tensor(angles), bandwidth=15.0)
-    graph = GraphVCL(learner(seed), weights)
-    for domain, parent in spanning_order(weights[: len(SOURCES), : len(SOURCES)], roots=[0]):
-        graph.observe(domain, data[SOURCES[domain]][:2], [] if parent is None else [parent])
-    costs = transport_costs([data[a][0] for a in angles], max_points=200)
-    paths = {}
-    for t, target in enumerate(TARGETS, start=len(SOURCES)):
-        allowed = costs.clone()
-        for other in range(len(SOURCES), len(angles)):  # paths run through sources only
-            if other != t:
-                allowed[:, other] = float("inf")
-        path = transfer_path(allowed, sources=[0], target=t)
-        paths[target] = [angles[i] for i in path]
-        along = learner(seed)
-        for i in path[:-1]:
-            along.observe(data[angles[i]][:2])
-        nearest = sorted(range(len(SOURCES)), key=lambda s: abs(SOURCES[s] - target))[:2]
-        oracle = learner(seed)
-        oracle.observe(data[target][:2])
-        everything = combine_posteriors([graph.posteriors[s] for s in range(len(SOURCES))])
-        scores["source only"][target] = pooled.evaluate(test[target])
-        scores["sequential VCL"][target] = sequential.evaluate(test[target])
-        scores["OT path"][target] = along.evaluate(test[target])
-        scores["graph VCL"][target] = graph.evaluate(test[target], domain=t, parents=nearest)
-        scores["nearest domain"][target] = graph.evaluate(test[target], domain=nearest[0])
-        graph.adapt_unlabelled(t, data[target][0], parents=nearest)
-        scores["graph VCL + unsupervised step"][target] = graph.evaluate(test[target], domain=t)
-        scores["uniform average"][target] = graph.learner.evaluate(test[target], sites=everything)
-        scores["oracle"][target] = oracle.evaluate(test[target])
-    return scores, {"costs": costs.tolist(), "paths": paths}
+
+def _majority(frequencies: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+    """Always the most frequent label, with the label frequencies as the predictive."""
+    probabilities = frequencies.expand(len(y), -1)
+    return {
+        "accuracy": float((y == frequencies.argmax()).double().mean()),
+        "log_likelihood": float(frequencies[y].clamp_min(1e-12).log().mean()),
+        "calibration_error": expected_calibration_error(probabilities, y),
+    }
 
 
 def add_domain_arguments(parser: argparse.ArgumentParser) -> None:
     """``pyro-cl domains`` options."""
+    parser.add_argument(
+        "--stream", choices=sorted(STREAMS), default="rotating_digits", help="the domains"
+    )
+    parser.add_argument(
+        "--heads",
+        nargs="+",
+        choices=HEADS,
+        default=["shared"],
+        help="one shared head, a head per domain, or both (one model or several)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per seed")
+    parser.add_argument(
+        "--data-root", type=Path, default=Path("data"), help="folder holding weather/"
+    )
     parser.add_argument(
         "--output",
         type=Path,
         default=Path("results/domain-adaptation"),
-        help="folder for results.json, table.md and accuracy_by_angle.png",
+        help="folder for results.json, table.md and accuracy_by_domain.png",
     )
 
 
-def run_domain_benchmark(seeds: list[int], output: Path) -> str:
+def run_domain_benchmark(
+    seeds: list[int],
+    output: Path,
+    stream: str = "rotating_digits",
+    heads: list[str] = ("shared",),
+    data_root: Path | None = None,
+) -> str:
     """Every method on every seed (module docstring); writes the report into ``output`` and
     returns the Markdown table."""
     output.mkdir(parents=True, exist_ok=True)
     runs = []
     for seed in seeds:
-        scores, transport = run_seed(seed)
-        runs.append({"seed": seed, "scores": scores, **transport})
-        print(f"seed {seed}: paths {transport['paths']}", flush=True)
+        domains = STREAMS[stream](seed, data_root)
+        run = run_seed(domains, seed, list(heads))
+        runs.append({"seed": seed, "stream": stream, **run})
+        print(f"seed {seed}: paths {run['paths']}", flush=True)
     (output / "results.json").write_text(json.dumps(runs, indent=1, default=float))
-    lines = [
-        "| method | " + " | ".join(f"{t:.0f}° acc. (LL)" for t in TARGETS) + " | mean acc. |",
-        "| --- | " + " | ".join("---:" for _ in TARGETS) + " | ---: |",
-    ]
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for method in METHODS:
-        cells, means = [], []
-        for target in TARGETS:
-            acc = [100 * r["scores"][method][target]["accuracy"] for r in runs]
-            ll = [r["scores"][method][target]["log_likelihood"] for r in runs]
-            cells.append(f"{np.mean(acc):.1f} ± {np.std(acc):.1f} ({np.mean(ll):.2f})")
-            means.append(np.mean(acc))
-        lines.append(f"| {method} | {' | '.join(cells)} | {np.mean(means):.1f} |")
-        axes[0].plot(TARGETS, means, marker="o", label=method)
-    axes[0].set(xlabel="target angle (°)", ylabel="test accuracy (%)", title="targets, no labels")
-    axes[0].set_xticks(TARGETS)
-    axes[0].legend(fontsize=7)
-    costs = np.array(runs[0]["costs"])
-    image = axes[1].imshow(costs, cmap="viridis")
-    fig.colorbar(image, ax=axes[1], label="W₂² between inputs")
-    ticks = [f"{a:.0f}" for a in (*SOURCES, *TARGETS)]
-    axes[1].set_xticks(range(len(ticks)), ticks, fontsize=7)
-    axes[1].set_yticks(range(len(ticks)), ticks, fontsize=7)
-    path = runs[0]["paths"][TARGETS[-1]]
-    index = [list((*SOURCES, *TARGETS)).index(a) for a in path]
-    axes[1].plot(index[1:], index[:-1], "w.-")
-    axes[1].set_title(f"transport costs; path to {TARGETS[-1]:.0f}°: {path}", fontsize=7)
-    _save(fig, output / "accuracy_by_angle.png")
-    table = "\n".join(lines) + "\n"
+    table = domain_table(runs, domains)
     (output / "table.md").write_text(table)
+    domain_figure(runs, domains, output / "accuracy_by_domain.png")
     return table
+
+
+def _mean_accuracy(runs: list[dict], heads: str, method: str, target: float) -> tuple[float, float]:
+    accuracy = [100 * r["scores"][heads][method][target]["accuracy"] for r in runs]
+    return float(np.mean(accuracy)), float(np.std(accuracy))
+
+
+def domain_table(runs: list[dict], domains: Domains) -> str:
+    """Accuracy % ± std over seeds (mean test log-likelihood, expected calibration error) per
+    target, method and heads."""
+    targets = [domains.metadata[t] for t in domains.targets]
+    lines = [
+        "| method | heads | "
+        + " | ".join(f"{t:g} acc. (LL, ECE)" for t in targets)
+        + " | mean acc. |",
+        "| --- | --- | " + " | ".join("---:" for _ in targets) + " | ---: |",
+    ]
+    for heads in runs[0]["scores"]:
+        for method in METHODS:
+            cells, means = [], []
+            for target in targets:
+                mean, std = _mean_accuracy(runs, heads, method, target)
+                metrics = [r["scores"][heads][method][target] for r in runs]
+                ll = np.mean([m["log_likelihood"] for m in metrics])
+                ece = np.mean([m["calibration_error"] for m in metrics])
+                cells.append(f"{mean:.1f} ± {std:.1f} ({ll:.2f}, {ece:.2f})")
+                means.append(mean)
+            lines.append(f"| {method} | {heads} | {' | '.join(cells)} | {np.mean(means):.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def domain_figure(runs: list[dict], domains: Domains, path: Path) -> None:
+    """Accuracy against the target's metadata, a panel per heads setting, and the transport
+    costs with the path to the last target."""
+    settings = list(runs[0]["scores"])
+    targets = [domains.metadata[t] for t in domains.targets]
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(settings) + 1, figsize=(5 * (len(settings) + 1), 3.8))
+    for axis, heads in zip(axes, settings, strict=False):
+        for method in METHODS:
+            means = [_mean_accuracy(runs, heads, method, t)[0] for t in targets]
+            axis.plot(targets, means, marker="o", label=method)
+        axis.set(xlabel=f"target {domains.unit}", ylabel="test accuracy (%)")
+        axis.set_title(f"{domains.name}: targets, no labels ({heads} heads)", fontsize=9)
+        axis.set_xticks(targets)
+        axis.legend(fontsize=6)
+    costs = np.array(runs[0]["costs"])
+    image = axes[-1].imshow(costs, cmap="viridis")
+    fig.colorbar(image, ax=axes[-1], label="W₂² between inputs")
+    ticks = [f"{m:g}" for m in domains.metadata]
+    step = max(1, len(ticks) // 12)
+    axes[-1].set_xticks(range(0, len(ticks), step), ticks[::step], fontsize=6, rotation=90)
+    axes[-1].set_yticks(range(0, len(ticks), step), ticks[::step], fontsize=6)
+    route = runs[0]["paths"][targets[-1]]
+    index = [domains.metadata.index(m) for m in route]
+    axes[-1].plot(index[1:], index[:-1], "w.-")
+    axes[-1].set_title(f"transport costs; path to {targets[-1]:g}: {route}", fontsize=7)
+    _save(fig, path)

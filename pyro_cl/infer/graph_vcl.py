@@ -11,8 +11,14 @@ The prior of domain ``d`` with parents ``P`` is ``combine_posteriors({q_p}, {w_d
 product in natural parameters, or the moment-matched mixture; :mod:`pyro_cl.infer.posterior_combination`)
 installed as the net's prior before the fit; the fitted posterior is kept as ``q_d``. A domain with
 no parents starts from the learner's current prior (the initial one, for the first). Along a path
-of single parents this is exactly sequential VCL. One net serves every domain (a shared head);
-the learner is any :class:`~pyro_cl.infer.learner.ContinualLearner` without a memory.
+of single parents this is exactly sequential VCL. The learner is any
+:class:`~pyro_cl.infer.learner.ContinualLearner` without a memory.
+
+One model or several (the slides' question): with ``heads="shared"`` one net, head included,
+serves every domain; with ``heads="per_domain"`` a multi-head net gives domain ``d`` head ``d``
+(its task id), the body stays shared, and a parent's head is carried onto the child's head
+before the combination — so a target never fitted is predicted by its neighbours' heads,
+combined like the body.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -43,7 +50,10 @@ from pyro_cl.posterior import (
 )
 from pyro_cl.serialization import atomic_save, safe_load
 
-__all__ = ["GraphVCL", "PredictiveEntropy"]
+__all__ = ["GraphVCL", "HEADS", "PredictiveEntropy"]
+
+#: How :class:`GraphVCL` gives domains their output heads (module docstring).
+HEADS = ("shared", "per_domain")
 
 
 class PredictiveEntropy(CategoricalLikelihood):
@@ -75,38 +85,91 @@ class GraphVCL:
     :param weights: ``(K, K)`` edge weights between domains (e.g.
         :func:`~pyro_cl.data.domain_graph.metadata_graph`), weighing the parents of a domain.
     :param how: one of :data:`~pyro_cl.infer.posterior_combination.COMBINATIONS`.
+    :param heads: one of :data:`HEADS`; ``"per_domain"`` needs a multi-head net with a head for
+        every domain of ``weights``.
     """
 
-    def __init__(self, learner: ContinualLearner, weights: torch.Tensor, how: str = "product"):
+    def __init__(
+        self,
+        learner: ContinualLearner,
+        weights: torch.Tensor,
+        how: str = "product",
+        heads: Literal["shared", "per_domain"] = "shared",
+    ):
         if how not in COMBINATIONS:
             raise ValueError(f"how must be one of {COMBINATIONS}, got {how!r}")
+        if heads not in HEADS:
+            raise ValueError(f"heads must be one of {HEADS}, got {heads!r}")
         if learner.memory is not None:
             raise ValueError(
                 "GraphVCL hands on Gaussian posteriors only: build the learner without a memory"
             )
+        if heads == "per_domain":
+            available = getattr(learner.net, "num_heads", 1) if learner.model.multi_head else 1
+            if available < weights.shape[0]:
+                raise ValueError(
+                    f"heads='per_domain' needs a head per domain: the graph has "
+                    f"{weights.shape[0]} domains, the net {available} head(s)"
+                )
         self.learner = learner
         self.weights = weights
         self.how = how
+        self.heads = heads
         #: ``q_d`` of every domain fitted so far
         self.posteriors: dict[int, Posterior] = {}
+        self._task_sites: dict[int, list[str]] = {}
 
-    def prior_for(self, domain: int, parents: Sequence[int]) -> Posterior:
-        """The combination of ``parents``' posteriors, weighted by their edges to ``domain``.
+    def task_of(self, domain: int) -> int:
+        """The task id (head) ``domain`` runs with: its own with per-domain heads, else 0."""
+        return domain if self.heads == "per_domain" else 0
+
+    def prior_for(
+        self,
+        domain: int,
+        parents: Sequence[int],
+        weights: Sequence[float] | None = None,
+        how: str | None = None,
+    ) -> Posterior:
+        """The combination of ``parents``' posteriors (each parent's head carried onto
+        ``domain``'s with per-domain heads), weighted by their edges to ``domain`` unless
+        ``weights`` are given, combined the graph's way unless ``how`` is given.
 
         :raises KeyError: naming a parent that has not been fitted.
         """
         missing = [p for p in parents if p not in self.posteriors]
         if missing:
             raise KeyError(f"parents {missing} of domain {domain} have not been fitted yet")
-        weights = [float(self.weights[domain, p]) for p in parents]
-        return combine_posteriors([self.posteriors[p] for p in parents], weights, self.how)
+        if weights is None:
+            weights = [float(self.weights[domain, p]) for p in parents]
+        posteriors = [self._head_moved(self.posteriors[p], p, domain) for p in parents]
+        return combine_posteriors(posteriors, weights, how or self.how)
+
+    def _sites_of(self, domain: int) -> list[str]:
+        task = self.task_of(domain)
+        if task not in self._task_sites:
+            model, learner = self.learner.model, self.learner
+            example = model.example_input(learner.device)
+            self._task_sites[task] = model.sites(learner.guide, example, [task])
+        return self._task_sites[task]
+
+    def _head_moved(self, posterior: Posterior, source: int, domain: int) -> Posterior:
+        """``posterior`` with ``source``'s own sites (its head) renamed to ``domain``'s: the
+        sites each task has and the other lacks, matched in the order the net samples them."""
+        if self.task_of(source) == self.task_of(domain):
+            return posterior
+        theirs, ours = self._sites_of(source), self._sites_of(domain)
+        own = [name for name in theirs if name not in ours]
+        target = [name for name in ours if name not in theirs]
+        moved = {name: q for name, q in posterior.items() if name not in own}
+        moved.update({new: posterior[old] for old, new in zip(own, target, strict=True)})
+        return moved
 
     def observe(self, domain: int, data, parents: Sequence[int] = ()) -> list[float]:
         """Fit ``domain`` on ``data = (x, y)`` from its parents' combined prior (the learner's
         current prior without parents) and keep its posterior."""
         if parents:
             install_prior(self.learner.net, self.prior_for(domain, parents))
-        history = self.learner.observe(data)
+        history = self.learner.observe(data, task_id=self.task_of(domain))
         self.posteriors[domain] = self.learner.current_prior()
         return history
 
@@ -127,9 +190,10 @@ class GraphVCL:
         context = FitContext(model, learner.config, learner.device, CallbackList())
         x = x.to(learner.device)
         placeholder = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)  # never read
-        points = Points.of_task(x, placeholder, 0)
+        task = self.task_of(domain)
+        points = Points.of_task(x, placeholder, task)
         with exclusive_mode(learner.net, training=True), learner.random.scope():
-            sites = model.sites(learner.guide, x, [0])
+            sites = model.sites(learner.guide, x, [task])
             problem = FitProblem(
                 points,
                 sites,
@@ -154,7 +218,8 @@ class GraphVCL:
             sites = self.prior_for(domain, parents)
         else:
             raise ValueError(f"domain {domain} has no posterior and no parents to predict it from")
-        return self.learner.evaluate(data, sites=sites)
+        task = self.task_of(domain) if domain is not None else 0
+        return self.learner.evaluate(data, task_id=task, sites=sites)
 
     def save(self, folder: str | os.PathLike) -> None:
         """Save the learner (``learner.pt``) and the graph's state — every domain's posterior,
@@ -166,6 +231,7 @@ class GraphVCL:
             "posteriors": {str(d): posterior_to_state(q) for d, q in self.posteriors.items()},
             "weights": self.weights.detach().cpu(),
             "how": self.how,
+            "heads": self.heads,
         }
         atomic_save(state, folder / "graph.pt")
 
@@ -181,7 +247,7 @@ class GraphVCL:
         folder = Path(folder)
         learner = learner_class.load(folder / "learner.pt", net=net)
         state = safe_load(folder / "graph.pt")
-        graph = cls(learner, state["weights"], state["how"])
+        graph = cls(learner, state["weights"], state["how"], state.get("heads", "shared"))
         graph.posteriors = {
             int(d): posterior_from_state(q, learner.device) for d, q in state["posteriors"].items()
         }
