@@ -5,6 +5,7 @@ from pyro_cl.baselines import CoresetOnly, FineTuning
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.config import TrainingConfig
+from pyro_cl.infer.coordinate_ascent import CoordinateAscent
 from pyro_cl.infer.diffusion import OrnsteinUhlenbeck, Wiener
 from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.elbo_fitter import ELBOFitter
@@ -32,6 +33,7 @@ from pyro_cl.likelihoods import (
     CategoricalLikelihood,
     GaussianLikelihood,
     HeteroscedasticGaussianLikelihood,
+    PrecisionGaussianLikelihood,
 )
 from pyro_cl.model import SupervisedModel
 from pyro_cl.posterior import extract_posterior, install_prior, read_priors
@@ -46,6 +48,7 @@ __all__ = [
     "Chain",
     "ChildConcentrationGrowth",
     "ContinualLearner",
+    "CoordinateAscent",
     "CoresetOnly",
     "DivergenceError",
     "ELBOFitter",
@@ -61,6 +64,7 @@ __all__ = [
     "OrnsteinUhlenbeck",
     "Penalty",
     "PointEstimateFitter",
+    "PrecisionGaussianLikelihood",
     "Transition",
     "TransitionContext",
     "check_prior_families",

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 import pyro
 import torch
 from pyro import poutine
-from pyro.distributions import Beta, Distribution, Normal
+from pyro.distributions import Beta, Distribution, Gamma, Normal
 from pyro.params.param_store import param_with_module_name
 from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import site_is_subsample
@@ -52,7 +52,9 @@ class MeanFieldGuide(nn.Module):
     parametrisation). Sites on the unit interval with a Beta prior (IBP sticks) get a mean-field
     Beta ``q(v) = Beta(a, b)`` instead, parametrised by ``log a`` and ``log b`` and started at
     the prior's concentrations (H-IBP supplement eq. 8 and section 6); torch's Beta ``rsample``
-    gives implicit reparameterisation gradients (eq. 16-18).
+    gives implicit reparameterisation gradients (eq. 16-18). Positive sites with a Gamma prior (a
+    noise precision) get a Gamma ``q(τ) = Gamma(a, b)``, parametrised by ``log a`` and ``log b``
+    and started at the prior (implicit reparameterisation likewise).
 
     *Structured* sites (``infer={"structured": True}``, see :mod:`pyro_cl.nn.structured`) get no
     parameters: their posterior is the model's own conditional given the other sites (eq. 10-11).
@@ -108,6 +110,8 @@ class MeanFieldGuide(nn.Module):
         self.log_variance = nn.ParameterDict()
         self.log_concentration1 = nn.ParameterDict()
         self.log_concentration0 = nn.ParameterDict()
+        self.log_shape = nn.ParameterDict()
+        self.log_rate = nn.ParameterDict()
         self._event_dims: dict[str, int] = {}
         self._families: dict[str, str] = {}
         self._sites_by_key: dict[object, list[str]] = {}
@@ -171,6 +175,11 @@ class MeanFieldGuide(nn.Module):
             self.log_concentration1[key] = nn.Parameter(beta.concentration1.detach().log())
             self.log_concentration0[key] = nn.Parameter(beta.concentration0.detach().log())
             self._families[name] = "beta"
+        elif isinstance(base_distribution(prior), Gamma):
+            gamma = base_distribution(prior)
+            self.log_shape[key] = nn.Parameter(gamma.concentration.detach().log())
+            self.log_rate[key] = nn.Parameter(gamma.rate.detach().log())
+            self._families[name] = "gamma"
         elif support is constraints.real:
             mean = prior.mean.detach()
             self.loc[key] = nn.Parameter(mean + self._loc_noise(mean))
@@ -179,7 +188,8 @@ class MeanFieldGuide(nn.Module):
         else:
             raise ValueError(
                 f"site {name!r} has support {prior.support}; MeanFieldGuide fits real-valued "
-                "sites (Gaussian) and Beta-distributed sites on the unit interval"
+                "sites (Gaussian), Beta-distributed sites on the unit interval and "
+                "Gamma-distributed positive sites"
             )
         self._event_dims[name] = prior.event_dim
 
@@ -201,6 +211,9 @@ class MeanFieldGuide(nn.Module):
                 validate_args=False,
             )
             return beta.to_event(self._event_dims[name])
+        if self._families[name] == "gamma":
+            gamma = Gamma(self.log_shape[key].exp(), self.log_rate[key].exp(), validate_args=False)
+            return gamma.to_event(self._event_dims[name])
         scale = torch.exp(0.5 * self.log_variance[key])
         # exp() is positive and the loc is a parameter, so argument validation would only cost time.
         return Normal(self.loc[key], scale, validate_args=False).to_event(self._event_dims[name])
@@ -288,6 +301,10 @@ class MeanFieldGuide(nn.Module):
             if self._families.get(name) == "beta":  # restart at the prior (= last posterior)
                 self.log_concentration1[key].copy_(base_distribution(prior).concentration1.log())
                 self.log_concentration0[key].copy_(base_distribution(prior).concentration0.log())
+                continue
+            if self._families.get(name) == "gamma":  # likewise
+                self.log_shape[key].copy_(base_distribution(prior).concentration.log())
+                self.log_rate[key].copy_(base_distribution(prior).rate.log())
                 continue
             if key not in self.loc:
                 continue
@@ -409,7 +426,14 @@ class MeanFieldGuide(nn.Module):
         return f"sites={len(self._event_dims)}, init_log_variance={self.init_log_variance}"
 
 
-_PARAMETER_GROUPS = ("loc", "log_variance", "log_concentration1", "log_concentration0")
+_PARAMETER_GROUPS = (
+    "loc",
+    "log_variance",
+    "log_concentration1",
+    "log_concentration0",
+    "log_shape",
+    "log_rate",
+)
 
 
 def _local_part(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

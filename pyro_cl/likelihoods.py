@@ -23,6 +23,7 @@ __all__ = [
     "GaussianLikelihood",
     "HeteroscedasticGaussianLikelihood",
     "PixelBernoulliLikelihood",
+    "PrecisionGaussianLikelihood",
 ]
 
 
@@ -245,6 +246,28 @@ class HeteroscedasticGaussianLikelihood(Likelihood):
             )
         scale = torch.nn.functional.softplus(outputs[..., 1]) + self.min_scale
         return dist.Normal(outputs[..., 0], scale, validate_args=False)
+
+    def check_targets(self, y: torch.Tensor, num_outputs: int | None) -> None:
+        _check_regression_targets(y)
+
+    def metrics(self, samples: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        out = super().metrics(samples, y)
+        out["rmse"] = (samples[..., 0].mean(0) - y).pow(2).mean().sqrt().item()
+        return out
+
+
+class PrecisionGaussianLikelihood(Likelihood):
+    """``y ~ N(f₁(x), 1/f₂(x))``: the net's second output is the noise precision itself (a latent
+    site of the net, as in :class:`~pyro_cl.nn.linear_regression.BayesianLinearRegression`)."""
+
+    name = "precision_gaussian"
+
+    def distribution(self, outputs: torch.Tensor) -> dist.Distribution:
+        if outputs.shape[-1] != 2:
+            raise ValueError(
+                f"a precision Gaussian needs 2 outputs (mean, precision), got {outputs.shape[-1]}"
+            )
+        return dist.Normal(outputs[..., 0], outputs[..., 1].rsqrt(), validate_args=False)
 
     def check_targets(self, y: torch.Tensor, num_outputs: int | None) -> None:
         _check_regression_targets(y)

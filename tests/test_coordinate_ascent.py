@@ -95,3 +95,67 @@ def test_the_bound_stays_below_the_exact_log_evidence_and_close_to_it():
     exact = script.log_evidence(x, y, prior)  # w integrated out exactly, τ by quadrature
     _, history = fit_coordinate_ascent(x, y, prior)
     assert history[-1] < exact < history[-1] + 0.5
+
+
+def _cavi_learner():
+    from pyro_cl import ContinualLearner, CoordinateAscent, PrecisionGaussianLikelihood
+    from pyro_cl.nn import BayesianLinearRegression
+
+    net = BayesianLinearRegression(3, prior_scale=2.0, concentration=2.0, rate=1.0)
+    return ContinualLearner(
+        net, PrecisionGaussianLikelihood(), fitter=CoordinateAscent(), ml_init_epochs=0
+    )
+
+
+def test_as_a_fitter_of_the_learner_it_is_online_mean_field_vb(tmp_path):
+    from pyro_cl import ContinualLearner
+
+    x, y = regression(80)
+    first, second = (x[:40].float(), y[:40].float()), (x[40:].float(), y[40:].float())
+    standalone = CoordinateAscentRegression(3, prior_scale=2.0, concentration=2.0, rate=1.0)
+    standalone.observe(x[:40].float(), y[:40].float())
+    expected = standalone.observe(x[40:].float(), y[40:].float())
+
+    learner = _cavi_learner()
+    learner.observe(first)
+    learner.save(tmp_path / "cavi.pt")
+    history = learner.observe(second)
+    assert all(b <= a + 1e-9 for a, b in pairwise(history))  # -L never rises
+    posterior = learner.current_prior()
+    weight, precision = posterior["weight"].base_dist, posterior["noise_precision"]
+    torch.testing.assert_close(weight.loc.double(), expected.loc, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(weight.scale.double(), expected.scale, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(precision.rate.double(), expected.rate, rtol=1e-5, atol=1e-6)
+    assert float(precision.concentration) == pytest.approx(float(expected.concentration))
+
+    resumed = ContinualLearner.load(tmp_path / "cavi.pt")  # the net rebuilds from its spec
+    assert type(resumed.fitter).__name__ == "CoordinateAscent"
+    resumed.observe(second)
+    again = resumed.current_prior()
+    assert torch.equal(again["weight"].base_dist.loc, weight.loc)
+    assert torch.equal(again["noise_precision"].rate, precision.rate)
+
+
+def test_svi_with_a_gamma_factor_reaches_the_coordinate_ascent_solution():
+    from pyro_cl import ContinualLearner, PrecisionGaussianLikelihood
+    from pyro_cl.nn import BayesianLinearRegression, BayesianMLP
+
+    x, y = regression(100)
+    x, y = x.float(), y.float()
+    cavi = _cavi_learner()
+    cavi.observe((x, y))
+    exact = cavi.current_prior()
+    net = BayesianLinearRegression(3, prior_scale=2.0, concentration=2.0, rate=1.0)
+    settings = {"epochs": 400, "learning_rate": 0.05, "num_particles": 4, "batch_size": None}
+    svi = ContinualLearner(net, PrecisionGaussianLikelihood(), ml_init_epochs=0, seed=0, **settings)
+    svi.observe((x, y))
+    fitted = svi.current_prior()
+    loc, target = fitted["weight"].base_dist.loc, exact["weight"].base_dist.loc
+    assert (loc - target).abs().max() < 0.05
+    ratio = fitted["noise_precision"].mean / exact["noise_precision"].mean
+    assert 0.85 < float(ratio) < 1.15
+    with pytest.raises(TypeError, match="fits BayesianLinearRegression nets"):
+        learner = _cavi_learner()
+        ContinualLearner(
+            BayesianMLP(3, [4], 2), PrecisionGaussianLikelihood(), fitter=learner.fitter
+        ).observe((x, y))

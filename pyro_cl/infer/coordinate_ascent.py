@@ -19,7 +19,15 @@ For this conjugate-exponential model every update is closed form, with ``E[τ] =
 and each sweep reports the evidence lower bound ``L = E_q[log p(y | w, τ)] - KL(q(w) ‖ p(w)) -
 KL(q(τ) ‖ p(τ))``, the negative of the slides' free energy ``F``; no update can lower ``L``
 (tested, sweep by sweep). Online mean-field VB is the same fit with yesterday's ``q`` as today's
-prior (:meth:`CoordinateAscentRegression.observe`).
+prior: standalone (:class:`CoordinateAscentRegression`), or as the :class:`CoordinateAscent`
+fitter of any :class:`~pyro_cl.infer.learner.ContinualLearner` whose net is a
+:class:`~pyro_cl.nn.linear_regression.BayesianLinearRegression`, so that transitions,
+checkpoints and the rest of the library apply::
+
+    learner = ContinualLearner(BayesianLinearRegression(D), PrecisionGaussianLikelihood(),
+                               fitter=CoordinateAscent(), ml_init_epochs=0)
+    for x, y in batches:
+        learner.observe((x, y))
 """
 
 from __future__ import annotations
@@ -31,8 +39,15 @@ import torch
 from torch.distributions import Gamma, Normal, kl_divergence
 
 from pyro_cl.checks import checked_count, checked_real
+from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.fit_problem import FitProblem
+from pyro_cl.infer.fitter import Fitter
+from pyro_cl.nn.linear_regression import BayesianLinearRegression
+from pyro_cl.points import Points
+from pyro_cl.posterior import base_distribution, read_priors
 
-__all__ = ["CoordinateAscentRegression", "NormalGammaPosterior"]
+__all__ = ["CoordinateAscent", "CoordinateAscentRegression", "NormalGammaPosterior"]
 
 
 @dataclass
@@ -161,3 +176,53 @@ def evidence_lower_bound(
     log_likelihood = log_likelihood - 0.5 * expected_precision * expected_error
     kl = kl_divergence(q.weights, prior.weights).sum() + kl_divergence(q.precision, prior.precision)
     return float(log_likelihood - kl)
+
+
+class CoordinateAscent(Fitter):
+    """CAVI as a fitter: fits the guide's ``q(w) q(τ)`` of a
+    :class:`~pyro_cl.nn.linear_regression.BayesianLinearRegression` net to a step's points
+    against the net's current priors (:func:`fit_coordinate_ascent`, in float64), sweeping until
+    a sweep gains less than ``tolerance`` (``problem.epochs`` and the batch size do not apply:
+    each update reads all the points). The returned history is ``-L`` after every sweep.
+
+    :param max_sweeps: at most this many sweeps per step.
+    :param tolerance: the smallest gain in nats that keeps the sweeps going.
+    """
+
+    name = "coordinate_ascent"
+
+    def __init__(self, max_sweeps: int = 500, tolerance: float = 1e-10) -> None:
+        self.max_sweeps = checked_count(max_sweeps, "max_sweeps")
+        self.tolerance = checked_real(tolerance, "tolerance", 0.0)
+
+    def prepare(self, context, guide, data, task_id, sites, first_task) -> None:
+        """Nothing: the sweeps start from the prior, whatever the guide holds."""
+
+    def fit(self, context: FitContext, guide: MeanFieldGuide, problem: FitProblem) -> list[float]:
+        net = context.model.net
+        if not isinstance(net, BayesianLinearRegression):
+            raise TypeError(
+                "CoordinateAscent fits BayesianLinearRegression nets (its updates are that "
+                f"model's closed forms), got {type(net).__name__}"
+            )
+        data: Points = problem.data
+        if data.weights is not None:
+            raise ValueError("CoordinateAscent does not weigh points; give unweighted data")
+        priors = read_priors(net, ["weight", "noise_precision"])
+        weight, precision = (base_distribution(priors[n]) for n in ("weight", "noise_precision"))
+        double = torch.float64
+        prior = NormalGammaPosterior(
+            weight.loc.to(double).clone(),
+            weight.scale.to(double).clone(),
+            precision.concentration.to(double).clone(),
+            precision.rate.to(double).clone(),
+        )
+        q, history = fit_coordinate_ascent(data.x, data.y, prior, self.max_sweeps, self.tolerance)
+        guide.sites_for(data.x[:1])  # the guide's parameters exist once the sites were seen
+        with torch.no_grad():
+            loc, log_variance = guide.gaussian_parameters(["weight"])["weight"]
+            loc.copy_(q.loc)
+            log_variance.copy_(2 * q.scale.log())
+            guide.log_shape["noise_precision"].copy_(q.concentration.log())
+            guide.log_rate["noise_precision"].copy_(q.rate.log())
+        return [-bound for bound in history]

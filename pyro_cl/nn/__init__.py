@@ -7,6 +7,7 @@ from pyro_cl.nn.conv import BayesianConv2d
 from pyro_cl.nn.ibp_mask import IBPMask
 from pyro_cl.nn.ibp_mlp import IndianBuffetMLP
 from pyro_cl.nn.linear import BayesianLinear
+from pyro_cl.nn.linear_regression import BayesianLinearRegression
 from pyro_cl.nn.local_reparam import (
     LocalReparameterizationMessenger,
     local_reparameterization,
@@ -16,6 +17,7 @@ from pyro_cl.nn.sticks import BetaSticks
 from pyro_cl.nn.vae_decoder import VAEDecoder
 
 __all__ = [
+    "BayesianLinearRegression",
     "BayesianCNN",
     "BayesianConv2d",
     "BayesianLinear",
