@@ -21,6 +21,7 @@ its labels only by the oracle. VCL at a short CPU schedule (:data:`SETTINGS`). M
   predictive (no model: the floor every method should clear);
 * **source only** — one VI fit on all sources pooled (one shared head);
 * **sequential VCL** — the sources in metadata order, the target predicted with the last posterior;
+  **random order** — the same in a random order of the sources (drawn from the seed);
 * **VCL along the OT path** — the cheapest path of squared 2-Wasserstein costs between the
   domains' inputs from the first source to the target (through sources only), VCL along it;
 * **graph VCL** — the sources along a maximum spanning tree of the metadata kernel from the first
@@ -72,7 +73,7 @@ from pyro_cl.infer.graph_vcl import HEADS, GraphVCL
 from pyro_cl.metrics import expected_calibration_error
 from pyro_cl.nn import BayesianMLP
 
-METHODS = ("majority class", "source only", "sequential VCL", "OT path", "graph VCL",
+METHODS = ("majority class", "source only", "sequential VCL", "random order", "OT path", "graph VCL",
            "graph VCL + unsupervised step", "nearest domain", "uniform average", "oracle",
            "graph VCL, moment-matched")  # fmt: skip
 #: The methods whose net has one head whatever ``--heads`` says (or no net at all).
@@ -182,6 +183,8 @@ def run_heads(domains: Domains, seed: int, heads: str, costs: torch.Tensor) -> d
         return vcl
 
     sequential = fitted(sources)
+    shuffled = [sources[i] for i in np.random.default_rng(seed).permutation(len(sources))]
+    random_order = fitted(shuffled)
     for domain, parent in spanning_order(weights[: len(sources), : len(sources)], roots=[0]):
         graph.observe(domain, data[domain][:2], [] if parent is None else [parent])
     scores: dict[str, dict[float, dict]] = {m: {} for m in METHODS if m not in SHARED_BY_HEADS}
@@ -192,6 +195,7 @@ def run_heads(domains: Domains, seed: int, heads: str, costs: torch.Tensor) -> d
         nearest = sorted(sources, key=lambda s: abs(metadata[s] - target))[:2]
         oracle = fitted([t])
         scores["sequential VCL"][target] = sequential.evaluate(test, task_id=task(sources[-1]))
+        scores["random order"][target] = random_order.evaluate(test, task_id=task(shuffled[-1]))
         scores["OT path"][target] = along.evaluate(test, task_id=task(path[-2]))
         scores["graph VCL"][target] = graph.evaluate(test, domain=t, parents=nearest)
         scores["nearest domain"][target] = graph.evaluate(test, domain=nearest[0])
