@@ -118,14 +118,18 @@ def run_continual(
     start = clock.perf_counter()
     bar = tqdm(steps, desc=f"{stream} {label}", disable=None if progress else True)
     watchers = [*metrics, *loggers]  # the learner's callbacks of every observe
+    training, evaluation = [], []  # seconds per step in observe and in the metrics
     for step in bar:
+        began = clock.perf_counter()
         for metric in metrics:
             metric.before_step(learner, step)
-        began = clock.perf_counter()
+        observing = clock.perf_counter()
         learner.observe(step.data, task_id=step.task_id, time=step.time, callbacks=watchers)
-        seconds = clock.perf_counter() - began
+        seconds = clock.perf_counter() - observing
         for metric in metrics:
             metric.after_step(learner, step, seconds)
+        training.append(seconds)
+        evaluation.append(clock.perf_counter() - began - seconds)
         if loggers:
             scalars = {"step_seconds": seconds}
             for metric in metrics:
@@ -149,6 +153,8 @@ def run_continual(
         wall_time_s=clock.perf_counter() - start,
         settings=dict(settings or {}),
     )
+    result.series["training_seconds"] = training
+    result.series["evaluation_seconds"] = evaluation
     for metric in metrics:
         metric.record(result)
     return result

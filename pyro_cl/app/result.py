@@ -9,6 +9,8 @@ into one :class:`RunResult`:
   generative one;
 * ``series[name][i]`` — one value per step: ``test_lml``, ``one_step_ahead`` (the LML of step
   ``i + 1`` under the posterior after step ``i``), ``step_seconds``, ``memory_sizes``, ...;
+  every run has ``training_seconds`` (in ``observe``) and ``evaluation_seconds`` (in the
+  metrics), so a run's cost splits into fitting and measuring;
 * ``details`` — what a metric records once (FWT's scratch accuracies, IBP active units, the
   judging classifier's accuracy, the memory size and transition of an online run).
 
