@@ -72,3 +72,31 @@ def test_a_normal_broadcast_by_a_plate_loses_its_batch_dimensions_and_a_varying_
     assert unbroadcast_normal(varying, event_dim=2) is None
     unbatched = Normal(loc, scale)
     assert unbroadcast_normal(unbatched, event_dim=2) is unbatched
+
+
+def test_the_written_out_backward_of_sampled_pre_activations_is_the_traced_one():
+    from pyro_cl.nn.local_reparam import SampledGaussianLinear
+
+    generator = torch.Generator().manual_seed(0)
+
+    def leaf(*shape, positive=False):
+        value = torch.rand(*shape, generator=generator, dtype=torch.float64)
+        return (value + 0.1 if positive else value - 0.5).requires_grad_()
+
+    x, loc, variance = leaf(2, 5, 4), leaf(3, 4), leaf(3, 4, positive=True)
+    bias, floor = leaf(3), leaf(3, positive=True)
+    noise = torch.randn(2, 5, 3, generator=generator, dtype=torch.float64)
+    inputs = (x, loc, variance, bias, floor, noise)
+    assert torch.autograd.gradcheck(SampledGaussianLinear.apply, inputs)
+    traced = torch.nn.functional.linear(x, loc, bias) + noise * torch.sqrt(
+        torch.nn.functional.linear(x * x, variance, floor)
+    )
+    torch.testing.assert_close(SampledGaussianLinear.apply(*inputs), traced)
+    # without a bias, and with inputs that need no gradient (a net's first layer)
+    out = SampledGaussianLinear.apply(x.detach(), loc, variance, None, floor, noise)
+    (grad_loc,) = torch.autograd.grad(out.sum(), [loc])
+    expected = torch.nn.functional.linear(x.detach(), loc) + noise * torch.sqrt(
+        torch.nn.functional.linear(x.detach() ** 2, variance, floor)
+    )
+    (traced_loc,) = torch.autograd.grad(expected.sum(), [loc])
+    torch.testing.assert_close(grad_loc, traced_loc)

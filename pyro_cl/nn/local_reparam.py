@@ -156,15 +156,67 @@ def gaussian_linear(
     :param num_particles: if given, ``x`` carries a leading particle dimension of size 1 or
         ``num_particles`` and the noise is drawn with ``num_particles`` rows along it.
     """
-    mean = F.linear(x, weight.loc, None if bias is None else bias.loc)
     # the floor keeps √variance differentiable where an input row is 0; added to the bias's
     # variance (out_features numbers) it costs nothing per point
     if bias is None:
         floor = torch.full_like(weight.variance[:, 0], VARIANCE_FLOOR)
     else:
         floor = bias.variance + VARIANCE_FLOOR
+    bias_loc = None if bias is None else bias.loc
+    if num_particles is None or x.shape[0] == num_particles:  # no particle broadcast
+        noise = _noise(x.shape[:-1] + weight.loc.shape[:1], x, num_particles)
+        return SampledGaussianLinear.apply(x, weight.loc, weight.variance, bias_loc, floor, noise)
+    mean = F.linear(x, weight.loc, bias_loc)
     variance = F.linear(x * x, weight.variance, floor)
     return sample_gaussian_outputs(mean, variance, num_particles, floored=True)
+
+
+class SampledGaussianLinear(torch.autograd.Function):
+    """``a = x mᵀ + c + √(x² sᵀ + d) ∘ ε`` for given noise ``ε`` of ``a``'s shape, with the
+    backward pass written out (fewer kernels and autograd nodes than the traced form):
+
+    ``∂/∂m = gᵀ x``, ``∂/∂c = Σ g``, ``∂/∂s = hᵀ x²`` and ``∂/∂d = Σ h`` with
+    ``h = g ∘ ε / (2√v)``, and ``∂/∂x = g m + 2 x ∘ (h s)``.
+    """
+
+    @staticmethod
+    def forward(ctx, x, loc, variance, bias_loc, floor, noise):
+        squares = x * x
+        scale = F.linear(squares, variance, floor).sqrt_()
+        ctx.save_for_backward(x, squares, loc, variance, scale, noise)
+        ctx.has_bias = bias_loc is not None
+        return torch.addcmul(F.linear(x, loc, bias_loc), scale, noise)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, squares, loc, variance, scale, noise = ctx.saved_tensors
+        rows = grad.reshape(-1, grad.shape[-1])
+        half = (grad * noise).div_(scale).mul_(0.5).reshape(rows.shape)
+        needs = ctx.needs_input_grad
+        inputs, squared = x.reshape(-1, x.shape[-1]), squares.reshape(-1, x.shape[-1])
+        grad_x = grad_loc = grad_variance = grad_bias = grad_floor = None
+        if needs[0]:
+            grad_x = torch.mm(rows, loc).addcmul_(inputs, torch.mm(half, variance), value=2.0)
+            grad_x = grad_x.reshape(x.shape)
+        if needs[1]:
+            grad_loc = torch.mm(rows.t(), inputs)
+        if needs[2]:
+            grad_variance = torch.mm(half.t(), squared)
+        if needs[3] and ctx.has_bias:
+            grad_bias = rows.sum(0)
+        if needs[4]:
+            grad_floor = half.sum(0)
+        return grad_x, grad_loc, grad_variance, grad_bias, grad_floor, None
+
+
+def _noise(shape: torch.Size, like: torch.Tensor, num_particles: int | None) -> torch.Tensor:
+    """Standard normal noise of ``shape``: this process's rows of the global minibatch's noise in
+    a data-parallel fit (as :func:`sample_gaussian_outputs` draws it)."""
+    shard = innermost(MinibatchShard)
+    if shard is None:
+        return standard_normal(shape, like)
+    data_dim = 0 if num_particles is None else 1
+    return shard.rows_of(shape, data_dim, lambda full: standard_normal(full, like))
 
 
 def sample_gaussian_outputs(
@@ -181,11 +233,6 @@ def sample_gaussian_outputs(
     shape = mean.shape
     if num_particles is not None:
         shape = torch.Size((num_particles,)) + mean.shape[1:]
-    shard = innermost(MinibatchShard)
-    if shard is None:
-        noise = standard_normal(shape, mean)
-    else:  # one process of a data-parallel fit: the global minibatch's noise, our rows
-        data_dim = 0 if num_particles is None else 1
-        noise = shard.rows_of(shape, data_dim, lambda full: standard_normal(full, mean))
+    noise = _noise(shape, mean, num_particles)  # data-parallel: the global minibatch's, our rows
     scale = (variance if floored else variance.clamp_min(VARIANCE_FLOOR)).sqrt()
     return torch.addcmul(mean, scale, noise)
