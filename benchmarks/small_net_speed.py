@@ -180,7 +180,7 @@ def main() -> None:
           f"{args.repeats}")  # fmt: skip
     print("| regime | estimator | hand-written loop | pyro_cl | ratio |")
     print("| --- | --- | ---: | ---: | ---: |")
-    for label, regime in {} if args.mnist_only else REGIMES.items():
+    for label, regime in ({} if args.mnist_only else REGIMES).items():
         for lrt, estimator in ((False, "a weight draw per sample"), (True, "local reparam.")):
             hand, library = time_regime(regime, args.iterations, args.repeats, lrt)
             print(
