@@ -75,22 +75,30 @@ class PackedGaussianKL(torch.autograd.Function):
 
     The gradient is written out rather than traced: ``∂KL/∂μ = (μ - μ_p) λ_p``,
     ``∂KL/∂σ² = ½ λ_p`` and ``∂KL/∂log σ² = -½`` (the path through ``σ² = exp(log σ²)`` is added
-    by autograd), which saves the intermediate tensors of the traced form.
+    by autograd), which saves the intermediate tensors of the traced form. With ``weight`` (1
+    where a coordinate counts, 0 where it does not; ``λ_p`` and the constant already 0 and
+    summed over the counted ones) the ``log σ²`` sum and its gradient count the same coordinates.
     """
 
     @staticmethod
-    def forward(ctx, loc, log_variance, variance, prior_loc, prior_precision, constant):
+    def forward(
+        ctx, loc, log_variance, variance, prior_loc, prior_precision, constant, weight=None
+    ):
         difference = loc - prior_loc
         scaled = difference * prior_precision
-        ctx.save_for_backward(scaled, prior_precision)
+        ctx.save_for_backward(scaled, prior_precision, weight)
         quadratic = torch.dot(variance, prior_precision) + torch.dot(difference, scaled)
-        return 0.5 * (quadratic - log_variance.sum() + constant)
+        log_terms = log_variance.sum() if weight is None else torch.dot(log_variance, weight)
+        return 0.5 * (quadratic - log_terms + constant)
 
     @staticmethod
     def backward(ctx, grad):
-        scaled, prior_precision = ctx.saved_tensors
+        scaled, prior_precision, weight = ctx.saved_tensors
         half = 0.5 * grad
         grad_loc = scaled * grad
-        grad_log_variance = (-half).expand_as(scaled)
+        if weight is None:
+            grad_log_variance = (-half).expand_as(scaled)
+        else:
+            grad_log_variance = weight * (-half)
         grad_variance = prior_precision * half
-        return grad_loc, grad_log_variance, grad_variance, None, None, None
+        return grad_loc, grad_log_variance, grad_variance, None, None, None, None

@@ -1,6 +1,7 @@
 """Packed Gaussian sites: the fused KL and the packed ELBO equal the per-site computation."""
 
 import pyro
+import pytest
 import torch
 
 from pyro_cl import VCL, CategoricalLikelihood, MeanFieldGuide, SupervisedModel
@@ -145,3 +146,44 @@ def test_site_views_share_memory_for_any_leading_dimensions_and_scalar_sites():
     views["b"][1, 0] = -1.0
     assert flat[1, 7] == -1.0
     assert site_views(flat[0], shapes)["scale"].shape == ()
+
+
+def test_sites_left_out_of_the_kl_count_nothing_and_get_no_kl_gradient():
+    from pyro_cl.infer.elbo_fitter import ELBOFitter
+    from pyro_cl.spec import from_spec
+
+    x, y = two_class_data(24, 4)
+    net = BayesianMLP(4, [8], 2, heads=2)
+    model = SupervisedModel(net, CategoricalLikelihood())
+    guide = MeanFieldGuide(model, init_log_variance=-2.0)
+    names = guide.sites_for(x, y, task_id=1, dataset_size=100)
+    install_prior(net, {n: guide.posterior([n])[n] for n in names})  # a non-trivial prior
+    with torch.no_grad():
+        for parameter in guide.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))
+    heads = net.head_sites(names)
+    assert heads == ["heads.1.weight", "heads.1.bias"]
+    expected = 0.0
+    for name, (loc, log_variance) in guide.gaussian_parameters(names).items():
+        if name not in heads:
+            module, attribute = model.site_index[name]
+            prior = module.prior_parameters(attribute)
+            expected = expected + gaussian_kl(loc, log_variance.exp(), log_variance, *prior)
+    with PackedGaussians(model, guide, names, kl_free=heads) as packed:
+        kl, _ = packed.kl_and_sites()
+        torch.testing.assert_close(kl, expected.detach())
+        grad_loc, grad_log_variance = torch.autograd.grad(kl, [packed.loc, packed.log_variance])
+        views = (
+            site_views(grad_loc, packed.site_shapes),
+            site_views(grad_log_variance, packed.site_shapes),
+        )
+        for gradients in views:
+            assert all(torch.all(gradients[h] == 0) for h in heads)
+            assert any(torch.any(gradients[n] != 0) for n in names if n not in heads)
+    fitter = ELBOFitter(heads_in_kl=False)
+    assert from_spec(fitter.spec()).heads_in_kl is False
+    learner = VCL(BayesianMLP(4, [8], 2, heads=2), fitter=fitter, epochs=2, ml_init_epochs=0)
+    learner.observe((x, y), task_id=0)  # fits
+    pyro_route = VCL(BayesianMLP(4, [8], 2, heads=2), fitter=fitter, elbo="pyro", epochs=1)
+    with pytest.raises(ValueError, match="heads_in_kl=False needs"):
+        pyro_route.observe((x, y), task_id=0)

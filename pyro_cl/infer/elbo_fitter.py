@@ -26,11 +26,20 @@ class ELBOFitter(Fitter):
     ``learning_rate`` (and its decay) over minibatches. Points of several tasks (a coreset) run
     each through its own head. Weighted data (``data.weights``) fits
     ``KL(q || prior) - Σ_n w_n E_q[log p(y_n | θ, x_n)]`` (Kurle et al. 2020, eq. 12).
+
+    :param heads_in_kl: with ``False`` the output heads' sites of a multi-head net are fitted
+        without their KL term (free parameters of ``q``, as the VCL reference code fits the
+        generative heads; an ablation, not eq. 4). Needs the fast route.
     """
 
     name = "elbo"
     takes_weights = True
     fits_local_guide = True
+
+    def __init__(self, heads_in_kl: bool = True) -> None:
+        if not isinstance(heads_in_kl, bool):
+            raise ValueError(f"heads_in_kl must be True or False, got {heads_in_kl!r}")
+        self.heads_in_kl = heads_in_kl
 
     def fit(
         self,
@@ -53,7 +62,7 @@ class ELBOFitter(Fitter):
             weights = data.likelihood_weights() * (num_data / size)
 
         rows_of = RowGather(data.x)
-        with _packed(model, guide, sites) as packed:
+        with _packed(model, guide, sites, self._kl_free(model, sites)) as packed:
 
             def loss(index: torch.Tensor) -> torch.Tensor:
                 ids = task_id if isinstance(task_id, int) else task_id[index]
@@ -69,13 +78,25 @@ class ELBOFitter(Fitter):
             by_site = dict(guide.named_parameters())  # what callbacks see: values by site
             return context.minimise(loss, parameters, problem, watched=by_site)
 
+    def _kl_free(self, model, sites: list[str]) -> list[str]:
+        """The sites fitted without a KL term: the heads' with ``heads_in_kl=False``."""
+        if self.heads_in_kl:
+            return []
+        if not model.fast or not hasattr(model.net, "head_sites"):
+            raise ValueError(
+                "heads_in_kl=False needs a multi-head net of pyro_cl's layers on the fast route"
+            )
+        return model.net.head_sites(sites)
 
-def _packed(model, guide: MeanFieldGuide, sites: list[str]) -> PackedGaussians | nullcontext:
+
+def _packed(
+    model, guide: MeanFieldGuide, sites: list[str], kl_free: list[str]
+) -> PackedGaussians | nullcontext:
     """The fit's Gaussian sites packed into flat tensors on the fast route (a no-op context,
     giving ``None``, on the Pyro route or without Gaussian sites)."""
     if not model.fast or not guide.gaussian_sites(sites):
         return nullcontext()
-    return PackedGaussians(model, guide, sites)
+    return PackedGaussians(model, guide, sites, kl_free)
 
 
 def _trained_parameters(

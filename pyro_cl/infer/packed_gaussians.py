@@ -54,10 +54,18 @@ class PackedGaussians:
 
     :meth:`kl_and_sites` gives the summed KL of all packed sites and ``{site:
     DiagonalGaussian(μ, σ²)}`` views for the fast route. Non-Gaussian sites (Beta sticks) are
-    left out: the objective handles them per site, as before.
+    left out: the objective handles them per site, as before. Sites in ``kl_free`` are packed
+    but left out of the KL (a fit that treats them as free parameters of ``q``, as the VCL
+    reference code does with the generative heads).
     """
 
-    def __init__(self, model: SupervisedModel, guide: MeanFieldGuide, names: Iterable[str]):
+    def __init__(
+        self,
+        model: SupervisedModel,
+        guide: MeanFieldGuide,
+        names: Iterable[str],
+        kl_free: Iterable[str] = (),
+    ):
         self.guide = guide
         self.names = guide.gaussian_sites(list(names))
         pairs = guide.gaussian_parameters(self.names)
@@ -73,6 +81,16 @@ class PackedGaussians:
             self.prior_precision = prior_scale.to(self.loc).square().reciprocal()
             # Σ log σ_p² - D: the KL's bracket holds it, a constant of the fit
             self.constant = float(-self.prior_precision.log().sum()) - self.loc.numel()
+            #: 1 where a coordinate's KL counts, 0 for the kl_free sites (None: all count)
+            self.kl_weight = None
+            free = set(kl_free)
+            if free & set(self.names):
+                weight = [torch.full(s, float(n not in free)) for n, s in self.site_shapes.items()]
+                self.kl_weight = _flat(weight).to(self.loc)
+                included = self.kl_weight.bool()
+                self.prior_precision = self.prior_precision * self.kl_weight
+                log_prior_variance = -self.prior_precision[included].log().sum()
+                self.constant = float(log_prior_variance) - int(included.sum())
         self._share_memory(pairs)
 
     def _share_memory(self, pairs: dict) -> None:
@@ -99,6 +117,7 @@ class PackedGaussians:
             self.prior_loc,
             self.prior_precision,
             self.constant,
+            self.kl_weight,
         )
         locs = site_views(self.loc, self.site_shapes)
         variances = site_views(variance, self.site_shapes)

@@ -39,6 +39,11 @@ class MultiHead:
     def multi_head(self) -> bool:
         return self.num_heads > 1
 
+    def head_sites(self, names: list[str]) -> list[str]:
+        """The sites among ``names`` that belong to an output head (the ``heads`` module list of
+        pyro_cl's multi-head nets: ``heads.<task>.…``)."""
+        return [name for name in names if name.split(".", 1)[0] == "heads"]
+
     def check_task_id(self, task_id: int) -> int:
         """Return the head index for ``task_id``, or raise if the net has no such head."""
         if not self.multi_head:
