@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from typing import ClassVar
 
 import pyro
 import pyro.distributions as dist
@@ -224,7 +225,32 @@ class GaussianLikelihood(Likelihood):
         return out
 
 
-class HeteroscedasticGaussianLikelihood(Likelihood):
+class _TwoOutputGaussian(Likelihood):
+    """``y ~ N(f₁(x), σ(f₂(x))²)``: regression whose net's second output sets the noise."""
+
+    #: how error messages name the likelihood and its second output
+    described: ClassVar[tuple[str, str]]
+
+    @abstractmethod
+    def noise_scale(self, second_output: torch.Tensor) -> torch.Tensor:
+        """``σ`` from the net's second output."""
+
+    def distribution(self, outputs: torch.Tensor) -> dist.Distribution:
+        if outputs.shape[-1] != 2:
+            kind, second = self.described
+            raise ValueError(f"a {kind} needs 2 outputs (mean, {second}), got {outputs.shape[-1]}")
+        return dist.Normal(outputs[..., 0], self.noise_scale(outputs[..., 1]), validate_args=False)
+
+    def check_targets(self, y: torch.Tensor, num_outputs: int | None) -> None:
+        _check_regression_targets(y)
+
+    def metrics(self, samples: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        out = super().metrics(samples, y)
+        out["rmse"] = (samples[..., 0].mean(0) - y).pow(2).mean().sqrt().item()
+        return out
+
+
+class HeteroscedasticGaussianLikelihood(_TwoOutputGaussian):
     """``y ~ N(f₁(x), σ(x)²)`` with ``σ(x) = softplus(f₂(x)) + min_scale``: the net's second output
     sets the noise, so the noise level is learned with (and is as uncertain as) the weights.
 
@@ -235,47 +261,24 @@ class HeteroscedasticGaussianLikelihood(Likelihood):
     """
 
     name = "heteroscedastic_gaussian"
+    described = ("heteroscedastic Gaussian", "scale")
 
     def __init__(self, min_scale: float = 1e-3) -> None:
         self.min_scale = checked_real(min_scale, "min_scale", 0, low_open=True)
 
-    def distribution(self, outputs: torch.Tensor) -> dist.Distribution:
-        if outputs.shape[-1] != 2:
-            raise ValueError(
-                f"a heteroscedastic Gaussian needs 2 outputs (mean, scale), got {outputs.shape[-1]}"
-            )
-        scale = torch.nn.functional.softplus(outputs[..., 1]) + self.min_scale
-        return dist.Normal(outputs[..., 0], scale, validate_args=False)
-
-    def check_targets(self, y: torch.Tensor, num_outputs: int | None) -> None:
-        _check_regression_targets(y)
-
-    def metrics(self, samples: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
-        out = super().metrics(samples, y)
-        out["rmse"] = (samples[..., 0].mean(0) - y).pow(2).mean().sqrt().item()
-        return out
+    def noise_scale(self, second_output: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.softplus(second_output) + self.min_scale
 
 
-class PrecisionGaussianLikelihood(Likelihood):
+class PrecisionGaussianLikelihood(_TwoOutputGaussian):
     """``y ~ N(f₁(x), 1/f₂(x))``: the net's second output is the noise precision itself (a latent
     site of the net, as in :class:`~pyro_cl.nn.linear_regression.BayesianLinearRegression`)."""
 
     name = "precision_gaussian"
+    described = ("precision Gaussian", "precision")
 
-    def distribution(self, outputs: torch.Tensor) -> dist.Distribution:
-        if outputs.shape[-1] != 2:
-            raise ValueError(
-                f"a precision Gaussian needs 2 outputs (mean, precision), got {outputs.shape[-1]}"
-            )
-        return dist.Normal(outputs[..., 0], outputs[..., 1].rsqrt(), validate_args=False)
-
-    def check_targets(self, y: torch.Tensor, num_outputs: int | None) -> None:
-        _check_regression_targets(y)
-
-    def metrics(self, samples: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
-        out = super().metrics(samples, y)
-        out["rmse"] = (samples[..., 0].mean(0) - y).pow(2).mean().sqrt().item()
-        return out
+    def noise_scale(self, second_output: torch.Tensor) -> torch.Tensor:
+        return second_output.rsqrt()
 
 
 def _check_regression_targets(y: torch.Tensor) -> None:
