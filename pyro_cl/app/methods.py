@@ -22,6 +22,7 @@ from pyro_cl.baselines.ewc import EWC, OnlineEWC
 from pyro_cl.baselines.laplace import LaplacePropagation
 from pyro_cl.baselines.map_estimate import GaussianMAP
 from pyro_cl.baselines.synaptic_intelligence import SynapticIntelligence
+from pyro_cl.infer.elbo_fitter import ELBOFitter
 from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.ivon import IVON
 from pyro_cl.infer.learner import ContinualLearner
@@ -169,9 +170,21 @@ _PENALTIES = (
     ("map", GaussianMAP, "MAP with the last fit as prior mean and Σ = I (VCL paper section 5)"),
 )
 for _method in (
-    Method("vcl", VCL, description="VCL: SVI on the online ELBO (eq. 4)"),
-    Method("vcl-random", VCL, RandomCoreset, description="VCL + random coreset (Algorithm 1)"),
-    Method("vcl-kcenter", VCL, KCenterCoreset, description="VCL + K-center coreset (Algorithm 1)"),
+    Method("vcl", VCL, None, ELBOFitter, description="VCL: SVI on the online ELBO (eq. 4)"),
+    Method(
+        "vcl-random",
+        VCL,
+        RandomCoreset,
+        ELBOFitter,
+        description="VCL + random coreset (Algorithm 1)",
+    ),
+    Method(
+        "vcl-kcenter",
+        VCL,
+        KCenterCoreset,
+        ELBOFitter,
+        description="VCL + K-center coreset (Algorithm 1)",
+    ),
     Method(
         "coreset-only", CoresetOnly, RandomCoreset, description="refit on a random coreset only"
     ),
