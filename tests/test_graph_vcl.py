@@ -163,3 +163,24 @@ def test_per_domain_heads_carry_the_parents_head_onto_the_childs(tmp_path):
         GraphVCL(VCL(BayesianMLP(2, [8], 2, heads=2)), weights, heads="per_domain")
     with pytest.raises(ValueError, match="heads must be one of"):
         GraphVCL(VCL(BayesianMLP(2, [8], 2)), weights, heads="several")
+
+
+def test_per_domain_heads_are_reproducible_whatever_ran_before():
+    angles = torch.tensor([0.0, 30.0, 60.0])
+    domains = rotated_domains(angles.tolist())
+
+    def run():
+        graph = GraphVCL(
+            VCL(BayesianMLP(2, [8], 2, heads=3), seed=0, **SMALL),
+            metadata_graph(angles, 20.0),
+            heads="per_domain",
+        )
+        graph.observe(0, domains[0])
+        graph.observe(1, domains[1], parents=[0])
+        return graph.prior_for(2, [0, 1])
+
+    first = run()
+    torch.rand(100)  # other work moves torch's global generator
+    second = run()
+    for name, q in first.items():
+        assert torch.equal(q.base_dist.loc, second[name].base_dist.loc), name

@@ -149,7 +149,8 @@ class GraphVCL:
         if task not in self._task_sites:
             model, learner = self.learner.model, self.learner
             example = model.example_input(learner.device)
-            self._task_sites[task] = model.sites(learner.guide, example, [task])
+            with learner.random.scope():  # a new head's parameters: drawn from the learner's RNG
+                self._task_sites[task] = model.sites(learner.guide, example, [task])
         return self._task_sites[task]
 
     def _head_moved(self, posterior: Posterior, source: int, domain: int) -> Posterior:
