@@ -86,8 +86,8 @@ class GenerativeMetrics(Metric):
         self.samples = np.full((k, k, evaluation.grid, stream.in_features), np.nan)
         self._position = {task.id: i for i, task in enumerate(stream)}
 
-    def on_task_end(self, learner: ContinualLearner, task_id: int, history: list[float]) -> None:
-        i = self._position[task_id]
+    def after_step(self, learner: ContinualLearner, step: Step, seconds: float) -> None:
+        i = self._position[step.task_id]
         settings = self.evaluation
         for j in range(i + 1):
             task = self.stream[j]

@@ -38,8 +38,8 @@ class AccuracyMatrix(Metric):
         self.log_likelihood = np.full((k, k), np.nan)
         self._position = {task.id: i for i, task in enumerate(stream)}
 
-    def on_task_end(self, learner, task_id: int, history: list[float]) -> None:
-        i = self._position[task_id]
+    def after_step(self, learner, step: Step, seconds: float) -> None:
+        i = self._position[step.task_id]
         for j in range(i + 1):
             metrics = learner.evaluate(self.stream[j].test, task_id=self.stream[j].id)
             self.accuracy[i, j] = metrics["accuracy"]
@@ -71,8 +71,8 @@ class ActiveUnits(Metric):
         self.quartiles: list[list[list[float]]] = []
         self._tests = {task.id: task.test[0] for task in stream}
 
-    def on_task_end(self, learner, task_id: int, history: list[float]) -> None:
-        counts = active_units(learner, self._tests[task_id], task_id)
+    def after_step(self, learner, step: Step, seconds: float) -> None:
+        counts = active_units(learner, self._tests[step.task_id], step.task_id)
         quantiles = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0], dtype=torch.float64)
         self.quartiles.append([torch.quantile(c.double(), quantiles).tolist() for c in counts])
 
