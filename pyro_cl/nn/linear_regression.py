@@ -39,7 +39,8 @@ class BayesianLinearRegression(PyroModule, RebuildableNet):
         self, features: int, prior_scale: float = 1.0, concentration: float = 1.0, rate: float = 1.0
     ) -> None:
         super().__init__()
-        self.in_features = checked_count(features, "features")
+        features = checked_count(features, "features")
+        self.in_features = features
         self.out_features = 2
         scale = checked_real(prior_scale, "prior_scale", 0.0, low_open=True)
         alpha = checked_real(concentration, "concentration", 0.0, low_open=True)
