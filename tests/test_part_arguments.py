@@ -8,7 +8,7 @@ import math
 import typing
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import pyro_cl  # noqa: F401 (registers the built-in parts)
@@ -88,6 +88,9 @@ def test_every_registered_kind_has_numeric_arguments_to_check():
 def test_a_numeric_argument_is_refused_clearly_or_gives_a_finite_part(
     kind, name, cls, parameter, value
 ):
+    if kind == "net":  # a valid but huge size would only allocate gigabytes
+        huge = isinstance(value, int | float) and math.isfinite(value) and abs(value) > 10**5
+        assume(not (huge and float(value).is_integer()))
     arguments = {**_valid_required(cls), parameter: value}
     try:
         part = cls(**arguments)
