@@ -218,7 +218,6 @@ class CoordinateAscent(Fitter):
             precision.rate.to(double).clone(),
         )
         q, history = fit_coordinate_ascent(data.x, data.y, prior, self.max_sweeps, self.tolerance)
-        guide.sites_for(data.x[:1])  # the guide's parameters exist once the sites were seen
         with torch.no_grad():
             loc, log_variance = guide.gaussian_parameters(["weight"])["weight"]
             loc.copy_(q.loc)
