@@ -1,17 +1,19 @@
-"""The VCL paper's two further reference rows: MAP with the last fit as prior mean (section 5)
-and batch VI on all data so far (figure 4's upper bound), against closed forms on Bayesian
-linear regression."""
+"""The reference rows beside the continual methods: MAP with the last fit as prior mean (VCL
+section 5), batch VI on all data so far (VCL figure 4's upper bound) and joint maximum likelihood
+on all tasks so far (the VOGN thesis's table 2), against closed forms on linear regression."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from pyro_cl import VCL, GaussianLikelihood
 from pyro_cl.app.methods import make_method
 from pyro_cl.baselines import FineTuning, GaussianMAP
+from pyro_cl.infer.objectives import negative_log_likelihood
 from pyro_cl.infer.point_estimate import PointEstimateFitter
 from pyro_cl.infer.transitions import NoPropagation
-from pyro_cl.memory import EveryPoint
+from pyro_cl.memory import EveryPoint, Replay
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from tests.helpers import two_class_data
 
@@ -105,3 +107,63 @@ def test_the_registered_methods_build_from_their_parts():
     map_learner = make_method("map", BayesianMLP(4, [6], 2), 40, seed=0, epochs=2, progress=False)
     assert isinstance(map_learner.fitter.penalty, GaussianMAP)
     map_learner.observe(two_class_data(20, 4))
+
+
+def test_joint_training_is_least_squares_on_every_task_so_far():
+    """With every point replayed and the prior ignored, the point estimate after task t is the
+    least-squares fit of D_1 ∪ … ∪ D_t (not of D_t alone, which fine-tuning gives)."""
+    learner = make_method(
+        "joint",
+        BayesianLinear(3, 1, bias=False),
+        0,
+        likelihood=GaussianLikelihood(NOISE),
+        epochs=2000,
+        batch_size=None,
+        learning_rate=0.02,
+        seed=0,
+        progress=False,
+    )
+    assert isinstance(learner.memory, Replay)
+    seen_x, seen_y = [], []
+    for task, (x, y) in enumerate(regression_tasks(3)):
+        learner.observe((x, y), task_id=task)
+        seen_x.append(x)
+        seen_y.append(y)
+        xs, ys = torch.cat(seen_x), torch.cat(seen_y)
+        exact = torch.linalg.lstsq(xs, ys.unsqueeze(1)).solution.squeeze(1)
+        alone = torch.linalg.lstsq(x, y.unsqueeze(1)).solution.squeeze(1)
+        fitted = learner.guide.locs()["weight"].detach().squeeze(0)
+        torch.testing.assert_close(fitted, exact, atol=2e-3, rtol=0)
+        if task:
+            assert (fitted - alone).abs().max() > 0.01  # the old tasks' points count
+        assert len(learner.memory_points) == len(ys)
+
+
+def test_joint_training_of_a_multi_head_net_fits_each_point_through_its_own_head():
+    """The joint loss of a batch mixing tasks is each task's loss through its own head,
+    weighted by its points; the old task's head keeps training after its task."""
+    learner = make_method(
+        "joint", BayesianMLP(4, [6], 2, heads=2), 0, epochs=3, batch_size=50, seed=0,
+        progress=False,
+    )  # fmt: skip
+    first, second = two_class_data(100, 4, column=0), two_class_data(60, 4, column=1)
+    learner.observe(first, task_id=0)
+    head = learner.guide.locs()["heads.0.weight"].detach().clone()
+    learner.observe(second, task_id=1)
+    assert not torch.equal(learner.guide.locs()["heads.0.weight"], head)
+    values = {name: value.detach() for name, value in learner.guide.locs().items()}
+    model = learner.model
+    ids = torch.cat([torch.zeros(100, dtype=torch.long), torch.ones(60, dtype=torch.long)])
+    mixed = negative_log_likelihood(
+        model, values, torch.cat([first[0], second[0]]), torch.cat([first[1], second[1]]), ids
+    )
+    each = [
+        negative_log_likelihood(model, values, *data, task)
+        for task, data in enumerate((first, second))
+    ]
+    torch.testing.assert_close(mixed, (100 * each[0] + 60 * each[1]) / 160)
+
+
+def test_replay_refuses_a_bayesian_fitter_whose_prior_holds_the_old_points_already():
+    with pytest.raises(ValueError, match="count twice"):
+        VCL(BayesianLinear(3, 1), GaussianLikelihood(NOISE), memory=Replay(), progress=False)

@@ -31,7 +31,7 @@ from pyro_cl.infer.point_estimate import PointEstimateFitter
 from pyro_cl.infer.transitions import NoPropagation, Transition
 from pyro_cl.infer.vcl import VCL
 from pyro_cl.infer.vogn import VOGN
-from pyro_cl.memory import EveryPoint, GaussianResidualMemory, KCenterCoreset, RandomCoreset
+from pyro_cl.memory import EveryPoint, GaussianResidualMemory, KCenterCoreset, RandomCoreset, Replay
 
 __all__ = [
     "Method",
@@ -192,6 +192,13 @@ for _method in (
         "kcenter-only", CoresetOnly, KCenterCoreset, description="refit on a K-center coreset only"
     ),
     Method("finetune", FineTuning, description="maximum likelihood on each task in turn"),
+    Method(
+        "joint",
+        FineTuning,
+        Replay,
+        description="maximum likelihood on every task so far (the VOGN thesis's 'Joint' upper "
+        "bound, table 2)",
+    ),
     Method("vogn", VCL, None, VOGN, VOGN_MNIST_SETTINGS, description="VOGN (thesis eq. 52/53)"),
     Method(
         "vogn-ggn",

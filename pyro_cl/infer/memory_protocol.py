@@ -81,6 +81,9 @@ class Memory(Registrable, ABC, kind="memory"):
     #: Whether prediction uses a refit of the posterior on the memory (Algorithm 1's ``q_t``,
     #: eq. 3); without it the propagated posterior predicts.
     refit: ClassVar[bool] = True
+    #: Whether the memory's points are only right for a fitter that ignores the prior (a
+    #: replay of old points beside a prior that already holds them counts them twice).
+    needs_point_fitter: ClassVar[bool] = False
 
     def __init__(self, size: int, budget: str = "task") -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:

@@ -174,15 +174,23 @@ def negative_log_likelihood(
     values: Mapping[str, torch.Tensor],
     x: torch.Tensor,
     y: torch.Tensor,
-    task_id: int,
+    task_id: int | torch.Tensor,
     fast: bool | None = None,
 ) -> torch.Tensor:
     """``-(1/M) Σ_n log p(y_n | θ, x_n)`` with the latent sites fixed at ``values`` (no prior).
+
+    ``task_id`` is one task for the whole batch or one per point (each group of points then
+    runs through its own head, as in :func:`negative_elbo`).
 
     Local latent variables that report a KL on the route (a generative model's ``z``, whose
     encoder is then trained too; IBP masks) make it the bound
     ``-(1/M) Σ_n (E_q[log p(y_n | θ, z_n)] - KL(q(z_n) ‖ p(z_n)))`` on the marginal, the VAE
     objective of VCL eq. 5 for point values ``θ``."""
-    with CollectLocalKL() as local_kl:
-        outputs = sample_outputs(model, values, x, task_id, 1, fast=fast)
-    return -(model.likelihood.log_prob(outputs, y) - local_kl.per_point()).mean()
+    per_group = []
+    for task, rows in task_groups(task_id, x.shape[0]):
+        with CollectLocalKL() as local_kl:
+            outputs = sample_outputs(model, values, x[rows], task, 1, fast=fast)
+        per_group.append(model.likelihood.log_prob(outputs, y[rows]) - local_kl.per_point())
+    if len(per_group) == 1:
+        return -per_group[0].mean()
+    return -sum(terms.sum() for terms in per_group) / x.shape[0]

@@ -36,18 +36,17 @@ def fit_point_estimate(
     local sites (a VAE) trains the task's encoder with them, on the bound of
     :func:`~pyro_cl.infer.objectives.negative_log_likelihood`."""
     data, sites = problem.data, problem.sites
-    tasks = data.tasks()
-    if len(tasks) != 1:
-        raise ValueError(f"a point-estimate fit takes one task's points, got tasks {tasks}")
-    task_id = tasks[0]
     model = context.model
+    task_id = model.task_argument(data)  # one task, or one per point of a multi-head net
     values = guide.locs(sites)
-    trained = {**values, **guide.amortised_parameters(tasks)}  # a generative model's encoder
+    # a generative model's encoders
+    trained = {**values, **guide.amortised_parameters(data.tasks())}
     num_data = len(data)
     rows_of = RowGather(data.x)
 
     def loss(index: torch.Tensor) -> torch.Tensor:
-        nll = negative_log_likelihood(model, values, rows_of(index), data.y[index], task_id)
+        ids = task_id if isinstance(task_id, int) else task_id[index]
+        nll = negative_log_likelihood(model, values, rows_of(index), data.y[index], ids)
         return nll if penalty is None else nll + penalty(values) / num_data
 
     callbacks = None

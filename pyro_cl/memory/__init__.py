@@ -6,6 +6,7 @@ from pyro_cl.memory.every_point import EveryPoint
 from pyro_cl.memory.gaussian_residual import GaussianResidualMemory
 from pyro_cl.memory.kcenter import KCenterCoreset, farthest_first
 from pyro_cl.memory.random_coreset import RandomCoreset
+from pyro_cl.memory.replay import Replay
 
 __all__ = [
     "BUDGETS",
@@ -16,5 +17,6 @@ __all__ = [
     "Memory",
     "MemoryUpdate",
     "RandomCoreset",
+    "Replay",
     "farthest_first",
 ]
