@@ -10,7 +10,13 @@ from pyro.nn import PyroModule, PyroSample
 from torch import nn
 
 from pyro_cl import VCL, MeanFieldGuide, extract_posterior, install_prior, read_priors
-from pyro_cl.nn import BayesianMLP
+from pyro_cl.infer.prediction import (
+    MAX_CHUNK,
+    PREDICTION_ELEMENTS,
+    prediction_chunk,
+    widest_activation,
+)
+from pyro_cl.nn import BayesianCNN, BayesianMLP
 from pyro_cl.posterior import posterior_from_state, posterior_to_state
 from tests.helpers import two_class_data
 
@@ -108,3 +114,30 @@ def test_predictive_samples_use_the_same_weights_across_chunks():
     chunked = learner.predictive_samples(torch.cat([x, x]), num_samples=3, chunk=10)
     torch.testing.assert_close(chunked[:, :10], chunked[:, 10:])
     torch.testing.assert_close(whole[:, :10], whole[:, 10:])
+
+
+def test_prediction_passes_are_sized_by_the_nets_widest_activation():
+    """The default pass holds ~PREDICTION_ELEMENTS activation elements: the widest module output
+    (a conv net's first feature maps, an MLP's widest hidden layer) times the samples."""
+    mlp = VCL(BayesianMLP(3, [7, 5], 2), seed=0)
+    assert widest_activation(mlp.model, {}, torch.randn(4, 3), 0) == 7
+    cnn = VCL(BayesianCNN((1, 8, 8), ((4, 4),), (6,), 2, heads=1), seed=0)
+    assert widest_activation(cnn.model, {}, torch.randn(4, 1, 8, 8), 0) == 4 * 8 * 8
+    assert prediction_chunk(7, 10) == MAX_CHUNK
+    assert prediction_chunk(2**15, 100) == 1
+    assert prediction_chunk(2**15, 10) == PREDICTION_ELEMENTS // (2**15 * 10)
+
+
+def test_the_probe_that_sizes_the_passes_draws_nothing_the_prediction_sees():
+    """Default passes give what the same passes given explicitly give, and leave the random
+    stream where they leave it: the probe pass's draws are rolled back."""
+    learner = VCL(BayesianMLP(2, [4], 2, local_reparameterization=False))  # torch's generator
+    x = torch.randn(300, 2)
+    chunk = prediction_chunk(4, 3)
+    torch.manual_seed(1)
+    default = learner.predictive_samples(x, num_samples=3)
+    after_default = torch.rand(3)
+    torch.manual_seed(1)
+    explicit = learner.predictive_samples(x, num_samples=3, chunk=chunk)
+    torch.testing.assert_close(default, explicit)
+    torch.testing.assert_close(after_default, torch.rand(3))

@@ -480,9 +480,10 @@ class ContinualLearner:
         x: torch.Tensor,
         task_id: int | None = None,
         num_samples: int | None = None,
-        chunk: int = 1024,
+        chunk: int | None = None,
     ) -> torch.Tensor:
-        """Net outputs for ``num_samples`` posterior draws: shape ``(S, N, outputs)``."""
+        """Net outputs for ``num_samples`` posterior draws: shape ``(S, N, outputs)``, computed
+        ``chunk`` inputs at a time (default: :func:`~pyro_cl.infer.prediction.prediction_chunk`)."""
         x, _, task_id = self.model.prepare_data(x, None, task_id)
         return self._predictive_samples(x.to(self.device), task_id, num_samples, chunk=chunk)
 
@@ -492,7 +493,7 @@ class ContinualLearner:
         task_id: int,
         num_samples: int | None,
         sites: dict | None = None,
-        chunk: int = 1024,
+        chunk: int | None = None,
     ) -> torch.Tensor:
         """:meth:`predictive_samples` for inputs already checked and on the device, with the
         latent sites drawn from ``sites`` (default :meth:`prediction_sites`)."""

@@ -13,7 +13,47 @@ from pyro_cl.infer.site_values import sample_outputs
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.exclusive import exclusive_mode
 
-__all__ = ["check_finite_outputs", "predictive_samples"]
+__all__ = [
+    "MAX_CHUNK",
+    "PREDICTION_ELEMENTS",
+    "check_finite_outputs",
+    "prediction_chunk",
+    "predictive_samples",
+    "widest_activation",
+]
+
+#: Activation elements per pass of prediction: rows (inputs × samples) times the net's widest
+#: activation per row, ~8 MB of float32. Passes much larger than a CPU's cache run their
+#: element-wise kernels (noise, activations) from memory: at 1024 inputs a pass prediction took
+#: 1.8x (a 784-100-100-10 MLP, 100 samples) to 4x (the split CIFAR conv net, 10 samples) the
+#: time it takes at this budget (one thread; benchmarks/RESULTS.md, "Prediction in passes").
+PREDICTION_ELEMENTS = 2**21
+#: Inputs per pass at most (narrow nets and few samples): more gains nothing measurable.
+MAX_CHUNK = 256
+
+
+def widest_activation(model: SupervisedModel, sites: dict, x: torch.Tensor, task_id: int) -> int:
+    """Elements of the net's largest module output for one input and one draw (a probe pass on
+    ``x[:1]``; it draws random numbers, so callers restore the random state after it)."""
+    sizes = [1]
+
+    def record(module, inputs, output) -> None:
+        if isinstance(output, torch.Tensor):
+            sizes.append(output.numel())
+
+    handles = [module.register_forward_hook(record) for module in model.net.modules()]
+    try:
+        sample_outputs(model, sites, x[:1], task_id, 1)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return max(sizes)
+
+
+def prediction_chunk(widest: int, num_samples: int) -> int:
+    """Inputs per pass: :data:`PREDICTION_ELEMENTS` over ``widest`` × ``num_samples``, between 1
+    and :data:`MAX_CHUNK`."""
+    return max(1, min(MAX_CHUNK, PREDICTION_ELEMENTS // max(1, widest * num_samples)))
 
 
 @torch.no_grad()
@@ -23,13 +63,15 @@ def predictive_samples(
     x: torch.Tensor,
     task_id: int,
     num_samples: int,
-    chunk: int = 1024,
+    chunk: int | None = None,
 ) -> torch.Tensor:
     """Net outputs for ``num_samples`` draws of the latent sites: shape ``(S, N, outputs)``.
 
     :param sites: distributions or values of latent sites (``{}``: every site from its prior,
         which after a step holds the propagated posterior).
     :param x: inputs already checked and on the model's device.
+    :param chunk: inputs per pass (default :func:`prediction_chunk` of the net's
+        :func:`widest_activation`).
     :raises ValueError: if an output is NaN or infinite (see :func:`check_finite_outputs`).
     """
     parts = []
@@ -38,6 +80,9 @@ def predictive_samples(
         # Every chunk starts from the same random state, so sample s uses the same weights for
         # all inputs (a coherent function draw) when weights, not pre-activations, are sampled.
         rng = random_state(x.device)
+        if chunk is None:
+            widest = widest_activation(model, sites, x, task_id) if len(x) > 1 else 1
+            chunk = prediction_chunk(widest, num_samples)
         for i in range(0, x.shape[0], chunk):
             set_random_state(x.device, rng)
             parts.append(sample_outputs(model, sites, x[i : i + chunk], task_id, num_samples))
