@@ -113,7 +113,7 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
         "--precision-floor",
         type=float,
         help="GRS: floor on the updated precisions, a fraction of the step's prior precision "
-        "(default: 1)",
+        "(default: 0.01)",
     )
     parser.add_argument(
         "--lr", type=float, dest="learning_rate", help="Adam's learning rate (default: 1e-3)"

@@ -76,7 +76,7 @@ class GaussianResidualMemory(Memory):
         num_term_samples: int = 1000,
         selection: str = "residual",
         gaussian_update: str = "factors",
-        precision_floor: float = 1.0,
+        precision_floor: float = 0.01,
         samples_per_chunk: int | None = None,
     ) -> None:
         super().__init__(size, budget="total")
