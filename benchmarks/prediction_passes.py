@@ -14,11 +14,13 @@ import argparse
 import statistics
 import sys
 import time
+from functools import partial
 
 import torch
 
 from pyro_cl import VCL
 from pyro_cl.infer.prediction import prediction_chunk, widest_activation
+from pyro_cl.infer.site_values import sample_outputs
 from pyro_cl.nn import BayesianCNN, BayesianMLP
 
 
@@ -53,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, net, x, samples in cases():
         learner = VCL(net, epochs=0, ml_init_epochs=0, progress=False, seed=0)
         learner.observe((x[:8], torch.zeros(8, dtype=torch.long)), task_id=0)
-        widest = widest_activation(learner.model, {}, x, 0)
+        widest = widest_activation(
+            learner.net, partial(sample_outputs, learner.model, {}, x[:1], 0, 1)
+        )
         sizes = [None, *args.sizes]
         times: dict = {size: [] for size in sizes}
         for _ in range(args.repeats):

@@ -1,5 +1,7 @@
 """The posterior→prior handoff on a user's own PyroModule, with our guide and with AutoNormal."""
 
+from functools import partial
+
 import pyro
 import pyro.distributions as dist
 import pytest
@@ -16,6 +18,7 @@ from pyro_cl.infer.prediction import (
     prediction_chunk,
     widest_activation,
 )
+from pyro_cl.infer.site_values import sample_outputs
 from pyro_cl.nn import BayesianCNN, BayesianMLP
 from pyro_cl.posterior import posterior_from_state, posterior_to_state
 from tests.helpers import two_class_data
@@ -120,9 +123,11 @@ def test_prediction_passes_are_sized_by_the_nets_widest_activation():
     """The default pass holds ~PREDICTION_ELEMENTS activation elements: the widest module output
     (a conv net's first feature maps, an MLP's widest hidden layer) times the samples."""
     mlp = VCL(BayesianMLP(3, [7, 5], 2), seed=0)
-    assert widest_activation(mlp.model, {}, torch.randn(4, 3), 0) == 7
+    x = torch.randn(1, 3)
+    assert widest_activation(mlp.net, partial(sample_outputs, mlp.model, {}, x, 0, 1)) == 7
     cnn = VCL(BayesianCNN((1, 8, 8), ((4, 4),), (6,), 2, heads=1), seed=0)
-    assert widest_activation(cnn.model, {}, torch.randn(4, 1, 8, 8), 0) == 4 * 8 * 8
+    image = torch.randn(1, 1, 8, 8)
+    assert widest_activation(cnn.net, partial(sample_outputs, cnn.model, {}, image, 0, 1)) == 256
     assert prediction_chunk(7, 10) == MAX_CHUNK
     assert prediction_chunk(2**15, 100) == 1
     assert prediction_chunk(2**15, 10) == PREDICTION_ELEMENTS // (2**15 * 10)

@@ -6,6 +6,9 @@ Both the learner (``predict``, ``evaluate``) and a memory's
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import torch
 
 from pyro_cl.infer.random_stream import random_state, set_random_state
@@ -32,18 +35,18 @@ PREDICTION_ELEMENTS = 2**21
 MAX_CHUNK = 256
 
 
-def widest_activation(model: SupervisedModel, sites: dict, x: torch.Tensor, task_id: int) -> int:
-    """Elements of the net's largest module output for one input and one draw (a probe pass on
-    ``x[:1]``; it draws random numbers, so callers restore the random state after it)."""
+def widest_activation(net: torch.nn.Module, forward: Callable[[], object]) -> int:
+    """Elements of ``net``'s largest module output in ``forward()``, a probe pass of one row (one
+    input, one draw). The probe draws random numbers: callers restore the random state after it."""
     sizes = [1]
 
     def record(module, inputs, output) -> None:
         if isinstance(output, torch.Tensor):
             sizes.append(output.numel())
 
-    handles = [module.register_forward_hook(record) for module in model.net.modules()]
+    handles = [module.register_forward_hook(record) for module in net.modules()]
     try:
-        sample_outputs(model, sites, x[:1], task_id, 1)
+        forward()
     finally:
         for handle in handles:
             handle.remove()
@@ -81,7 +84,8 @@ def predictive_samples(
         # all inputs (a coherent function draw) when weights, not pre-activations, are sampled.
         rng = random_state(x.device)
         if chunk is None:
-            widest = widest_activation(model, sites, x, task_id) if len(x) > 1 else 1
+            probe = partial(sample_outputs, model, sites, x[:1], task_id, 1)
+            widest = widest_activation(model.net, probe) if len(x) > 1 else 1
             chunk = prediction_chunk(widest, num_samples)
         for i in range(0, x.shape[0], chunk):
             set_random_state(x.device, rng)
