@@ -115,12 +115,15 @@ class BayesianConv2d(BayesianLayer):
         ``x`` is ``(P, N, C, H, W)`` (``P`` 1 or ``S``), ``output_gradient`` ``(S, N, C_out, H', W')``.
         """
         particles, num = output_gradient.shape[:2]
-        patches = self.unfold(x)  # (P, N, C k², L)
+        shared = x.shape[0] == 1
+        patches = self.unfold(x) if shared else None  # (1, N, C k², L)
         grads = output_gradient.reshape(particles, num, self.out_channels, -1)
-        weight = torch.zeros(self.out_channels, patches.shape[2], device=x.device, dtype=x.dtype)
+        size = self.in_channels * self.kernel_size**2
+        weight = torch.zeros(self.out_channels, size, device=x.device, dtype=x.dtype)
         for start in range(0, particles, chunk):
             g = grads[start : start + chunk]
-            u = patches if patches.shape[0] == 1 else patches[start : start + chunk]
+            # a particle's own patches only: all of them at once are S times the memory
+            u = patches if shared else self.unfold(x[start : start + chunk])
             per_example = torch.einsum("snol,snkl->snok", g, u.expand(g.shape[0], *u.shape[1:]))
             weight += per_example.square().sum((0, 1))
         sums = {
