@@ -164,10 +164,12 @@ def _split_cifar_rows() -> list[Row]:
     # ours run at their defaults. "joint" is Adam on every task so far, the thesis's "Joint".
     thesis = {"vogn": "74.4 ± 0.4", "ewc": "71.6 ± 0.9", "si": "73.5 ± 0.5",
               "vcl-random": "67.4 ± 1.4", "finetune": "–", "joint": "78.1 ± 0.3"}  # fmt: skip
-    # per step on one CPU thread (2026-11-25, 5-epoch pieces): VOGN with 1 sample ~0.9 s, so
-    # ~9 s with the thesis's 10 (~600 reference steps); a deterministic Adam step ~0.35 s
-    cost = {"vogn": 600.0, "vcl-random": 600.0, "ewc": 25.0, "si": 25.0, "finetune": 25.0,
-            "joint": 75.0}  # fmt: skip
+    # per step at the thesis's settings on one CPU thread beside one other run (2026-11-25,
+    # four steps of 256 images): VOGN with 10 samples 15.2 s (11.0 s on an idle machine), VCL
+    # with 10 samples 14.7 s, EWC 0.41 s (fine-tuning and SI taken as EWC); joint training's
+    # epochs cover every task so far, 3x the steps over the 5 tasks
+    cost = {"vogn": 1000.0, "vcl-random": 970.0, "ewc": 27.0, "si": 27.0, "finetune": 27.0,
+            "joint": 81.0}  # fmt: skip
     # the Bayesian rows predict with 100 samples: 15 test sets of 2,000 images after the 5
     # tasks, 210 s each on one thread (10.5 s for 1,000 images with 10 samples)
     sampled = 15 * 210 / 0.0151
