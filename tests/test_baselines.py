@@ -176,7 +176,7 @@ def test_synaptic_intelligence_accumulates_the_loss_decrease_along_the_path():
     torch.testing.assert_close(si(shifted) / 20, expected)
 
 
-@pytest.mark.parametrize("method", ["ewc", "online-ewc", "si", "lp"])
+@pytest.mark.parametrize("method", ["ewc", "online-ewc", "si", "lp", "joint"])
 def test_each_baseline_saves_and_resumes_identically_multi_head(method, tmp_path):
     stream = split_digits(seed=0)
     tasks = [stream[t] for t in range(3)]
