@@ -56,7 +56,7 @@ def importance_log_likelihood(
     :param num_samples: ``K``; ``chunk`` of them are drawn at a time for ``batch_size`` points
         (default: as many as keep a pass near
         :data:`~pyro_cl.infer.prediction.PREDICTION_ELEMENTS` activation elements; 500 at a time,
-        50,000 rows of a 784-pixel decoder, took 1.5x as long).
+        50,000 rows of a 784-pixel decoder, took 1.41x as long).
     :returns: ``log p̂(x_n)``, shape ``(N,)``.
     """
     _check_generative(learner)
