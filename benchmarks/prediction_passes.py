@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         learner = VCL(net, epochs=0, ml_init_epochs=0, progress=False, seed=0)
         learner.observe((x[:8], torch.zeros(8, dtype=torch.long)), task_id=0)
         widest = widest_activation(
-            learner.net, partial(sample_outputs, learner.model, {}, x[:1], 0, 1)
+            learner.net, partial(sample_outputs, learner.model, {}, x[:1], 0, 1), x.device
         )
         sizes = [None, *args.sizes]
         times: dict = {size: [] for size in sizes}

@@ -124,10 +124,17 @@ def test_prediction_passes_are_sized_by_the_nets_widest_activation():
     (a conv net's first feature maps, an MLP's widest hidden layer) times the samples."""
     mlp = VCL(BayesianMLP(3, [7, 5], 2), seed=0)
     x = torch.randn(1, 3)
-    assert widest_activation(mlp.net, partial(sample_outputs, mlp.model, {}, x, 0, 1)) == 7
+    assert (
+        widest_activation(mlp.net, partial(sample_outputs, mlp.model, {}, x, 0, 1), x.device) == 7
+    )
     cnn = VCL(BayesianCNN((1, 8, 8), ((4, 4),), (6,), 2, heads=1), seed=0)
     image = torch.randn(1, 1, 8, 8)
-    assert widest_activation(cnn.net, partial(sample_outputs, cnn.model, {}, image, 0, 1)) == 256
+    assert (
+        widest_activation(
+            cnn.net, partial(sample_outputs, cnn.model, {}, image, 0, 1), image.device
+        )
+        == 256
+    )
     assert prediction_chunk(7, 10) == MAX_CHUNK
     assert prediction_chunk(2**15, 100) == 1
     assert prediction_chunk(2**15, 10) == PREDICTION_ELEMENTS // (2**15 * 10)

@@ -12,7 +12,6 @@ from torch.distributions import Distribution
 
 from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.prediction import PREDICTION_ELEMENTS, widest_activation
-from pyro_cl.infer.random_stream import random_state, set_random_state
 from pyro_cl.infer.site_values import outputs_per_draw
 from pyro_cl.nn.exclusive import exclusive_mode
 
@@ -71,12 +70,9 @@ def importance_log_likelihood(
     results = []
     with exclusive_mode(learner.net, training=False), learner.random.scope():
         if chunk is None:
-            state = random_state(x.device)
-            z = prior.sample((1, 1))
-            widest = widest_activation(
-                learner.net, partial(outputs_per_draw, model.decode, model, sites, z, task_id)
-            )
-            set_random_state(x.device, state)  # the probe's draws are not the estimate's
+            z = x.new_zeros(1, 1, model.latent_dim)  # one code: only the widths matter
+            probe = partial(outputs_per_draw, model.decode, model, sites, z, task_id)
+            widest = widest_activation(learner.net, probe, x.device)
             chunk = max(1, min(num_samples, PREDICTION_ELEMENTS // (batch_size * widest)))
         for start in range(0, x.shape[0], batch_size):
             batch = x[start : start + batch_size]

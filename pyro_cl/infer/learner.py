@@ -136,13 +136,16 @@ class ContinualLearner:
                 f"{type(self.memory).__name__} chooses its points after the step's fit, and the "
                 f"{type(self.transition).__name__} transition fits nothing: use another transition"
             )
-        if self.memory is not None and self.memory.needs_point_fitter:
-            if not self.fitter.point_estimate:
-                raise ValueError(
-                    f"{type(self.memory).__name__} fits old points again, which "
-                    f"{type(self.fitter).__name__}'s prior already holds (each would count "
-                    "twice): use it with a point estimate, e.g. FineTuning"
-                )
+        if (
+            self.memory is not None
+            and self.memory.needs_point_fitter
+            and not self.fitter.point_estimate
+        ):
+            raise ValueError(
+                f"{type(self.memory).__name__} fits old points again, which "
+                f"{type(self.fitter).__name__}'s prior already holds (each would count "
+                "twice): use it with a point estimate, e.g. FineTuning"
+            )
         self.callbacks = CallbackList(callbacks)
         _claim(net, self)
         model_class = model_class_of(net)

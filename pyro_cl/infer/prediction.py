@@ -35,21 +35,26 @@ PREDICTION_ELEMENTS = 2**21
 MAX_CHUNK = 256
 
 
-def widest_activation(net: torch.nn.Module, forward: Callable[[], object]) -> int:
+def widest_activation(
+    net: torch.nn.Module, forward: Callable[[], object], device: torch.device
+) -> int:
     """Elements of ``net``'s largest module output in ``forward()``, a probe pass of one row (one
-    input, one draw). The probe draws random numbers: callers restore the random state after it."""
+    input, one draw) on ``device``; its random draws are rolled back, so nothing after it sees
+    them."""
     sizes = [1]
 
     def record(module, inputs, output) -> None:
         if isinstance(output, torch.Tensor):
             sizes.append(output.numel())
 
+    state = random_state(device)
     handles = [module.register_forward_hook(record) for module in net.modules()]
     try:
         forward()
     finally:
         for handle in handles:
             handle.remove()
+        set_random_state(device, state)
     return max(sizes)
 
 
@@ -85,7 +90,7 @@ def predictive_samples(
         rng = random_state(x.device)
         if chunk is None:
             probe = partial(sample_outputs, model, sites, x[:1], task_id, 1)
-            widest = widest_activation(model.net, probe) if len(x) > 1 else 1
+            widest = widest_activation(model.net, probe, x.device) if len(x) > 1 else 1
             chunk = prediction_chunk(widest, num_samples)
         for i in range(0, x.shape[0], chunk):
             set_random_state(x.device, rng)

@@ -14,26 +14,15 @@ old point twice, so the learner refuses that pairing.
 
 from __future__ import annotations
 
-import torch
-
-from pyro_cl.infer.memory_protocol import Memory
-from pyro_cl.infer.model_view import ModelView
-from pyro_cl.memory.every_point import UNLIMITED
-from pyro_cl.points import Points
+from pyro_cl.memory.every_point import EveryPoint
 
 __all__ = ["Replay"]
 
 
-class Replay(Memory):
+class Replay(EveryPoint):
     """Keeps every point and fits it again at every step, beside the step's new points."""
 
     name = "replay"
     order = "after"
     refit = False
     needs_point_fitter = True  # the fit on D_t ∪ M_{t-1} is the joint fit only without a prior
-
-    def __init__(self) -> None:
-        super().__init__(UNLIMITED, budget="total")
-
-    def select(self, candidates: Points, size: int, view: ModelView | None) -> torch.Tensor:
-        return torch.arange(size, device=candidates.x.device)
