@@ -129,12 +129,14 @@ def test_prediction_passes_are_sized_by_the_nets_widest_activation():
     )
     cnn = VCL(BayesianCNN((1, 8, 8), ((4, 4),), (6,), 2, heads=1), seed=0)
     image = torch.randn(1, 1, 8, 8)
+    before = torch.get_rng_state()  # the probe's draws are rolled back
     assert (
         widest_activation(
             cnn.net, partial(sample_outputs, cnn.model, {}, image, 0, 1), image.device
         )
         == 256
     )
+    assert torch.equal(torch.get_rng_state(), before)
     assert prediction_chunk(7, 10) == MAX_CHUNK
     assert prediction_chunk(2**15, 100) == 1
     assert prediction_chunk(2**15, 10) == PREDICTION_ELEMENTS // (2**15 * 10)
