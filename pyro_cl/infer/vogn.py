@@ -35,6 +35,12 @@ class VOGN(NaturalGradientUpdate):
     updated precision). Momentum (section 3.4) is a moving average of the data gradient; the prior
     term is added to it fresh at every step.
 
+    While ``s`` is still near its initial value ``s₀`` (a small ``β`` keeps it there for ~1/β
+    steps) the mean's step is SGD on the mean loss at rate ``αN/s₀`` with weight decay ``λ_p/N``,
+    its gradients taken at weights drawn with ``σ₀ = 1/√s₀``: settings tuned for one ``N`` take
+    another step at another ``N`` (``benchmarks/vogn_cifar_diagnosis.py`` measures what this does
+    to the thesis's split CIFAR settings on 10,000 images a task).
+
     With ``curvature="ggn"`` the Fisher is replaced by the diagonal of the generalised
     Gauss-Newton matrix ``(N/M)(1/S) Σ_{s,n} diag(Jᵀ H J)`` (``H`` the likelihood's Hessian in the
     net output, see :meth:`~pyro_cl.likelihoods.Likelihood.hessian_factor`), exact for linear
