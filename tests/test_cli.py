@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -268,6 +269,26 @@ def test_cli_runs_an_online_stream_and_writes_results_table_and_figures(tmp_path
     assert len(first["series"]["test_lml"]) == 3 and len(first["series"]["one_step_ahead"]) == 2
     for figure in ("test_lml_over_time.png", "test_lml_vs_memory_size.png", "memory_two_moons.png"):
         assert (out / figure).stat().st_size > 0
+
+
+def test_stream_table_pools_seeds_and_pairs_each_method_with_the_baseline(tmp_path, capsys):
+    out = tmp_path / "moons"
+    argv = ["stream", "two_moons", "--methods", "grs,random", "--memory-sizes", "5"]
+    assert main([*argv, "--seeds", "0", "1", "2", *TINY_STREAM, "--output", str(out)]) == 0
+    capsys.readouterr()
+    assert load_benchmark_script("stream_table").main([str(out), "--baseline", "random"]) == 0
+    rows = {line.split(" | ")[1]: line for line in capsys.readouterr().out.splitlines()[2:]}
+    lml = {
+        (r["label"], r["seed"]): r["summary"]["test_lml"]
+        for r in json.loads((out / "results.json").read_text())["results"]
+    }
+    differences = np.array([lml["grs", s] - lml["random", s] for s in range(3)])
+    t = differences.mean() / (differences.std(ddof=1) / np.sqrt(3))
+    ahead = int((differences > 0).sum())
+    grs = np.array([lml["grs", s] for s in range(3)])
+    assert f"| {grs.mean():.3f} ± {grs.std(ddof=1):.3f} |" in rows["grs"]
+    assert f"{differences.mean():+.3f} (t = {t:.1f}, ahead in {ahead} of 3)" in rows["grs"]
+    assert rows["random"].endswith("| 3 | – |")
 
 
 @pytest.mark.parametrize(
