@@ -9,7 +9,10 @@ task and 4e4 on later ones with the means kept between tasks, 10 Monte Carlo sam
 training and 100 for testing. Runs on CUDA when a GPU is present (``--device`` overrides). The
 data folder needs ``cifar-10-batches-bin`` and ``cifar-100-binary`` (or the npz files, see
 :mod:`pyro_cl.data.cifar`); ``--download`` fetches them. ``split-cifar10`` (5 x 2 CIFAR-10
-classes, 60 epochs per task) runs where CIFAR-100 is missing. Every ``pyro-cl run``
+classes, 60 epochs per task) runs where CIFAR-100 is missing. Its tasks have 10,000 images, not
+CIFAR-10's 50,000: the thesis's prior precision 120 then pulls the means towards zero five times
+harder per unit of step (λ_p/N, see ``vogn_cifar_diagnosis.py``); ``--prior-scale 0.204``
+(precision 24) keeps the thesis's λ_p/N. Every ``pyro-cl run``
 option is accepted too and wins over the thesis's settings (e.g.
 ``--epochs 60 --first-epochs 6`` for a shorter schedule).
 """
