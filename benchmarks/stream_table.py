@@ -34,6 +34,14 @@ def pooled_runs(folders: list[str]) -> dict[Key, dict[int, dict]]:
     return pools
 
 
+def baseline_pool(pools: dict[Key, dict[int, dict]], stream: str, size: int, method: str):
+    """The baseline's test LML by seed on ``stream``: at memory size ``size`` if it ran there,
+    else at its one size (a method without a memory, such as "none", has size 0)."""
+    candidates = {k[2]: pool for k, pool in pools.items() if k[:2] == (stream, method)}
+    pool = candidates.get(size, next(iter(candidates.values())) if len(candidates) == 1 else {})
+    return {seed: summary["test_lml"] for seed, summary in pool.items()}
+
+
 def paired(values: dict[int, float], baseline: dict[int, float]) -> str:
     """Mean difference to the baseline over the seeds both ran, its t statistic, seeds ahead."""
     seeds = sorted(set(values) & set(baseline))
@@ -64,14 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         stream, method, size, floor = key
         test = {seed: s["test_lml"] for seed, s in by_seed.items()}
         ahead = np.array([s["one_step_ahead_lml"] for s in by_seed.values()])
-        baseline = next(
-            (
-                {seed: s["test_lml"] for seed, s in pool.items()}
-                for (other_stream, other, other_size, _), pool in pools.items()
-                if (other_stream, other, other_size) == (stream, args.baseline, size)
-            ),
-            {},
-        )
+        baseline = baseline_pool(pools, stream, size, args.baseline)
         values = np.array(list(test.values()))
         print(
             f"| {stream} | {method} | {size} | {'unset' if floor is None else floor} "

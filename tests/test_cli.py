@@ -273,7 +273,7 @@ def test_cli_runs_an_online_stream_and_writes_results_table_and_figures(tmp_path
 
 def test_stream_table_pools_seeds_and_pairs_each_method_with_the_baseline(tmp_path, capsys):
     out = tmp_path / "moons"
-    argv = ["stream", "two_moons", "--methods", "grs,random", "--memory-sizes", "5"]
+    argv = ["stream", "two_moons", "--methods", "grs,random,none", "--memory-sizes", "5"]
     assert main([*argv, "--seeds", "0", "1", "2", *TINY_STREAM, "--output", str(out)]) == 0
     capsys.readouterr()
     assert load_benchmark_script("stream_table").main([str(out), "--baseline", "random"]) == 0
@@ -289,6 +289,11 @@ def test_stream_table_pools_seeds_and_pairs_each_method_with_the_baseline(tmp_pa
     assert f"| {grs.mean():.3f} ± {grs.std(ddof=1):.3f} |" in rows["grs"]
     assert f"{differences.mean():+.3f} (t = {t:.1f}, ahead in {ahead} of 3)" in rows["grs"]
     assert rows["random"].endswith("| 3 | – |")
+    # a baseline without a memory (size 0) is paired with every memory size
+    assert load_benchmark_script("stream_table").main([str(out), "--baseline", "none"]) == 0
+    rows = {line.split(" | ")[1]: line for line in capsys.readouterr().out.splitlines()[2:]}
+    differences = np.array([lml["random", s] - lml["none", s] for s in range(3)])
+    assert f"{differences.mean():+.3f} (t = " in rows["random"]
 
 
 @pytest.mark.parametrize(
