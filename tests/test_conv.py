@@ -12,7 +12,7 @@ from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.infer.site_values import substitute_sites
 from pyro_cl.nn import BayesianCNN, BayesianConv2d
 from pyro_cl.nn.local_reparam import DiagonalGaussian
-from tests.helpers import fixed_preactivation_noise
+from tests.helpers import fixed_preactivation_noise, load_benchmark_script
 
 
 def test_per_particle_kernels_equal_a_loop_of_conv2d():
@@ -136,3 +136,20 @@ def test_the_pyro_routes_particle_plate_equals_the_fast_route_for_a_cnn(monkeypa
             model, guide, Minibatch(x, y, 0), 60, num_particles=3, fast=fast
         )
     torch.testing.assert_close(losses[False], losses[True], rtol=1e-5, atol=1e-6)
+
+
+def test_the_vogn_diagnosis_plain_net_is_the_split_cifar_net():
+    """benchmarks/vogn_cifar_diagnosis.py's plain PyTorch reference computes the same function as
+    the split CIFAR net (BayesianCNN's defaults, one 2-way head) given the same weights."""
+    script = load_benchmark_script("vogn_cifar_diagnosis")
+    torch.manual_seed(0)
+    plain = script.plain_net()
+    model = SupervisedModel(BayesianCNN(out_features=2, heads=1), CategoricalLikelihood())
+    parameters = list(plain.parameters())
+    assert [p.shape for p in parameters] == [
+        module.prior(attribute).event_shape for module, attribute in model.site_index.values()
+    ]
+    values = {name: p.detach() for name, p in zip(model.site_index, parameters, strict=True)}
+    x = torch.rand(4, 3, 32, 32)
+    with substitute_sites(model.net, values), torch.no_grad():
+        torch.testing.assert_close(model.net_outputs(x, 0), plain(x))
