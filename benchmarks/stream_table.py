@@ -42,6 +42,12 @@ def baseline_pool(pools: dict[Key, dict[int, dict]], stream: str, size: int, met
     return {seed: summary["test_lml"] for seed, summary in pool.items()}
 
 
+def mean_and_spread(values: np.ndarray) -> str:
+    """``mean ± std`` over seeds (std 0 for one seed)."""
+    spread = values.std(ddof=1) if len(values) > 1 else 0.0
+    return f"{values.mean():.3f} ± {spread:.3f}"
+
+
 def paired(values: dict[int, float], baseline: dict[int, float]) -> str:
     """Mean difference to the baseline over the seeds both ran, its t statistic, seeds ahead."""
     seeds = sorted(set(values) & set(baseline))
@@ -76,8 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         values = np.array(list(test.values()))
         print(
             f"| {stream} | {method} | {size} | {'unset' if floor is None else floor} "
-            f"| {values.mean():.3f} ± {values.std(ddof=1) if len(values) > 1 else 0:.3f} "
-            f"| {ahead.mean():.3f} ± {ahead.std(ddof=1) if len(ahead) > 1 else 0:.3f} "
+            f"| {mean_and_spread(values)} | {mean_and_spread(ahead)} "
             f"| {len(values)} | {'–' if method == args.baseline else paired(test, baseline)} |"
         )
     return 0

@@ -40,26 +40,40 @@ class VOGNRow:
     prior_precision: float = 120.0
     beta: float = 1e-4
 
+    def sgd_equivalent(self, size: int) -> tuple[float, float]:
+        """The SGD rate ``αN/s₀`` and weight decay ``λ_p/N`` of this row's early steps."""
+        return self.alpha * size / self.initial_precision, self.prior_precision / size
+
 
 @dataclass(frozen=True)
 class PlainRow:
+    """Plain PyTorch training: SGD at the rate ``like`` implies and, with ``pull``, its decay (its
+    weights without noise), or Adam at ``learning_rate``."""
+
     name: str
-    optimiser: str  # "sgd" or "adam"
-    learning_rate: float
-    weight_decay: float = 0.0
+    like: VOGNRow | None = None
+    pull: bool = True
+    learning_rate: float = 1e-3
+
+    def rate_and_decay(self, size: int) -> tuple[float, float]:
+        if self.like is None:
+            return self.learning_rate, 0.0
+        rate, decay = self.like.sgd_equivalent(size)
+        return rate, decay if self.pull else 0.0
 
 
+THESIS = VOGNRow("VOGN, the thesis's settings", 1e-3)
+LARGER_STEP = VOGNRow("VOGN, α = 0.1", 0.1)
 ROWS = [
-    VOGNRow("VOGN, the thesis's settings", 1e-3),
-    VOGNRow("VOGN, α = 0.1", 0.1),
+    THESIS,
+    LARGER_STEP,
     # α scaled with s₀ keeps αN/s₀ and αλ_p/s₀: the same step and pull without the noise
     VOGNRow("VOGN, α = 0.1 without the noise (s₀ = 1e8)", 0.1 * 1e8 / 4e3, 1e8, beta=1e-8),
     VOGNRow("VOGN, α = 0.1 without the prior's pull (λ_p = 1e-4)", 0.1, prior_precision=1e-4),
     VOGNRow("VOGN, α = 0.1, λ_p = 24 (the thesis's λ_p/N)", 0.1, prior_precision=24.0),
-    # the stand-in's N = 10,000 images a task
-    PlainRow("SGD at the thesis's αN/s₀", "sgd", 1e-3 * 1e4 / 4e3),
-    PlainRow("SGD at α = 0.1's step and pull", "sgd", 0.1 * 1e4 / 4e3, 120 / 1e4),
-    PlainRow("Adam 1e-3 (fine-tuning)", "adam", 1e-3),
+    PlainRow("SGD at the thesis's αN/s₀", THESIS, pull=False),
+    PlainRow("SGD at α = 0.1's step and pull", LARGER_STEP),
+    PlainRow("Adam 1e-3 (fine-tuning)"),
 ]
 
 
@@ -78,13 +92,13 @@ def plain_net() -> nn.Sequential:
 def run_plain(row: PlainRow, task, epochs: int, test_points: int, seed: int) -> tuple[float, float]:
     torch.manual_seed(seed)
     net = plain_net()
-    if row.optimiser == "sgd":
-        optimiser = torch.optim.SGD(
-            net.parameters(), row.learning_rate, momentum=0.9, dampening=0.9,
-            weight_decay=row.weight_decay,
-        )  # fmt: skip
+    rate, decay = row.rate_and_decay(len(task.y_train))
+    if row.like is None:
+        optimiser = torch.optim.Adam(net.parameters(), rate)
     else:
-        optimiser = torch.optim.Adam(net.parameters(), row.learning_rate)
+        optimiser = torch.optim.SGD(
+            net.parameters(), rate, momentum=0.9, dampening=0.9, weight_decay=decay
+        )
     for _ in range(epochs):
         for batch in torch.randperm(len(task.y_train)).split(256):
             loss = nn.functional.cross_entropy(net(task.x_train[batch]), task.y_train[batch])
@@ -134,12 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     for row in ROWS:
         if isinstance(row, VOGNRow):
             accuracy, dense = run_vogn(row, stream, args.epochs, args.test_points, args.seed)
-            rate = row.alpha * size / row.initial_precision
-            decay = row.prior_precision / size
-            noise = f"{row.initial_precision**-0.5:.4f}"
+            (rate, decay), noise = row.sgd_equivalent(size), f"{row.initial_precision**-0.5:.4f}"
         else:
             accuracy, dense = run_plain(row, task, args.epochs, args.test_points, args.seed)
-            rate, decay, noise = row.learning_rate, row.weight_decay, "0"
+            (rate, decay), noise = row.rate_and_decay(size), "0"
         print(
             f"| {row.name} | {rate:.3g} | {decay:.3g} | {noise} | {100 * accuracy:.1f}% "
             f"| {dense:.4f} |",
