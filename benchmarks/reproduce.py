@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+LEDGER = HERE / "reproduce_ledger.json"
 MARKERS = ("<!-- reproduce:begin -->", "<!-- reproduce:end -->")
 TABLES = ("vcl", "vogn", "ibp", "baselines", "generative")
 SCHEDULES = ("paper", "short", "tiny")
@@ -102,6 +103,12 @@ REFERENCE_STEP_SECONDS = 0.0151
 PERMUTED_EVALUATION = 55 * 2.0 / REFERENCE_STEP_SECONDS
 
 
+#: A split step of VCL is a whole task (~12,000 MNIST points) with 10 samples: a split-MNIST VCL
+#: piece took 2289 s on one CPU thread (beside another piece), 250 reference steps (15.1 ms,
+#: 2 threads, idle) per step; split notMNIST's ~1,600 points a task scale that to ~33.
+VCL_SPLIT_STEP_COST = {"split-mnist": 250.0, "split-notmnist": 33.0}
+
+
 def _vcl_rows() -> list[Row]:
     rows = []
     # The VCL paper's text (section 6.1) prints VCL, the random coreset and (permuted MNIST) both
@@ -117,10 +124,7 @@ def _vcl_rows() -> list[Row]:
                            "coreset-only": "≈94 (read off fig. 5)"},
     }  # fmt: skip
     steps = {"permuted-mnist": 10 * 100 * 235, "split-mnist": 5 * 120, "split-notmnist": 5 * 120}
-    # A split step is a whole task (~12,000 MNIST points) with 10 samples: a split-MNIST VCL
-    # piece took 2289 s on one CPU thread (beside another piece), 250 reference steps (15.1 ms,
-    # 2 threads, idle) per step; split notMNIST's ~1,600 points a task scale that to ~33.
-    cost = {"permuted-mnist": 1.0, "split-mnist": 250.0, "split-notmnist": 33.0}
+    cost = {"permuted-mnist": 1.0, **VCL_SPLIT_STEP_COST}
     # coreset-only trains on the coresets alone: split pieces took 58-118 s (MNIST) and 32-37 s
     # (notMNIST) on one thread; permuted MNIST's growing coreset (200 a task, batch 256) makes
     # Σ_t ⌈200t/256⌉ = 48 steps an epoch over the tasks, 100 epochs
@@ -183,6 +187,15 @@ def _split_cifar_rows() -> list[Row]:
             cost=cost[method], evaluation=sampled if method in ("vogn", "vcl-random") else 0.0,
             seeds=(0, 1, 2, 3, 4), schedules=())
         for method, value in thesis.items()
+    ] + [
+        # the thesis's prior pull per unit of step, λ_p/N, on the stand-in's 10,000-image tasks
+        # (λ_p = 120 · 10,000/50,000 = 24, prior scale 1/√24) with a 100x step: ours, measured
+        # to learn where the thesis's settings do not at a short schedule (RESULTS.md)
+        Row("vogn", "split-cifar10 vogn at the thesis's λ_p/N (ours: α = 0.1, λ_p = 24)",
+            ("vogn_cifar", "--benchmark", "split-cifar10", "--methods", "vogn",
+             "--fitter-learning-rate", "0.1", "--prior-scale", "0.2041"),
+            "vogn", "ACC", "n/a (ours; thesis VOGN on CIFAR-10/100: 74.4 ± 0.4)", 5 * 60 * 40,
+            cost=cost["vogn"], evaluation=sampled, seeds=(0, 1, 2, 3, 4), schedules=())
     ]  # fmt: skip
 
 
@@ -204,23 +217,44 @@ def _ibp_rows() -> list[Row]:
 def _baseline_rows() -> list[Row]:
     rows = []
     # the λ the VCL paper's appendix chose (baselines_paper.py's PAPER_LAMBDA), LP with its
-    # 200-point Fisher
+    # 200-point Fisher; "ours" is the λ our single-seed sweep picked, beside it, labelled so
     strengths = {"split-mnist": {"ewc": "1", "si": "1", "lp": "1"},
                  "split-notmnist": {"ewc": "10000", "si": "0.1", "lp": "1"}}  # fmt: skip
+    ours = {"split-mnist": {"ewc": "10000", "si": "0.01", "lp": "10"},
+            "split-notmnist": {"ewc": "100", "si": "2", "lp": "0.01"}}  # fmt: skip
     paper = {"split-mnist": {"ewc": "63.1", "si": "98.9", "lp": "61.2"},
              "split-notmnist": {"ewc": "71", "si": "94", "lp": "63"}}  # fmt: skip
     # whole-task steps: a split-MNIST piece took ~127 s on one CPU thread (beside other work),
     # 600 steps of ~14 reference steps (15.1 ms) each; split notMNIST's took ~20 s
     cost = {"split-mnist": 14.0, "split-notmnist": 2.2}
+    schedule = ("--epochs", "120", "--batch-size", "0", "--ml-init-epochs", "0")
     for benchmark, methods in paper.items():
+
+        def row(name: str, method: str, value: str, *options: str, step_cost=None, at=benchmark):
+            return Row("baselines", f"{at} {name}",
+                       ("run", "--benchmark", at, "--methods", method, *options),
+                       method, "ACC", value, 5 * 120, cost=step_cost or cost[at],
+                       schedules=())  # fmt: skip
+
+        # how much the schedule makes a net forget, and the MAP strawman of section 5
+        rows.append(row("finetune", "finetune", "– (not in the paper)", *schedule))
         for method, value in methods.items():
-            rows.append(
-                Row("baselines", f"{benchmark} {method}",
-                    ("run", "--benchmark", benchmark, "--methods", method,
-                     *_strength_options(method, strengths[benchmark][method]),
-                     "--epochs", "120", "--batch-size", "0", "--ml-init-epochs", "0"),
-                    method, "ACC", value, 5 * 120, cost=cost[benchmark], schedules=())
-            )  # fmt: skip
+            strength = _strength_options(method, strengths[benchmark][method])
+            rows.append(row(method, method, value, *strength, *schedule))
+        for method in methods:
+            strength = ours[benchmark][method]
+            rows.append(row(f"{method}, ours (λ = {strength})", method, "– (our λ)",
+                            *_strength_options(method, strength), *schedule))  # fmt: skip
+        rows.append(row("map", "map", "– (section 5, no number printed)", *schedule))
+        rows.append(row("single-head finetune", "finetune", "– (not in the paper)",
+                        "--single-head", *schedule))  # fmt: skip
+        rows.append(row("single-head ewc", "ewc", "figs. 12 / 14 (no number printed)",
+                        "--single-head", *_strength_options("ewc", strengths[benchmark]["ewc"]),
+                        *schedule))  # fmt: skip
+        # batch VI refits every task so far from the initial prior (the VCL preset's schedule):
+        # 1 + 2 + ... + 5 = 15 tasks' steps, 3x VCL's, at VCL's whole-task step cost
+        rows.append(row("batch-vi (upper bound)", "batch-vi", "fig. 4's upper bound (no number)",
+                        step_cost=3 * VCL_SPLIT_STEP_COST[benchmark]))  # fmt: skip
     return rows
 
 
@@ -371,28 +405,81 @@ def run_piece(piece: Piece) -> tuple[Piece, int, float, str]:
 # ----------------------------------------------------------------------------- the table
 
 
-def row_values(row: Row, pieces: Sequence[Piece]) -> tuple[list[float], float]:
-    """The row's metric from each finished seed, and their total wall time."""
-    values, seconds = [], 0.0
+def run_values(row: Row, folder: Path) -> dict[int, tuple[float, float]]:
+    """``{seed: (value, wall seconds)}`` of the row's method in every ``results.json`` under
+    ``folder``."""
+    found = {}
+    for path in sorted(folder.rglob("results.json")):
+        for run in json.loads(path.read_text())["runs"]:
+            if run["method"] == row.method:
+                summary = run.get("summary", run)  # before the one result type: top level
+                value = summary["ACC"] * 100 if row.metric == "ACC" else summary["test_ll"]
+                found[int(run["seed"])] = (float(value), float(run.get("wall_time_s", 0.0)))
+    return found
+
+
+# ----------------------------------------------------------------------------- the ledger
+#
+# What has been measured, kept in the repository (``reproduce_ledger.json``), so that the table
+# is the same on every clone: one entry per row and schedule, ``{"row": key, "schedule": label,
+# "seeds": {seed: value}, "seconds": total wall time or null, "sources": [...]}``. A finished
+# piece of the paper or short schedule is recorded in it; runs of the benchmark scripts made
+# outside this command (a shorter schedule, say) are added with ``--record``, read from their
+# ``results.json``. Where only a mean ± std over seeds was kept, an entry has ``"summary":
+# {"mean", "std", "seeds"}`` instead of ``"seeds"``.
+
+
+def read_ledger(path: Path) -> list[dict]:
+    """The ledger's entries (none where there is no ledger)."""
+    return json.loads(path.read_text())["entries"] if path.exists() else []
+
+
+def record(
+    path: Path,
+    row: Row,
+    schedule: str,
+    values: dict[int, tuple[float, float]],
+    source: str,
+) -> None:
+    """Add ``{seed: (value, seconds)}`` to ``row``'s entry for ``schedule`` (a seed measured
+    again replaces its value), noting where they came from."""
+    if not values:
+        raise ValueError(f"no finished run of {row.method!r} to record for {row.key!r}")
+    entries = read_ledger(path)
+    entry = next((e for e in entries if (e["row"], e["schedule"]) == (row.key, schedule)), None)
+    if entry is None:
+        entry = {"row": row.key, "schedule": schedule, "seeds": {}, "seconds": 0.0, "sources": []}
+        entries.append(entry)
+    if "summary" in entry:
+        raise ValueError(f"{row.key!r} at {schedule!r} holds only a summary: record another label")
+    for seed, (value, seconds) in sorted(values.items()):
+        entry["seeds"][str(seed)] = round(value, 4)
+        entry["seconds"] = (entry["seconds"] or 0.0) + round(seconds, 1)
+    if source not in entry["sources"]:
+        entry["sources"].append(source)
+    path.write_text(json.dumps({"entries": entries}, indent=1, ensure_ascii=False) + "\n")
+
+
+def record_pieces(path: Path, pieces: Sequence[Piece], schedule: str) -> None:
+    """Record the finished ``pieces`` (not on the ``tiny`` schedule: its numbers mean nothing)."""
+    if schedule == "tiny":
+        return
     for piece in pieces:
-        if not piece.done:
-            continue
-        seconds += json.loads((piece.folder / "piece.json").read_text())["seconds"]
-        for path in sorted(piece.folder.rglob("results.json")):
-            for run in json.loads(path.read_text())["runs"]:
-                if run["method"] == row.method:
-                    summary = run.get("summary", run)  # before the one result type: top level
-                    value = summary["ACC"] * 100 if row.metric == "ACC" else summary["test_ll"]
-                    values.append(float(value))
-    return values, seconds
+        if piece.done:
+            command = json.loads((piece.folder / "piece.json").read_text())["command"]
+            values = {
+                s: v for s, v in run_values(piece.row, piece.folder).items() if s == piece.seed
+            }
+            record(path, piece.row, schedule, values, command)
 
 
 def paper_value(text: str) -> tuple[float, float] | None:
     """The paper's number and its spread from the row's text: ``"94.0 ± 0.8"`` → (94.0, 0.8); a
     value read off a figure (``"≈82 (read off fig. 2)"``) gets the figure's precision, 1; a
-    printed value without a spread gets 0. ``None`` where the text has no number."""
+    printed value without a spread gets 0. ``None`` where the text has no number (a figure's
+    number, "n/a", "–", "no number printed")."""
     match = re.search(r"(-?\d+(?:\.\d+)?)(?:\s*±\s*(\d+(?:\.\d+)?))?", text)
-    if match is None or text.startswith(("n/a", "fig.")):
+    if match is None or text.startswith(("n/a", "fig", "–")) or "no number" in text:
         return None
     spread = float(match.group(2)) if match.group(2) else (1.0 if "≈" in text else 0.0)
     return float(match.group(1)), spread
@@ -402,18 +489,22 @@ def verdict(paper: str, values: list[float], schedule: str) -> str:
     """:func:`summary_verdict` of finished seeds' ``values``."""
     if not values:
         return "not run"
-    return summary_verdict(paper, float(np.mean(values)), float(np.std(values)), schedule)
+    mean, std = float(np.mean(values)), float(np.std(values))
+    return summary_verdict(paper, mean, std, len(values), schedule)
 
 
-def summary_verdict(paper: str, ours: float, ours_spread: float, schedule: str) -> str:
-    """``reproduced within noise`` when ours and the paper's differ by at most twice their
-    combined spread (at least 0.5: a printed number's rounding), ``not reproduced (higher /
-    lower)`` otherwise; a shorter schedule says so."""
+def summary_verdict(paper: str, ours: float, ours_std: float, seeds: int, schedule: str) -> str:
+    """``reproduced within noise`` when ours and the paper's differ by at most twice the noise of
+    the difference — the paper's printed spread and our mean's standard error,
+    ``std · √(1/(n-1))`` over ``n`` seeds (ddof-0 ``std``; 0 for one seed) — and at least 0.5 (a
+    printed number's rounding); ``not reproduced (higher / lower)`` otherwise; a shorter
+    schedule says so."""
     reference = paper_value(paper)
     if reference is None:
         return "no paper number"
     value, spread = reference
-    tolerance = max(0.5, 2 * (spread**2 + ours_spread**2) ** 0.5)
+    standard_error = ours_std / (seeds - 1) ** 0.5 if seeds > 1 else 0.0
+    tolerance = max(0.5, 2 * (spread**2 + standard_error**2) ** 0.5)
     if abs(ours - value) <= tolerance:
         text = "reproduced within noise"
     else:
@@ -421,28 +512,59 @@ def summary_verdict(paper: str, ours: float, ours_spread: float, schedule: str) 
     return text if schedule == "paper" else f"{text}, at a shorter schedule"
 
 
-def table(pieces: Sequence[Piece], schedule: str) -> str:
+def with_pieces(ledger: Sequence[dict], pieces: Sequence[Piece], schedule: str) -> list[dict]:
+    """The ledger's entries with the finished ``pieces`` of ``schedule`` it does not hold yet
+    (a ``tiny`` run's, or pieces finished before the ledger was kept)."""
+    entries = [{**entry, "seeds": dict(entry.get("seeds", {}))} for entry in ledger]
+    for piece in pieces:
+        if not piece.done:
+            continue
+        values = run_values(piece.row, piece.folder)
+        if piece.seed not in values:
+            continue
+        key = (piece.row.key, schedule)
+        entry = next((e for e in entries if (e["row"], e["schedule"]) == key), None)
+        if entry is None:
+            entry = {"row": key[0], "schedule": schedule, "seeds": {}, "seconds": 0.0}
+            entries.append(entry)
+        if "summary" in entry or str(piece.seed) in entry["seeds"]:
+            continue
+        entry["seeds"][str(piece.seed)] = values[piece.seed][0]
+        piece_seconds = json.loads((piece.folder / "piece.json").read_text())["seconds"]
+        entry["seconds"] = (entry["seconds"] or 0.0) + piece_seconds
+    return entries
+
+
+def table(pieces: Sequence[Piece], schedule: str, ledger: Sequence[dict] = ()) -> str:
     """The Markdown table of every row with at least one piece planned: paper number, ours,
-    seeds, schedule and a :func:`verdict`."""
+    seeds, schedule and a :func:`verdict`, a line for each schedule the row was measured at (the
+    ledger's and this command's finished pieces), "not run" where it has none."""
     lines = [
-        f"Schedule: {schedule}. Ours: mean ± std over the finished seeds.",
+        "Ours: mean ± std over the seeds (ddof 0); a schedule other than the paper's says what "
+        "it shortens.",
         "",
         "| table | row | metric | paper | ours | seeds | schedule | verdict | wall time (s) |",
         "| --- | --- | --- | --- | --- | ---: | --- | --- | ---: |",
     ]
-    by_row: dict[str, list[Piece]] = {}
-    for piece in pieces:
-        by_row.setdefault(piece.row.key, []).append(piece)
-    for row_pieces in by_row.values():
-        row = row_pieces[0].row
-        values, seconds = row_values(row, row_pieces)
-        ours = "not run" if not values else f"{np.mean(values):.2f} ± {np.std(values):.2f}"
+    entries = with_pieces(ledger, pieces, schedule)
+    rows = {piece.row.key: piece.row for piece in pieces}
+    for row in rows.values():
+        measured = {e["schedule"]: e for e in entries if e["row"] == row.key}
         unit = "ACC %" if row.metric == "ACC" else "test-LL (nats)"
-        ran = schedule if not row.schedules or schedule in row.schedules else "the row's own"
-        lines.append(
-            f"| {row.table} | {row.name} | {unit} | {row.paper} | {ours} | {len(values)} | "
-            f"{ran} | {verdict(row.paper, values, schedule)} | {seconds:.0f} |"
-        )
+        if not measured:
+            lines.append(f"| {row.table} | {row.name} | {unit} | {row.paper} | not run | 0 | "
+                         f"{schedule} | not run | – |")  # fmt: skip
+        for label, entry in measured.items():
+            if "summary" in entry:
+                mean, std, count = (entry["summary"][k] for k in ("mean", "std", "seeds"))
+            else:
+                values = list(entry["seeds"].values())
+                mean, std, count = float(np.mean(values)), float(np.std(values)), len(values)
+            seconds = "–" if not entry.get("seconds") else f"{entry['seconds']:.0f}"
+            lines.append(
+                f"| {row.table} | {row.name} | {unit} | {row.paper} | {mean:.2f} ± {std:.2f} | "
+                f"{count} | {label} | {summary_verdict(row.paper, mean, std, count, label)} | {seconds} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -465,6 +587,24 @@ def _slug(text: str) -> str:
 # ----------------------------------------------------------------------------- main
 
 
+def record_runs(args, pieces: Sequence[Piece]) -> int:
+    """``--record``: the runs under ``args.record`` of the one row ``--rows`` names, into the
+    ledger at ``--label``'s schedule."""
+    rows = {piece.row.key: piece.row for piece in pieces}
+    if len(rows) != 1 or not args.label:
+        raise SystemExit("reproduce: --record needs --rows naming one row and a --label")
+    (row,) = rows.values()
+    values = {}
+    for folder in args.record:
+        values.update(run_values(row, folder))
+    try:
+        record(args.ledger, row, args.label, values, " ".join(map(str, args.record)))
+    except ValueError as error:
+        raise SystemExit(f"reproduce: {error}") from None
+    print(f"recorded {row.key} at {args.label!r}: seeds {sorted(values)}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tables", nargs="+", choices=TABLES, default=list(TABLES))
@@ -483,7 +623,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--update-results", action="store_true",
                         help="write the table into benchmarks/RESULTS.md")  # fmt: skip
-    return parser
+    parser.add_argument(
+        "--ledger",
+        type=Path,
+        default=LEDGER,
+        help="the record of measured pieces (default: the repository's)",
+    )
+    parser.add_argument(
+        "--record",
+        nargs="+",
+        type=Path,
+        metavar="FOLDER",
+        help="record the runs under these folders (of the one row --rows "
+        "names) in the ledger, at --label's schedule; run nothing",
+    )
+    parser.add_argument(
+        "--label",
+        help="with --record: the schedule the runs used, and what "
+        "it shortens (e.g. '1/58 of the steps')",
+    )
+    return parser  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -515,15 +674,18 @@ def main(argv: list[str] | None = None) -> int:
         when = f", ~{total / 60:.0f} min at one piece at a time" if paper else ""
         print(f"{todo} of {len(pieces)} pieces to run{when}")
         return 0
+    if args.record:
+        return record_runs(args, pieces)
     todo = [] if args.table_only else [piece for piece in pieces if not piece.done]
-    print(f"{len(pieces) - len(todo)} of {len(pieces)} pieces done; running {len(todo)}")
+    print(f"{sum(p.done for p in pieces)} of {len(pieces)} pieces done; running {len(todo)}")
     failures = 0
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for piece, code, seconds, tail in pool.map(run_piece, todo):
             status = "ok" if code == 0 else f"failed ({code}): {tail}"
             failures += code != 0
             print(f"{piece.row.key} seed {piece.seed}: {status} [{seconds:.0f} s]", flush=True)
-    markdown = table(pieces, args.schedule)
+    record_pieces(args.ledger, pieces, args.schedule)
+    markdown = table(pieces, args.schedule, read_ledger(args.ledger))
     output = Path(args.output) / args.schedule
     output.mkdir(parents=True, exist_ok=True)
     (output / "table.md").write_text(markdown)

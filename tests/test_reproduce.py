@@ -16,6 +16,7 @@ def test_reproduce_runs_pieces_resumes_and_regenerates_the_table(tmp_path, capsy
         "--schedule", "tiny",
         "--data-root", str(data),
         "--output", str(out),
+        "--ledger", str(tmp_path / "ledger.json"),  # never the repository's
         "--jobs", "2",
         "--device", "cpu",  # the option a GPU run passes (--device cuda), through every script
     ]  # fmt: skip
@@ -51,6 +52,7 @@ def test_reproduce_runs_pieces_resumes_and_regenerates_the_table(tmp_path, capsy
     printed = capsys.readouterr().out
     assert "running 0" in printed and "not run" in printed
     assert not (out / "tiny" / "vcl" / "split-mnist_vcl-random").exists()
+    assert not (tmp_path / "ledger.json").exists()  # a tiny schedule's numbers are not kept
 
 
 def test_the_table_goes_between_the_markers_of_results(tmp_path):
@@ -83,3 +85,60 @@ def test_each_row_gets_a_verdict_from_the_papers_number_and_our_seeds():
     assert script.verdict("63.1", [97.0, 96.9], "paper") == "not reproduced (higher)"
     assert script.verdict("94.0 ± 0.8", [93.84], "short").endswith("at a shorter schedule")
     assert script.verdict("90", [], "paper") == "not run"
+    # our mean's standard error, not the seeds' spread: 85.4 ± 4.5 over 3 seeds is not 94
+    assert script.verdict("94", [79.2, 90.0, 87.0], "paper") == "not reproduced (lower)"
+    assert script.verdict("fig. 4's upper bound (no number)", [97.5], "paper") == "no paper number"
+    assert script.verdict("figs. 12 / 14 (no number printed)", [58.3], "paper") == "no paper number"
+
+
+def _fake_results(folder, method, values):
+    folder.mkdir(parents=True)
+    runs = [{"method": method, "seed": seed, "wall_time_s": 60.0, "summary": {"ACC": value}}
+            for seed, value in values.items()]  # fmt: skip
+    (folder / "results.json").write_text(json.dumps({"runs": runs}))
+
+
+def test_the_ledger_keeps_measured_runs_and_the_table_reads_them(tmp_path, capsys):
+    script = load_benchmark_script("reproduce")
+    ledger = tmp_path / "ledger.json"
+    row = "split-cifar10 finetune (stand-in for CIFAR-10/100)"
+    _fake_results(tmp_path / "a", "finetune", {0: 0.80, 1: 0.76})
+    _fake_results(tmp_path / "b", "finetune", {2: 0.78})
+    _fake_results(tmp_path / "c", "ewc", {0: 0.5})
+    record = ["--tables", "vogn", "--rows", row, "--ledger", str(ledger), "--label", "1/58"]
+    assert script.main([*record, "--record", str(tmp_path / "a"), str(tmp_path / "c")]) == 0
+    assert script.main([*record, "--record", str(tmp_path / "b")]) == 0  # a third seed, later
+    assert "recorded vogn/split-cifar10 finetune" in capsys.readouterr().out
+    (entry,) = script.read_ledger(ledger)
+    assert entry["seeds"] == {"0": 80.0, "1": 76.0, "2": 78.0} and entry["seconds"] == 180.0
+    assert entry["schedule"] == "1/58" and len(entry["sources"]) == 2
+
+    # the table reads the ledger, a line per schedule, with no results folder at hand
+    shown = ["--tables", "vogn", "--rows", row, "--ledger", str(ledger), "--table-only",
+             "--output", str(tmp_path / "none")]  # fmt: skip
+    assert script.main(shown) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| vogn")]
+    assert line.endswith("| 78.00 ± 1.63 | 3 | 1/58 | no paper number | 180 |")
+
+    # nothing to record is refused in one line, and so is a row that is not one
+    try:
+        script.main([*record, "--record", str(tmp_path / "c")])
+    except SystemExit as error:
+        assert "no finished run of 'finetune'" in str(error)
+    else:
+        raise AssertionError("an empty record was accepted")
+    try:
+        script.main(["--tables", "vogn", "--ledger", str(ledger), "--record", str(tmp_path)])
+    except SystemExit as error:
+        assert "--rows naming one row" in str(error)
+    else:
+        raise AssertionError("a record without its row was accepted")
+
+
+def test_every_entry_of_the_repositorys_ledger_names_a_row():
+    script = load_benchmark_script("reproduce")
+    keys = {row.key for row in script.ROWS}
+    entries = script.read_ledger(script.LEDGER)
+    assert entries and all(entry["row"] in keys for entry in entries)
+    for entry in entries:  # each says where its numbers come from, and has some
+        assert entry["sources"] and (entry.get("seeds") or entry.get("summary"))
