@@ -26,6 +26,33 @@ def test_per_particle_kernels_equal_a_loop_of_conv2d():
         torch.testing.assert_close(out[s], F.conv2d(x[0], weight[s], bias[s], padding=1))
 
 
+@pytest.mark.parametrize("stride, padding, size", [(1, 1, 6), (1, 0, 7), (2, 1, 7), (2, 0, 8)])
+@pytest.mark.parametrize("shared", [True, False])
+def test_squared_gradient_sums_equal_single_example_autograd(stride, padding, size, shared):
+    """Σ_n (∂ℓ_n/∂W)² over examples and particles, against a loop of autograd over examples
+    (strides whose output leaves input rows over, too)."""
+    torch.manual_seed(0)
+    layer = BayesianConv2d(3, 4, 3, stride=stride, padding=padding).double()
+    particles, num = 2, 5
+    x = torch.randn(1 if shared else particles, num, 3, size, size, dtype=torch.float64)
+    kernels = torch.randn(particles, 4, 3, 3, 3, dtype=torch.float64)
+    biases = torch.randn(particles, 4, dtype=torch.float64)
+    out = torch.stack([F.conv2d(x[0 if shared else s], kernels[s], biases[s], stride, padding)
+                       for s in range(particles)])  # fmt: skip
+    g = torch.randn_like(out)
+    expected_w, expected_b = torch.zeros_like(kernels[0]), torch.zeros_like(biases[0])
+    for s in range(particles):
+        for n in range(num):
+            w, b = kernels[s].clone().requires_grad_(), biases[s].clone().requires_grad_()
+            example = F.conv2d(x[0 if shared else s, n : n + 1], w, b, stride, padding)
+            dw, db = torch.autograd.grad((example * g[s, n : n + 1]).sum(), [w, b])
+            expected_w += dw.square()
+            expected_b += db.square()
+    sums = layer.squared_gradient_sums(x, g)
+    torch.testing.assert_close(sums["weight"], expected_w)
+    torch.testing.assert_close(sums["bias"], expected_b)
+
+
 def test_local_reparameterisation_matches_the_moments_of_sampled_kernels():
     torch.manual_seed(0)
     layer = BayesianConv2d(2, 3, 3).double()
