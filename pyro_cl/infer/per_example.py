@@ -15,8 +15,8 @@ Two routes give the same numbers (tested against autograd on single examples):
 
 * :func:`layer_statistics` for nets built from pyro_cl layers: one batched forward/backward, and
   each layer forms its squared per-example gradients from its input and output gradient
-  (outer products for linear layers, a convolution grouped by example for convolutions) without a loop over
-  examples;
+  (outer products for linear layers, a convolution grouped by example for convolutions)
+  without a loop over examples;
 * :func:`functional_statistics` for any ``PyroModule``: the model runs with its sites conditioned
   on ``θ_s`` under ``torch.func.vmap(torch.func.grad(...))`` over the examples.
 """
