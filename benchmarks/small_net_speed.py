@@ -22,6 +22,12 @@ spread over the iterations. Each row
 alternates the two, ``--repeats`` times, and reports the medians; the machine should be idle.
 
     python benchmarks/small_net_speed.py [--iterations 200] [--repeats 5] [--threads 2] [--mnist-only]
+        [--floor]
+
+``--floor`` adds a row beside the MNIST epoch: the least a library step can cost here, a loop
+with no library around it — the sites packed in two flat tensors, pyro_cl's
+``SampledGaussianLinear`` layers, the KL's gradient written out and added inside one Adam update
+that ``torch.compile`` fuses (tens of seconds to compile, outside the timing).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from speed import HandWrittenBayesByBackprop
 from pyro_cl import VCL, ContinualLearner
 from pyro_cl.likelihoods import CategoricalLikelihood, HeteroscedasticGaussianLikelihood
 from pyro_cl.nn import BayesianMLP
+from pyro_cl.nn.local_reparam import VARIANCE_FLOOR, SampledGaussianLinear
 
 REGIMES = {
     "UCI step (35 points, 1000 samples)": {"points": 35, "samples": 1000, "regression": True},
@@ -152,18 +159,82 @@ def time_regime(
     return statistics.median(hand_times), statistics.median(library_times)
 
 
-def time_mnist_epoch(repeats: int) -> tuple[float, float]:
-    """Median ms per epoch of the hand-written loop and of a one-epoch ``observe``, alternating
-    (one warm-up round first)."""
+def time_mnist_epoch(repeats: int, floor: bool = False) -> tuple[float, float, float | None]:
+    """Median ms per epoch of the hand-written loop, of a one-epoch ``observe`` and (with
+    ``floor``) of :class:`PackedFloor`, alternating (one warm-up round first)."""
     x, y = torch.rand(10_000, 784), torch.randint(0, 10, (10_000,))
     hand = HandWrittenBayesByBackprop([784, 100, 100, 10], torch.device("cpu"))
     net = BayesianMLP(784, [100, 100], 10)
     vcl = VCL(net, epochs=1, ml_init_epochs=0, batch_size=256, num_particles=1, progress=False)
-    hand_times, library_times = [], []
+    packed = PackedFloor([784, 100, 100, 10], x.shape[0]) if floor else None
+    hand_times, library_times, floor_times = [], [], []
     for _ in range(repeats + 1):
         hand_times.append(ms_per_iteration(lambda: hand.epoch(x, y, 256), 1))
         library_times.append(ms_per_iteration(lambda: vcl.observe((x, y)), 1))
-    return statistics.median(hand_times[1:]), statistics.median(library_times[1:])
+        if packed is not None:
+            floor_times.append(ms_per_iteration(lambda: packed.epoch(x, y, 256), 1))
+    floor_ms = statistics.median(floor_times[1:]) if floor else None
+    return statistics.median(hand_times[1:]), statistics.median(library_times[1:]), floor_ms
+
+
+class PackedFloor:
+    """The MNIST epoch with nothing around the arithmetic: ``(μ, log σ²)`` of every weight in two
+    flat tensors, pyro_cl's fused local-reparameterisation layers, the cross-entropy's gradient
+    from autograd and the KL's (``(μ - μ_p)/σ_p²``, ``½(σ²/σ_p² - 1)`` per point) added inside
+    one compiled Adam update of both tensors."""
+
+    def __init__(self, sizes: list[int], dataset_size: int) -> None:
+        self.shapes = []
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+            self.shapes += [(fan_out, fan_in), (fan_out,)]
+        size = sum(math.prod(shape) for shape in self.shapes)
+        self.loc = 0.1 * torch.randn(size)
+        self.log_variance = torch.full((size,), -6.0)
+        self.moments = [torch.zeros(size) for _ in range(4)]
+        self.steps = torch.zeros(())
+        self.scale = 1.0 / dataset_size
+        self.update = torch.compile(_adam_with_kl, fullgraph=True)
+
+    def views(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        pieces = flat.split([math.prod(shape) for shape in self.shapes])
+        return [piece.view(shape) for piece, shape in zip(pieces, self.shapes, strict=True)]
+
+    def epoch(self, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> None:
+        for index in torch.randperm(x.shape[0]).split(batch_size):
+            with torch.no_grad():
+                variance = self.log_variance.exp()
+            loc = self.loc.detach().requires_grad_()
+            variance.requires_grad_()
+            locs, variances = self.views(loc), self.views(variance)
+            hidden = x.index_select(0, index)
+            for layer in range(len(self.shapes) // 2):
+                w, b = 2 * layer, 2 * layer + 1
+                noise = torch.randn(hidden.shape[0], self.shapes[w][0])
+                floor = variances[b] + VARIANCE_FLOOR
+                hidden = SampledGaussianLinear.apply(
+                    hidden, locs[w], variances[w], locs[b], floor, noise
+                )
+                if layer < len(self.shapes) // 2 - 1:
+                    hidden = torch.relu(hidden)
+            torch.nn.functional.cross_entropy(hidden, y[index]).backward()
+            with torch.no_grad():
+                self.update(self.loc, self.log_variance, variance, loc.grad, variance.grad,
+                            *self.moments, self.steps, self.scale)  # fmt: skip
+
+
+def _adam_with_kl(loc, log_variance, variance, grad_loc, grad_variance, m_loc, v_loc, m_var,
+                  v_var, steps, scale: float, lr: float = 1e-3) -> None:  # fmt: skip
+    """Adam on ``(μ, log σ²)`` with the N(0, 1) prior's KL gradient (times ``scale``) added."""
+    steps.add_(1)
+    first, second = 1 - 0.9**steps, 1 - 0.999**steps
+    gradients = (grad_loc + scale * loc, grad_variance * variance + scale * 0.5 * (variance - 1))
+    for p, g, m, v in (
+        (loc, gradients[0], m_loc, v_loc),
+        (log_variance, gradients[1], m_var, v_var),
+    ):
+        m.lerp_(g, 0.1)
+        v.mul_(0.999).addcmul_(g, g, value=0.001)
+        p.sub_(lr * (m / first) / ((v / second).sqrt() + 1e-8))
 
 
 def main() -> None:
@@ -172,6 +243,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--mnist-only", action="store_true", help="only the MNIST epoch row")
+    parser.add_argument("--floor", action="store_true", help="the packed, compiled floor row too")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -188,11 +260,16 @@ def main() -> None:
                 f"{library / hand:.2f}x |",
                 flush=True,
             )
-    hand, library = time_mnist_epoch(2 * args.repeats)
+    hand, library, floor = time_mnist_epoch(2 * args.repeats, args.floor)
     print(
         f"| MNIST epoch (10,000 inputs, batch 256, 1 sample) | local reparam. | {hand:.0f} ms | "
         f"{library:.0f} ms | {library / hand:.2f}x |"
     )
+    if floor is not None:
+        print(
+            f"| MNIST epoch, the floor: packed, KL and Adam in one compiled update | local "
+            f"reparam. | {hand:.0f} ms | {floor:.0f} ms | {floor / hand:.2f}x |"
+        )
 
 
 if __name__ == "__main__":
