@@ -441,8 +441,9 @@ def record(
     values: dict[int, tuple[float, float]],
     source: str,
 ) -> None:
-    """Add ``{seed: (value, seconds)}`` to ``row``'s entry for ``schedule`` (a seed measured
-    again replaces its value), noting where they came from."""
+    """Add ``{seed: (value, seconds)}`` to ``row``'s entry for ``schedule``, noting where they
+    came from: a seed measured again replaces its value, and its seconds add to the entry's
+    wall time (the time every recorded run took)."""
     if not values:
         raise ValueError(f"no finished run of {row.method!r} to record for {row.key!r}")
     entries = read_ledger(path)
@@ -461,7 +462,8 @@ def record(
 
 
 def record_pieces(path: Path, pieces: Sequence[Piece], schedule: str) -> None:
-    """Record the finished ``pieces`` (not on the ``tiny`` schedule: its numbers mean nothing)."""
+    """Record those of ``pieces`` that finished, once, as they finish (not on the ``tiny``
+    schedule: its numbers mean nothing)."""
     if schedule == "tiny":
         return
     for piece in pieces:
@@ -684,7 +686,7 @@ def main(argv: list[str] | None = None) -> int:
             status = "ok" if code == 0 else f"failed ({code}): {tail}"
             failures += code != 0
             print(f"{piece.row.key} seed {piece.seed}: {status} [{seconds:.0f} s]", flush=True)
-    record_pieces(args.ledger, pieces, args.schedule)
+    record_pieces(args.ledger, todo, args.schedule)  # what finished now; earlier pieces are in
     markdown = table(pieces, args.schedule, read_ledger(args.ledger))
     output = Path(args.output) / args.schedule
     output.mkdir(parents=True, exist_ok=True)

@@ -132,3 +132,21 @@ def test_every_entry_of_the_repositorys_ledger_names_a_row():
     assert entries and all(entry["row"] in keys for entry in entries)
     for entry in entries:  # each says where its numbers come from, and has some
         assert entry["sources"] and (entry.get("seeds") or entry.get("summary"))
+
+
+def test_a_finished_piece_is_recorded_once_and_the_table_keeps_it(tmp_path, capsys):
+    script = load_benchmark_script("reproduce")
+    ledger, out = tmp_path / "ledger.json", tmp_path / "out"
+    argv = ["--tables", "baselines", "--rows", "split-mnist finetune", "--seeds", "0",
+            "--schedule", "short", "--output", str(out), "--ledger", str(ledger)]  # fmt: skip
+    (piece,) = script.plan(script.build_parser().parse_args(argv))
+    _fake_results(piece.folder, "finetune", {0: 0.9})
+    (piece.folder / "piece.json").write_text(json.dumps({"command": "python x", "seconds": 61.0}))
+    script.record_pieces(ledger, [piece], "short")  # as main does when the piece finishes
+    for _ in range(2):  # a table of what has finished records nothing again
+        assert script.main([*argv, "--table-only"]) == 0
+    (entry,) = script.read_ledger(ledger)
+    assert entry["seeds"] == {"0": 90.0} and entry["seconds"] == 60.0  # the run's wall time
+    assert "| 90.00 ± 0.00 | 1 | short |" in capsys.readouterr().out
+    script.record_pieces(ledger, [piece], "tiny")  # a tiny schedule's numbers are never kept
+    assert script.read_ledger(ledger) == [entry]
