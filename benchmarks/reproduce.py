@@ -540,7 +540,8 @@ def with_pieces(ledger: Sequence[dict], pieces: Sequence[Piece], schedule: str) 
 def table(pieces: Sequence[Piece], schedule: str, ledger: Sequence[dict] = ()) -> str:
     """The Markdown table of every row with at least one piece planned: paper number, ours,
     seeds, schedule and a :func:`verdict`, a line for each schedule the row was measured at (the
-    ledger's and this command's finished pieces), "not run" where it has none."""
+    ledger's and this command's finished pieces) and a "not run" line where it has none at
+    ``schedule``."""
     lines = [
         "Ours: mean ± std over the seeds (ddof 0); a schedule other than the paper's says what "
         "it shortens.",
@@ -553,7 +554,7 @@ def table(pieces: Sequence[Piece], schedule: str, ledger: Sequence[dict] = ()) -
     for row in rows.values():
         measured = {e["schedule"]: e for e in entries if e["row"] == row.key}
         unit = "ACC %" if row.metric == "ACC" else "test-LL (nats)"
-        if not measured:
+        if schedule not in measured:  # what remains to run at this schedule
             lines.append(f"| {row.table} | {row.name} | {unit} | {row.paper} | not run | 0 | "
                          f"{schedule} | not run | – |")  # fmt: skip
         for label, entry in measured.items():
