@@ -106,9 +106,9 @@ class BayesianConv2d(BayesianLayer):
         gradient ``G_n``, ``∂ℓ_n/∂W[o, c, i, j] = Σ_p G_n[o, p] x_n[c, s·p + (i, j) - pad]``: one
         convolution of the inputs, grouped by example, with each ``G_n`` as the kernel (dilated
         by the stride ``s``), for one particle at a time. It forms no unfolded patches (the
-        ``C·k²·L`` numbers per example that ``G_n U_nᵀ`` would read; measured 1.2-2x faster on
-        the split CIFAR net's layers) and squares inside the sum over positions, which a
-        summed gradient cannot.
+        ``C·k²·L`` numbers per example that ``G_n U_nᵀ`` would read: split CIFAR's 10-sample
+        VOGN step is 1.10x faster, ``benchmarks/conv_per_example.py``) and squares inside the
+        sum over positions, which a summed gradient cannot.
 
         ``x`` is ``(P, N, C, H, W)`` (``P`` 1 or ``S``), ``output_gradient`` ``(S, N, C_out, H', W')``.
         """
