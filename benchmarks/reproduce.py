@@ -434,6 +434,16 @@ def read_ledger(path: Path) -> list[dict]:
     return json.loads(path.read_text())["entries"] if path.exists() else []
 
 
+def ledger_entry(entries: list[dict], key: str, schedule: str) -> dict:
+    """The entry of row ``key`` at ``schedule`` in ``entries``, added empty if there is none."""
+    for entry in entries:
+        if (entry["row"], entry["schedule"]) == (key, schedule):
+            return entry
+    entry = {"row": key, "schedule": schedule, "seeds": {}, "seconds": 0.0, "sources": []}
+    entries.append(entry)
+    return entry
+
+
 def record(
     path: Path,
     row: Row,
@@ -447,10 +457,7 @@ def record(
     if not values:
         raise ValueError(f"no finished run of {row.method!r} to record for {row.key!r}")
     entries = read_ledger(path)
-    entry = next((e for e in entries if (e["row"], e["schedule"]) == (row.key, schedule)), None)
-    if entry is None:
-        entry = {"row": row.key, "schedule": schedule, "seeds": {}, "seconds": 0.0, "sources": []}
-        entries.append(entry)
+    entry = ledger_entry(entries, row.key, schedule)
     if "summary" in entry:
         raise ValueError(f"{row.key!r} at {schedule!r} holds only a summary: record another label")
     for seed, (value, seconds) in sorted(values.items()):
@@ -524,11 +531,7 @@ def with_pieces(ledger: Sequence[dict], pieces: Sequence[Piece], schedule: str) 
         values = run_values(piece.row, piece.folder)
         if piece.seed not in values:
             continue
-        key = (piece.row.key, schedule)
-        entry = next((e for e in entries if (e["row"], e["schedule"]) == key), None)
-        if entry is None:
-            entry = {"row": key[0], "schedule": schedule, "seeds": {}, "seconds": 0.0}
-            entries.append(entry)
+        entry = ledger_entry(entries, piece.row.key, schedule)
         if "summary" in entry or str(piece.seed) in entry["seeds"]:
             continue
         entry["seeds"][str(piece.seed)] = values[piece.seed][0]
@@ -645,7 +648,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --record: the schedule the runs used, and what "
         "it shortens (e.g. '1/58 of the steps')",
     )
-    return parser  # fmt: skip
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,6 +42,7 @@ import torch
 from speed import HandWrittenBayesByBackprop
 
 from pyro_cl import VCL, ContinualLearner
+from pyro_cl.infer.packed_gaussians import site_views
 from pyro_cl.likelihoods import CategoricalLikelihood, HeteroscedasticGaussianLikelihood
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.nn.local_reparam import VARIANCE_FLOOR, SampledGaussianLinear
@@ -196,8 +197,7 @@ class PackedFloor:
         self.update = torch.compile(_adam_with_kl, fullgraph=True)
 
     def views(self, flat: torch.Tensor) -> list[torch.Tensor]:
-        pieces = flat.split([math.prod(shape) for shape in self.shapes])
-        return [piece.view(shape) for piece, shape in zip(pieces, self.shapes, strict=True)]
+        return list(site_views(flat, dict(enumerate(self.shapes))).values())
 
     def epoch(self, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> None:
         for index in torch.randperm(x.shape[0]).split(batch_size):
