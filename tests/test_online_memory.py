@@ -27,6 +27,7 @@ from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.nn.moment_matching import activation_variance, moment_matched_prior_scales
 from pyro_cl.points import Points
+from pyro_cl.posterior import read_priors
 
 NOISE = 0.5
 SITES = ("heads.0.weight", "heads.0.bias")
@@ -87,6 +88,34 @@ def test_the_two_routes_give_the_same_factors_from_the_same_draws():
     for name in SITES:
         torch.testing.assert_close(results[0].precision[name], results[1].precision[name])
         torch.testing.assert_close(results[0].shift[name], results[1].shift[name])
+
+
+def test_the_two_routes_agree_on_a_net_with_hidden_units():
+    """Layers of several inputs and outputs (the fast route's per-unit contraction against
+    ``torch.func``'s per-example gradients), with the input layer's samples shared and the
+    hidden layer's per sample."""
+    generator = torch.Generator().manual_seed(2)
+    model = SupervisedModel(BayesianMLP(3, [5], 2), HeteroscedasticGaussianLikelihood())
+    x, y = torch.randn(7, 3, generator=generator), torch.randn(7, generator=generator)
+    shapes = {name: prior.mean.shape for name, prior in read_priors(model.net).items()}
+    posterior = {
+        name: Normal(
+            torch.randn(shape, generator=generator), torch.rand(shape, generator=generator) + 0.1
+        ).to_event(len(shape))
+        for name, shape in shapes.items()
+    }
+    results = []
+    for fast in (True, False):
+        model.fast = fast
+        torch.manual_seed(5)
+        results.append(estimate_gaussian_factors(model, posterior, x, y, num_samples=30))
+    for name in posterior:  # summation orders differ: float32 rounding of large precisions
+        torch.testing.assert_close(
+            results[0].precision[name], results[1].precision[name], rtol=1e-5, atol=1e-5
+        )
+        torch.testing.assert_close(
+            results[0].shift[name], results[1].shift[name], rtol=1e-5, atol=1e-5
+        )
 
 
 def corrected_factors(seed=0):
