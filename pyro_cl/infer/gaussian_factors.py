@@ -47,7 +47,7 @@ __all__ = [
     "remove_memory_factors",
 ]
 
-#: Floats per chunk of per-sample work (samples × points × site size); bounds the memory.
+#: Floats of per-sample work in flight per chunk of samples (:func:`_floats_per_sample`).
 _CHUNK_ELEMENTS = 2**24
 
 
@@ -166,6 +166,19 @@ class GaussianFactors:
         return self.expected_log_likelihood - self.expected_log_factor(posterior)
 
 
+def _floats_per_sample(locs: dict[str, torch.Tensor], points: int, fast: bool) -> int:
+    """About how many floats one Monte Carlo sample holds in flight. The layers' route (fast)
+    keeps a sample's draws and noise (twice every site's size) and, per point, a few vectors as
+    wide as the widest layer's outputs (a weight site is ``(out, in)``; no per-example gradient
+    of a sample is formed, :func:`~pyro_cl.nn.linear.outer_product_sums`); ``torch.func``'s
+    route forms every point's gradient of the largest site."""
+    if not fast:
+        return max(1, points * max(m.numel() for m in locs.values()))
+    total = sum(m.numel() for m in locs.values())
+    width = max((m.shape[0] for m in locs.values() if m.dim()), default=1)
+    return 2 * total + 4 * points * width
+
+
 @torch.no_grad()
 def _draw(locs: dict, scales: dict, count: int) -> tuple[dict, dict]:
     """``count`` draws ``θ_s = μ + σ ε_s`` per site, and the noise ``ε``."""
@@ -194,7 +207,8 @@ def estimate_gaussian_factors(
     :param posterior: ``{site: Normal}``, the fitted ``q`` (e.g. a learner's ``q̃_t``).
     :param num_samples: ``K_term``, the Monte Carlo samples (50k in the paper, table 2).
     :param samples_per_chunk: samples per vectorised pass (default: as many as keep about
-        ``2**24`` floats per site in flight).
+        ``2**24`` floats in flight, :func:`_floats_per_sample`). The draws depend on it: the same
+        seed with another chunk size gives other (equally distributed) samples.
     """
     if num_samples < 1:
         raise ValueError(f"num_samples must be at least 1, got {num_samples}")
@@ -203,8 +217,8 @@ def estimate_gaussian_factors(
     scales = {n: base_distribution(q).scale.detach() for n, q in posterior.items()}
     points = x.shape[0]
     if samples_per_chunk is None:
-        largest = max(m.numel() for m in locs.values())
-        samples_per_chunk = max(1, min(num_samples, _CHUNK_ELEMENTS // max(1, points * largest)))
+        per_sample = _floats_per_sample(locs, points, model.fast)
+        samples_per_chunk = max(1, min(num_samples, _CHUNK_ELEMENTS // per_sample))
     log_likelihood = x.new_zeros(points)
     gradients = {n: m.new_zeros((points, *m.shape)) for n, m in locs.items()}
     weighted = {n: m.new_zeros((points, *m.shape)) for n, m in locs.items()}

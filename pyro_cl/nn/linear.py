@@ -95,22 +95,17 @@ class BayesianLinear(BayesianLayer):
         weights: dict[str, torch.Tensor | None],
     ) -> dict[str, torch.Tensor]:
         """``∂ℓ_{s,n}/∂W_s = g_{s,n} x_{s,n}ᵀ``, so ``Σ_s (∂ℓ_{s,n}/∂W_s) ⊙ A_s`` is the contraction
-        ``Σ_s g_{s,n,o} x_{s,n,i} A_{s,o,i}`` (no per-example gradient tensor of every sample is
-        formed; see :func:`_weighted_outer_sums`), and the bias's is ``Σ_s g_{s,n} ⊙ a_s``.
+        ``Σ_s g_{s,n,o} x_{s,n,i} A_{s,o,i}`` (:func:`outer_product_sums`: no per-example gradient
+        of every sample is formed), and the bias's is ``Σ_s g_{s,n} ⊙ a_s``.
 
         ``x`` is ``(P, N, in)`` with ``P`` 1 or the ``S`` samples of ``output_gradient``
         ``(S, N, out)``; a weight ``A`` is ``(S, *site shape)`` or ``None`` (all ones).
         """
         g = output_gradient
-        inputs = x.expand(g.shape[0], *x.shape[1:])
         sums = {}
         for name, weight in weights.items():
             if name == "weight":
-                sums[name] = (
-                    torch.einsum("sno,sni->noi", g, inputs)
-                    if weight is None
-                    else _weighted_outer_sums(g, x, weight)
-                )
+                sums[name] = outer_product_sums(g, x, weight)
             elif name == "bias" and self.has_bias:
                 sums[name] = g.sum(0) if weight is None else torch.einsum("sno,so->no", g, weight)
             else:
@@ -124,18 +119,30 @@ class BayesianLinear(BayesianLayer):
         )
 
 
-def _weighted_outer_sums(
-    output_gradient: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
+def outer_product_sums(
+    output_gradient: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """``Σ_s g_{s,n,o} x_{s,n,i} A_{s,o,i}``, shape ``(N, out, in)``, one output unit ``o`` at a
-    time: ``(g_{·,·,o} x) ⊙ A_{·,o}`` summed over the samples.
+    """``Σ_s g_{s,n,o} x_{s,n,i} A_{s,o,i}`` (``A`` all ones when ``None``), shape ``(N, out, in)``:
+    per example ``n``, the sum over samples ``s`` of the outer products ``g_{s,n} x_{s,n}ᵀ``,
+    weighted elementwise by ``A_s``.
 
-    Every index of the three-operand contraction is shared by two operands, so no order of it is a
-    matrix product, and ``torch.einsum`` builds it from pairwise products through an
-    ``(S, N, out, in)`` intermediate: 11-120 ms for 327 samples of 50 points of a 32x32 layer on
-    one CPU thread against 3.7 ms this way (benchmarks/RESULTS.md, "GRS's factors"). ``x`` is
-    ``(P, N, in)`` with ``P`` 1 or ``S``.
+    ``x`` is ``(P, N, in)``. With ``P = 1`` (inputs shared by every sample, a first layer) ``x_n``
+    leaves the sum: ``(Σ_s g_{s,n,o} A_{s,o,i}) x_{n,i}``, the bracket a matrix product batched
+    over ``o``. With ``P = S`` the unweighted sum is a matrix product batched over ``n``; the
+    weighted one shares every index with two operands, so no order of it is a matrix product
+    (``torch.einsum`` goes through an ``(S, N, out, in)`` intermediate) and it runs one output unit
+    at a time, ``Σ_s (g_{s,·,o} x_s) ⊙ A_{s,o}``. Measured against the three-operand einsum in
+    ``benchmarks/factor_speed.py`` (benchmarks/RESULTS.md, "GRS's factors").
     """
+    if x.shape[0] == 1:
+        if weight is None:
+            per_unit = output_gradient.sum(0).unsqueeze(-1)  # (N, out, 1)
+        else:  # (out, N, S) @ (out, S, in)
+            per_unit = torch.bmm(output_gradient.permute(2, 1, 0), weight.transpose(0, 1))
+            per_unit = per_unit.transpose(0, 1)
+        return per_unit * x[0].unsqueeze(1)
+    if weight is None:
+        return torch.einsum("sno,sni->noi", output_gradient, x)
     _, points, outputs = output_gradient.shape
     sums = output_gradient.new_empty(points, outputs, x.shape[-1])
     for unit in range(outputs):
