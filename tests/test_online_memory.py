@@ -25,7 +25,7 @@ from pyro_cl.likelihoods import GaussianLikelihood, HeteroscedasticGaussianLikel
 from pyro_cl.memory import GaussianResidualMemory, KCenterCoreset, RandomCoreset
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianMLP
-from pyro_cl.nn.linear import outer_product_sums
+from pyro_cl.nn import linear as linear_module
 from pyro_cl.nn.moment_matching import activation_variance, moment_matched_prior_scales
 from pyro_cl.points import Points
 from pyro_cl.posterior import read_priors
@@ -93,10 +93,12 @@ def test_the_two_routes_give_the_same_factors_from_the_same_draws():
 
 @pytest.mark.parametrize("shared_inputs", [True, False])
 @pytest.mark.parametrize("weighted", [True, False])
-def test_outer_product_sums_equal_the_contraction_written_out(shared_inputs, weighted):
-    """``Σ_s g_{s,n,o} x_{s,n,i} A_{s,o,i}`` by each of the layer's routes against the einsum."""
+def test_outer_product_sums_equal_the_contraction_written_out(shared_inputs, weighted, monkeypatch):
+    """``Σ_s g_{s,n,o} x_{s,n,i} A_{s,o,i}`` by each of the layer's routes against the einsum
+    (the per-unit route in blocks of two samples: three blocks)."""
     generator = torch.Generator().manual_seed(0)
     samples, points, outputs, inputs = 6, 5, 4, 3
+    monkeypatch.setattr(linear_module, "_BLOCK_FLOATS", 2 * points * inputs)
     g = torch.randn(samples, points, outputs, generator=generator)
     x = torch.randn(1 if shared_inputs else samples, points, inputs, generator=generator)
     weight = torch.randn(samples, outputs, inputs, generator=generator)
@@ -106,7 +108,8 @@ def test_outer_product_sums_equal_the_contraction_written_out(shared_inputs, wei
         x.expand(samples, -1, -1),
         weight if weighted else torch.ones_like(weight),
     )
-    torch.testing.assert_close(outer_product_sums(g, x, weight if weighted else None), expected)
+    sums = linear_module.outer_product_sums(g, x, weight if weighted else None)
+    torch.testing.assert_close(sums, expected)
 
 
 def test_the_two_routes_agree_on_a_net_with_hidden_units():

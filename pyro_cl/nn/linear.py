@@ -131,7 +131,8 @@ def outer_product_sums(
     over ``o``. With ``P = S`` the unweighted sum is a matrix product batched over ``n``; the
     weighted one shares every index with two operands, so no order of it is a matrix product
     (``torch.einsum`` goes through an ``(S, N, out, in)`` intermediate) and it runs one output unit
-    at a time, ``Σ_s (g_{s,·,o} x_s) ⊙ A_{s,o}``. Measured against the three-operand einsum in
+    at a time, ``Σ_s (g_{s,·,o} x_s) ⊙ A_{s,o}``, over blocks of samples small enough to stay in
+    cache. Measured against the three-operand einsum in
     ``benchmarks/factor_speed.py`` (benchmarks/RESULTS.md, "GRS's factors").
     """
     if x.shape[0] == 1:
@@ -143,9 +144,16 @@ def outer_product_sums(
         return per_unit * x[0].unsqueeze(1)
     if weight is None:
         return torch.einsum("sno,sni->noi", output_gradient, x)
-    _, points, outputs = output_gradient.shape
-    sums = output_gradient.new_empty(points, outputs, x.shape[-1])
-    for unit in range(outputs):
-        column = output_gradient[:, :, unit, None] * x  # (S, N, in)
-        sums[:, unit] = column.mul_(weight[:, None, unit]).sum(0)
+    samples, points, outputs = output_gradient.shape
+    sums = output_gradient.new_zeros(points, outputs, x.shape[-1])
+    block = max(1, _BLOCK_FLOATS // (points * x.shape[-1]))  # keeps (block, N, in) in cache
+    for first in range(0, samples, block):
+        rows = slice(first, first + block)
+        g, inputs, a = output_gradient[rows], x[rows], weight[rows]
+        for unit in range(outputs):
+            sums[:, unit] += (g[:, :, unit, None] * inputs).mul_(a[:, None, unit]).sum(0)
     return sums
+
+
+#: Floats of one output unit's ``(samples, N, in)`` products at a time (1 MiB).
+_BLOCK_FLOATS = 2**18
