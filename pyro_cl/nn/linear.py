@@ -8,7 +8,11 @@ import torch.nn.functional as F
 from pyro_cl.nn.layer import BayesianLayer
 from pyro_cl.nn.local_reparam import gaussian_linear
 
-__all__ = ["BayesianLinear"]
+__all__ = ["BayesianLinear", "outer_product_sums"]
+
+#: Floats of one output unit's ``(samples, N, in)`` products at a time in
+#: :func:`outer_product_sums` (1 MiB).
+_BLOCK_FLOATS = 2**18
 
 
 class BayesianLinear(BayesianLayer):
@@ -132,8 +136,8 @@ def outer_product_sums(
     weighted one shares every index with two operands, so no order of it is a matrix product
     (``torch.einsum`` goes through an ``(S, N, out, in)`` intermediate) and it runs one output unit
     at a time, ``Σ_s (g_{s,·,o} x_s) ⊙ A_{s,o}``, over blocks of samples small enough to stay in
-    cache. Measured against the three-operand einsum in
-    ``benchmarks/factor_speed.py`` (benchmarks/RESULTS.md, "GRS's factors").
+    cache. Measured against the three-operand einsum in ``benchmarks/factor_speed.py``
+    (benchmarks/RESULTS.md, "GRS's factors").
     """
     if x.shape[0] == 1:
         if weight is None:
@@ -153,7 +157,3 @@ def outer_product_sums(
         for unit in range(outputs):
             sums[:, unit] += (g[:, :, unit, None] * inputs).mul_(a[:, None, unit]).sum(0)
     return sums
-
-
-#: Floats of one output unit's ``(samples, N, in)`` products at a time (1 MiB).
-_BLOCK_FLOATS = 2**18
