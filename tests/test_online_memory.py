@@ -79,13 +79,19 @@ def test_monte_carlo_factors_converge_to_the_linear_gaussian_closed_form(route):
     torch.testing.assert_close(factors.expected_log_likelihood, expected, rtol=0.02, atol=0.02)
 
 
-def test_the_two_routes_give_the_same_factors_from_the_same_draws():
-    model, posterior, x, y = linear_gaussian(seed=3)
+def factors_on_both_routes(model, posterior, x, y, num_samples):
+    """The factors on the fast route and on the Pyro route, from the same draws."""
     results = []
     for fast in (True, False):
         model.fast = fast
         torch.manual_seed(5)
-        results.append(estimate_gaussian_factors(model, posterior, x, y, num_samples=50))
+        results.append(estimate_gaussian_factors(model, posterior, x, y, num_samples=num_samples))
+    return results
+
+
+def test_the_two_routes_give_the_same_factors_from_the_same_draws():
+    model, posterior, x, y = linear_gaussian(seed=3)
+    results = factors_on_both_routes(model, posterior, x, y, num_samples=50)
     for name in SITES:
         torch.testing.assert_close(results[0].precision[name], results[1].precision[name])
         torch.testing.assert_close(results[0].shift[name], results[1].shift[name])
@@ -126,11 +132,7 @@ def test_the_two_routes_agree_on_a_net_with_hidden_units():
         ).to_event(len(shape))
         for name, shape in shapes.items()
     }
-    results = []
-    for fast in (True, False):
-        model.fast = fast
-        torch.manual_seed(5)
-        results.append(estimate_gaussian_factors(model, posterior, x, y, num_samples=30))
+    results = factors_on_both_routes(model, posterior, x, y, num_samples=30)
     for name in posterior:  # summation orders differ: float32 rounding of large precisions
         torch.testing.assert_close(
             results[0].precision[name], results[1].precision[name], rtol=1e-5, atol=1e-5
