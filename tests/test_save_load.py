@@ -33,9 +33,10 @@ def _learner(seed=0):
 def test_save_load_predict_gives_identical_outputs(tmp_path):
     learner = _learner()
     learner.observe(two_class_data(100, 4, column=0), task_id=0)
+    x = two_class_data(20, 4, seed=5)[0]
+    learner.predictive_samples(x, task_id=0)  # prediction's stream moves on, and is saved
     path = tmp_path / "state.pt"
     learner.save(path)
-    x = two_class_data(20, 4, seed=5)[0]
     torch.manual_seed(11)
     expected = learner.predictive_samples(x, task_id=0)
     restored = VCL.load(path)

@@ -51,6 +51,38 @@ def test_a_seeded_learners_draws_do_not_depend_on_the_callers():
         assert torch.equal(locs[name], locs_again[name])
 
 
+def test_evaluating_between_steps_changes_nothing_training_draws():
+    data = [two_class_data(64, 4, column=c, seed=c) for c in range(3)]
+    test = two_class_data(40, 4, seed=9)
+
+    def run(evaluations: list[dict]):
+        learner = _learner(seed=7)
+        for task, settings in zip(data, evaluations, strict=True):
+            learner.observe(task)
+            if settings:  # on other inputs, with other sample counts and pass sizes
+                learner.evaluate((test[0][: settings["n"]], test[1][: settings["n"]]))
+                learner.predictive_samples(test[0], num_samples=settings["s"], chunk=3)
+        return learner.guide.locs(), learner.memory_points.x, learner.predict(test[0])
+
+    never = run([{}, {}, {}])
+    often = run([{"n": 40, "s": 3}, {"n": 7, "s": 50}, {"n": 1, "s": 1}])
+    for name in never[0]:
+        assert torch.equal(never[0][name], often[0][name]), name
+    assert torch.equal(never[1], often[1])
+    # prediction's own stream moved on: the last predictions drew other samples
+    assert not torch.equal(never[2], often[2])
+
+
+def test_a_seeded_learners_predictions_repeat_from_its_seed_and_draw_afresh_each_call():
+    task, test = two_class_data(64, 4), two_class_data(16, 4, seed=1)[0]
+    first, second = _learner(seed=3), _learner(seed=3)
+    first.observe(task)
+    second.observe(task)
+    once = first.predictive_samples(test)
+    assert torch.equal(once, second.predictive_samples(test))
+    assert not torch.equal(once, first.predictive_samples(test))
+
+
 def test_an_unseeded_learner_draws_from_the_process_generator():
     torch.manual_seed(5)
     expected = torch.rand(3)

@@ -68,7 +68,7 @@ def importance_log_likelihood(
     sites = learner.prediction_sites(x[:1], task_id)
     prior = dist.Normal(x.new_zeros(model.latent_dim), x.new_ones(model.latent_dim))
     results = []
-    with exclusive_mode(learner.net, training=False), learner.random.scope():
+    with exclusive_mode(learner.net, training=False), learner.prediction_random.scope():
         if chunk is None:
             z = x.new_zeros(1, 1, model.latent_dim)  # one code: only the widths matter
             probe = partial(outputs_per_draw, model.decode, model, sites, z, task_id)
@@ -107,8 +107,8 @@ def generate(
     :param mean_weights: decode with the posterior mean of ``θ`` instead of a draw per image
         (the VCL reference code's pictures and classifier scores use the mean).
 
-    Draws come from the learner's random stream (:attr:`ContinualLearner.random`): the same
-    seed gives the same samples.
+    Draws come from the learner's prediction stream (:attr:`ContinualLearner.prediction_random`):
+    the same seed gives the same samples, and drawing them changes nothing training draws.
 
     :returns: shape ``(num_samples, data size)``.
     """
@@ -123,7 +123,7 @@ def generate(
             name: value.mean if isinstance(value, Distribution) else value
             for name, value in learner.posterior(task_id).items()
         }
-    with exclusive_mode(learner.net, training=False), learner.random.scope():
+    with exclusive_mode(learner.net, training=False), learner.prediction_random.scope():
         z = torch.randn(1, num_samples, model.latent_dim, device=learner.device, dtype=model.dtype)
         outputs = outputs_per_draw(model.decode, model, sites, z, task_id)[0]
         observations = model.likelihood.distribution(outputs)

@@ -2,7 +2,7 @@
 
 A checkpoint holds every part's spec (rebuilt from the registry on load, :mod:`pyro_cl.spec`),
 the net's weights, the priors, the guide, every part's state, the bookkeeping, the memory's
-points, the prediction posteriors and the random stream, so a loaded learner continues exactly
+points, the prediction posteriors and the random streams, so a loaded learner continues exactly
 where the saved one stopped. Files are written atomically and read without unpickling code
 (:mod:`pyro_cl.serialization`).
 """
@@ -75,6 +75,7 @@ def learner_state(learner: LearnerStores) -> dict:
         ],
         "seed": learner.seed,
         "rng": learner.random.state(),
+        "prediction_rng": learner.prediction_random.state(),
     }
 
 
@@ -160,6 +161,8 @@ def _load(cls, path, net, device, key):
         for key, posterior in state["prediction_posteriors"]
     }
     learner.random.load_state(state["rng"])
+    if "prediction_rng" in state:  # files saved before prediction had a stream of its own
+        learner.prediction_random.load_state(state["prediction_rng"])
     return learner
 
 

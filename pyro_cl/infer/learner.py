@@ -117,9 +117,12 @@ class ContinualLearner:
         self.config = (config or TrainingConfig()).replace(**settings)
         self.device = torch.device(device or "cpu")
         self.seed = seed
-        #: Where the learner's draws come from: its own stream when seeded (see
+        #: Where training's draws come from: the learner's own stream when seeded (see
         #: :mod:`pyro_cl.infer.random_stream`), else torch's global generator.
         self.random = RandomStream(seed, self.device)
+        #: Where prediction's draws come from: a stream split from the same seed, so evaluating
+        #: never changes what training draws.
+        self.prediction_random = self.random.spawn(1)
         self.fitter = _checked_part(fitter, Fitter, "fitter") or self.default_fitter()
         self.transition = (
             _checked_part(transition, Transition, "transition") or self.default_transition()
@@ -499,8 +502,9 @@ class ContinualLearner:
         chunk: int | None = None,
     ) -> torch.Tensor:
         """:meth:`predictive_samples` for inputs already checked and on the device, with the
-        latent sites drawn from ``sites`` (default :meth:`prediction_sites`)."""
-        with self.random.scope():
+        latent sites drawn from ``sites`` (default :meth:`prediction_sites`), by
+        :attr:`prediction_random`."""
+        with self.prediction_random.scope():
             if sites is None:
                 with exclusive_mode(self.net, training=False):
                     sites = self.prediction_sites(x[:1], task_id)

@@ -3,9 +3,9 @@
 Everything a step may change lives in a few stores: the guide's parameters, the net's priors
 (the running posterior) and buffers (e.g. H-IBP's per-task concentrations), every part's state
 (fitter, transition, memory, callbacks), the bookkeeping (trained sites, tasks, times), the
-memory's points, the prediction posteriors and the random stream. :meth:`LearnerState.of`
-copies all of them out as one value and :meth:`LearnerState.restore_into` puts it back, so a
-step that fails leaves the learner exactly as it was (:func:`transaction`).
+memory's points, the prediction posteriors and the random streams (training's and prediction's).
+:meth:`LearnerState.of` copies all of them out as one value and :meth:`LearnerState.restore_into`
+puts it back, so a step that fails leaves the learner exactly as it was (:func:`transaction`).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ class LearnerStores(Protocol):
     memory_points: Points | None
     prediction_posteriors: dict[int, Posterior]
     random: RandomStream
+    prediction_random: RandomStream
 
     def parts(self) -> dict[str, Registrable]: ...
 
@@ -74,6 +75,7 @@ class LearnerState:
     memory_points: Points | None
     prediction_posteriors: dict[int, Posterior]
     random: dict[str, torch.Tensor]
+    prediction_random: dict[str, torch.Tensor]
 
     @classmethod
     def of(cls, learner: LearnerStores) -> LearnerState:
@@ -89,6 +91,7 @@ class LearnerState:
             memory_points=learner.memory_points,  # immutable
             prediction_posteriors=learner.prediction_posteriors,  # replaced, never edited
             random=learner.random.state(),
+            prediction_random=learner.prediction_random.state(),
         )
 
     def restore_into(self, learner: LearnerStores) -> None:
@@ -104,6 +107,7 @@ class LearnerState:
         learner.memory_points = self.memory_points
         learner.prediction_posteriors = self.prediction_posteriors
         learner.random.load_state(self.random)
+        learner.prediction_random.load_state(self.prediction_random)
 
 
 @contextlib.contextmanager

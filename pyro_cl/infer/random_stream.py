@@ -1,10 +1,15 @@
-"""A learner's own random stream: reproducible from its seed, without touching the process's.
+"""A learner's own random streams: reproducible from its seed, without touching the process's.
 
 Every draw pyro_cl makes (weight samples, minibatch orders, coreset choices, Monte Carlo
-estimates) comes from torch's global generator, as Pyro's do. A seeded learner keeps a generator
-state of its own and swaps it in only while it works (:meth:`RandomStream.scope`): whatever the
+estimates) comes from torch's global generator, as Pyro's do. A seeded learner keeps generator
+states of its own and swaps one in only while it works (:meth:`RandomStream.scope`): whatever the
 caller does with torch's generator between two calls, the learner's draws are the same, and the
 caller's generator is left as it was. An unseeded learner draws from the global generator.
+
+A seeded learner has two streams, split from its seed by :meth:`RandomStream.spawn`: training's
+(fits, memory choices) and prediction's. Evaluating between steps, on any number of inputs with
+any number of samples, then never changes what training draws: a run's posteriors are the same
+whether or not, and however, it is evaluated.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+import numpy as np
 import torch
 
 from pyro_cl.nn.exclusive import MODEL_LOCK
@@ -43,6 +49,7 @@ class RandomStream:
     """
 
     def __init__(self, seed: int | None, device: torch.device) -> None:
+        self.seed = seed
         self.device = device
         self._state: dict[str, torch.Tensor] | None = None
         self._depth = 0
@@ -54,6 +61,15 @@ class RandomStream:
     @property
     def seeded(self) -> bool:
         return self._state is not None
+
+    def spawn(self, key: int) -> RandomStream:
+        """An independent stream on the same device, seeded by the child ``key`` of
+        ``numpy.random.SeedSequence(seed)`` (the standard way to split one seed into streams that
+        do not overlap); unseeded, it draws from the process's generator too."""
+        if self.seed is None:
+            return RandomStream(None, self.device)
+        child = np.random.SeedSequence(self.seed, spawn_key=(key,))
+        return RandomStream(int(child.generate_state(1, np.uint64)[0]), self.device)
 
     @contextlib.contextmanager
     def scope(self) -> Iterator[None]:
