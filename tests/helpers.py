@@ -48,6 +48,41 @@ def fixed_preactivation_noise(monkeypatch) -> torch.Generator:
     return generator
 
 
+def elbo_on_both_routes(model, guide, x, y, task: int, size: int, particles: int, monkeypatch):
+    """The negative ELBO per point and its gradients on ``guide``, ``(loss, grads)`` on the Pyro
+    route then on the fast route, both from the same weight draws and (with local
+    reparameterisation) the same pre-activation noise. One particle: Pyro's own
+    ``TraceMeanField_ELBO``; several: the Pyro route's particle plate."""
+    import pyro
+    from pyro.infer import TraceMeanField_ELBO
+
+    from pyro_cl.infer.objectives import Minibatch, negative_elbo
+    from pyro_cl.nn import local_reparameterization
+
+    generator = fixed_preactivation_noise(monkeypatch)
+    rows = Minibatch(x, y, task)
+
+    def same_draws() -> None:
+        generator.manual_seed(7)
+        pyro.set_rng_seed(3)
+
+    def pyro_loss():
+        same_draws()
+        if particles > 1:
+            return negative_elbo(model, guide, rows, size, particles, fast=False)
+        with local_reparameterization():
+            elbo = TraceMeanField_ELBO()
+            return (
+                elbo.differentiable_loss(model, guide, x, y, task_id=task, dataset_size=size) / size
+            )
+
+    def fast_loss():
+        same_draws()
+        return negative_elbo(model, guide, rows, size, particles, fast=True)
+
+    return loss_and_gradients(pyro_loss, guide), loss_and_gradients(fast_loss, guide)
+
+
 def write_idx(path, array, type_code=0x08) -> None:
     """Write ``array`` as a gzipped IDX file (MNIST's layout)."""
     header = bytes([0, 0, type_code, array.ndim]) + b"".join(

@@ -1,19 +1,22 @@
 """The fast ELBO equals Pyro's TraceMeanField_ELBO on the same random draws (value and gradients)."""
 
-import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from pyro.infer import TraceMeanField_ELBO
 from pyro.nn import PyroModule, PyroSample
 
 from pyro_cl import CategoricalLikelihood, MeanFieldGuide, SupervisedModel
 from pyro_cl.infer.objectives import Minibatch, negative_elbo, task_groups
 from pyro_cl.infer.site_values import sample_outputs, substitute_sites
 from pyro_cl.kl import kl_to_prior
-from pyro_cl.nn import BayesianMLP, local_reparameterization
+from pyro_cl.nn import BayesianMLP
 from pyro_cl.posterior import read_priors
-from tests.helpers import fixed_preactivation_noise, loss_and_gradients, two_class_data
+from tests.helpers import (
+    elbo_on_both_routes,
+    fixed_preactivation_noise,
+    loss_and_gradients,
+    two_class_data,
+)
 
 
 @pytest.mark.parametrize("particles", [1, 3])
@@ -29,29 +32,9 @@ def test_fast_elbo_equals_trace_mean_field_elbo(use_lrt, particles, monkeypatch)
     task, n = 1, 500
     guide.sites_for(x, y, task_id=task, dataset_size=n)
 
-    if use_lrt:  # the pre-activation noise comes from a generator both runs reset identically
-        generator = fixed_preactivation_noise(monkeypatch)
-
-    def pyro_loss():
-        if use_lrt:
-            generator.manual_seed(7)
-        pyro.set_rng_seed(3)
-        if particles > 1:
-            return negative_elbo(model, guide, Minibatch(x, y, task), n, particles, fast=False)
-        with local_reparameterization():
-            loss = TraceMeanField_ELBO().differentiable_loss(
-                model, guide, x, y, task_id=task, dataset_size=n
-            )
-        return loss / n
-
-    def fast_loss():
-        if use_lrt:
-            generator.manual_seed(7)
-        pyro.set_rng_seed(3)
-        return negative_elbo(model, guide, Minibatch(x, y, task), n, particles, fast=True)
-
-    loss_pyro, grads_pyro = loss_and_gradients(pyro_loss, guide)
-    loss_fast, grads_fast = loss_and_gradients(fast_loss, guide)
+    (loss_pyro, grads_pyro), (loss_fast, grads_fast) = elbo_on_both_routes(
+        model, guide, x, y, task, n, particles, monkeypatch
+    )
     torch.testing.assert_close(loss_fast, loss_pyro, rtol=1e-5, atol=1e-6)
     assert grads_pyro.keys() == grads_fast.keys()
     assert not any("heads/0" in k for k in grads_fast)  # the other head is not touched

@@ -4,11 +4,9 @@ import json
 import math
 
 import numpy as np
-import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from pyro.infer import TraceMeanField_ELBO
 from pyro.nn import PyroModule, PyroSample
 
 from pyro_cl import VCL, VOGN, DivergenceError, FineTuning, MeanFieldGuide, PointEstimateFitter
@@ -16,12 +14,11 @@ from pyro_cl.baselines.ewc import EWC
 from pyro_cl.baselines.laplace import LaplacePropagation
 from pyro_cl.baselines.synaptic_intelligence import SynapticIntelligence
 from pyro_cl.generative import GenerativeModel, generate, importance_log_likelihood
-from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.likelihoods import Likelihood, PixelBernoulliLikelihood
 from pyro_cl.memory import RandomCoreset
-from pyro_cl.nn import BayesianLinear, VAEDecoder, local_reparameterization
+from pyro_cl.nn import BayesianLinear, VAEDecoder
 from pyro_cl.posterior import read_priors
-from tests.helpers import fixed_preactivation_noise, loss_and_gradients
+from tests.helpers import elbo_on_both_routes
 
 
 def _images(n=48, pixels=12, seed=0, on=0.8):
@@ -176,29 +173,9 @@ def test_fast_bound_equals_pyro_elbo_on_the_same_draws(use_lrt, particles, monke
     guide = MeanFieldGuide(model, init_log_variance=-2.0, local_guide=model.local_guide)
     task, n = 1, 300
     guide.sites_for(x, x, task_id=task, dataset_size=n)
-    if use_lrt:  # the pre-activation noise comes from a generator both runs reset identically
-        generator = fixed_preactivation_noise(monkeypatch)
-
-    def pyro_loss():
-        if use_lrt:
-            generator.manual_seed(7)
-        pyro.set_rng_seed(3)
-        if particles > 1:
-            return negative_elbo(model, guide, Minibatch(x, x, task), n, particles, fast=False)
-        with local_reparameterization():
-            loss = TraceMeanField_ELBO().differentiable_loss(
-                model, guide, x, x, task_id=task, dataset_size=n
-            )
-        return loss / n
-
-    def fast_loss():
-        if use_lrt:
-            generator.manual_seed(7)
-        pyro.set_rng_seed(3)
-        return negative_elbo(model, guide, Minibatch(x, x, task), n, particles, fast=True)
-
-    loss_pyro, grads_pyro = loss_and_gradients(pyro_loss, guide)
-    loss_fast, grads_fast = loss_and_gradients(fast_loss, guide)
+    (loss_pyro, grads_pyro), (loss_fast, grads_fast) = elbo_on_both_routes(
+        model, guide, x, x, task, n, particles, monkeypatch
+    )
     torch.testing.assert_close(loss_fast, loss_pyro, rtol=1e-5, atol=1e-5)
     assert grads_pyro.keys() == grads_fast.keys()
     assert any(k.startswith("local_guide.encoders.1.") for k in grads_fast)  # φ trains
