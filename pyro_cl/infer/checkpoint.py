@@ -103,7 +103,7 @@ def load_learner(
     device: str | torch.device | None = None,
     key: bytes | None = None,
 ) -> LearnerType:
-    """Rebuild a learner saved with :meth:`save` and restore its random stream, after checking
+    """Rebuild a learner saved with :meth:`save` and restore its random streams, after checking
     the file's integrity (digest, or signature with ``key``) and then its meaning
     (:func:`check_meaning`).
 

@@ -82,8 +82,9 @@ class ContinualLearner:
     :param config: a :class:`~pyro_cl.infer.config.TrainingConfig`; keyword ``settings``
         (``epochs=...``, ``learning_rate=...``) replace single fields of it.
     :param device: where the net, guide and data live ("cpu", "cuda", ...).
-    :param seed: gives the learner a random stream of its own (:mod:`pyro_cl.infer.random_stream`),
-        swapped into torch's generator only while it works; ``None`` draws from the process's.
+    :param seed: gives the learner random streams of its own, training's and prediction's
+        (:mod:`pyro_cl.infer.random_stream`), swapped into torch's generator only while it works;
+        ``None`` draws from the process's.
     :param fitter: fits each step's posterior (default :attr:`default_fitter`).
     :param transition: turns the last posterior into the next prior (default
         :attr:`default_transition`).
@@ -601,7 +602,7 @@ class ContinualLearner:
         device: str | torch.device | None = None,
         key: bytes | None = None,
     ) -> ContinualLearner:
-        """Rebuild a learner saved with :meth:`save`, with its random stream
+        """Rebuild a learner saved with :meth:`save`, with its random streams
         (:func:`pyro_cl.infer.checkpoint.load_learner`).
 
         :param net: a freshly built net of the same architecture; required unless the saved net
