@@ -48,7 +48,8 @@ def test_cli_runs_a_short_benchmark_and_writes_results(tmp_path, capsys):
     assert [r["method"] for r in results] == ["vcl", "finetune"]
     matrix = results[0]["matrices"]["accuracy"]
     assert len(matrix) == 5 and matrix[0][1] is None and 0 <= matrix[4][0] <= 1
-    assert len(results[0]["details"]["scratch_accuracy"]) == 5
+    details = results[0]["details"]
+    assert len(details["scratch_accuracy"]) == 5 and details["scratch_wall_time_s"] > 0
     assert results[0]["summary"]["FWT"] is not None
     assert (out / "accuracy.png").stat().st_size > 1000
 

@@ -127,6 +127,21 @@ def test_the_ledger_keeps_measured_runs_and_the_table_reads_them(tmp_path, capsy
         script.main(["--tables", "vogn", "--ledger", str(ledger), "--record", str(tmp_path)])
 
 
+def test_the_from_scratch_row_reads_the_scratch_accuracies_of_a_forward_transfer_run(tmp_path):
+    script = load_benchmark_script("reproduce")
+    (row,) = [r for r in script.ROWS if r.name.startswith("split-cifar10 from scratch")]
+    assert row.metric == "scratch" and "--forward-transfer" in row.command
+    runs = [
+        {"method": "finetune", "seed": 0, "wall_time_s": 60.0, "summary": {"ACC": 0.7},
+         "details": {"scratch_accuracy": [0.9, 0.8, 0.7], "scratch_wall_time_s": 50.0}},
+        {"method": "finetune", "seed": 1, "wall_time_s": 60.0, "summary": {"ACC": 0.7},
+         "details": {}},  # no --forward-transfer: nothing to read
+    ]  # fmt: skip
+    (tmp_path / "results.json").write_text(json.dumps({"runs": runs}))
+    (seed, (value, seconds)), *rest = script.run_values(row, tmp_path).items()
+    assert not rest and seed == 0 and value == pytest.approx(80.0) and seconds == 50.0
+
+
 def test_every_entry_of_the_repositorys_ledger_names_a_row():
     script = load_benchmark_script("reproduce")
     keys = {row.key for row in script.ROWS}

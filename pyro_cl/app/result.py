@@ -11,8 +11,9 @@ into one :class:`RunResult`:
   ``i + 1`` under the posterior after step ``i``), ``step_seconds``, ``memory_sizes``, ...;
   every run has ``training_seconds`` (in ``observe``) and ``evaluation_seconds`` (in the
   metrics), so a run's cost splits into fitting and measuring;
-* ``details`` — what a metric records once (FWT's scratch accuracies, IBP active units, the
-  judging classifier's accuracy, the memory size and transition of an online run).
+* ``details`` — what a metric records once (FWT's scratch accuracies and their training time
+  ``scratch_wall_time_s``, IBP active units, the judging classifier's accuracy, the memory size
+  and transition of an online run).
 
 :meth:`RunResult.summary` reads whichever of them the run has: ACC/BWT/FWT from an accuracy
 matrix (the VOGN thesis's eq. 64-66), the generative test-LL and uncertainty after the last task
@@ -222,7 +223,7 @@ def mean_result(results: list[RunResult]) -> RunResult:
         settings=first.settings,
         matrices={k: np.mean([r.matrices[k] for r in results], axis=0) for k in first.matrices},
         series=series,
-        details={k: v for k, v in first.details.items() if k != "scratch_accuracy"},
+        details={k: v for k, v in first.details.items() if not k.startswith("scratch_")},
         samples=first.samples,
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -67,7 +68,9 @@ def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
                 learner, stream, run.label(method), settings, seed=seed, loggers=loggers
             )
             if run.forward_transfer:
+                start = time.perf_counter()
                 result.details["scratch_accuracy"] = scratch_accuracies(make_learner, stream)
+                result.details["scratch_wall_time_s"] = time.perf_counter() - start
             results.append(result)
             if output is not None:
                 write_report(results, output)
