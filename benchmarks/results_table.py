@@ -3,25 +3,37 @@ the scratch accuracies' mean where the run measured FWT, runs, wall time) from `
 files.
 
     python benchmarks/results_table.py results/vcl_paper/split-notmnist-paper results/...
+    python benchmarks/results_table.py FOLDERS... --plot final.png   # and the VOGN thesis's fig. 5
 
-Runs of the same method in several folders (e.g. seeds run separately) are pooled.
+Runs of the same method in several folders (e.g. seeds run separately) are pooled; where runs of
+a method differ in a setting other than the seed (EWC's λ, the epochs), each setting is a row of
+its own, named by the settings that differ (``ewc (strength=100.0)``). ``--plot``
+also draws each task's accuracy after the last task, a bar per method (mean ± std over its
+runs) and a from-scratch bar where runs measured FWT (``plot_final_accuracies``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from pyro_cl.app.plotting import plot_final_accuracies
+from pyro_cl.app.result import RunResult
 
-def main(folders: list[str]) -> None:
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folders", nargs="+", help="folders holding a results.json")
+    parser.add_argument("--plot", type=Path, help="also write the final accuracies' bar chart")
+    args = parser.parse_args(argv)
+    every = [run for folder in args.folders
+             for run in json.loads((Path(folder) / "results.json").read_text())["runs"]]  # fmt: skip
     runs: dict[tuple[str, str], list[dict]] = {}
-    for folder in folders:
-        report = json.loads((Path(folder) / "results.json").read_text())
-        for run in report["runs"]:
-            runs.setdefault((run["stream"], run["method"]), []).append(run)
+    for run, label in zip(every, _labels(every), strict=True):
+        runs.setdefault((run["stream"], label), []).append({**run, "method": label})
     print(
         "| stream | method | ACC (mean ± std) | BWT (mean) | just learnt (mean) "
         "| from scratch (mean) | seeds | wall time per run |"
@@ -41,6 +53,36 @@ def main(folders: list[str]) -> None:
             f"| {stream} | {method} | {acc.mean():.1f} ± {acc.std():.1f}% | {bwt.mean():+.1f} "
             f"| {learnt} | {scratch} | {seeds} | {wall / 60:.1f} min |"
         )
+    if args.plot is not None:
+        results = [RunResult.from_json(run) for group in runs.values() for run in group]
+        print(f"wrote {plot_final_accuracies(results, args.plot)}")
+
+
+#: Settings that do not make two runs different rows.
+_SAME_ROW = {"seed", "device", "progress"}
+
+
+def _labels(runs: list[dict]) -> list[str]:
+    """Each run's method, followed by the settings in which it differs from other runs of its
+    method (none: the method alone)."""
+    flat = [dict(_leaves(run.get("settings", {}))) for run in runs]
+    labels = []
+    for run, settings in zip(runs, flat, strict=True):
+        peers = [f for r, f in zip(runs, flat, strict=True) if r["method"] == run["method"]]
+        keys = sorted({k for f in peers for k in f} - _SAME_ROW)
+        differing = [k for k in keys if len({repr(f.get(k)) for f in peers}) > 1]
+        shown = ", ".join(f"{k.rsplit('.', 1)[-1]}={settings.get(k)}" for k in differing)
+        labels.append(f"{run['method']} ({shown})" if shown else run["method"])
+    return labels
+
+
+def _leaves(settings: dict, prefix: str = ""):
+    """``(dotted key, value)`` of every leaf of a nested settings dict."""
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
 
 
 def _square(run: dict) -> bool:
@@ -54,4 +96,4 @@ def _mean(values: list[float]) -> str:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -13,6 +13,7 @@ from pyro_cl.metrics import average_accuracy_curve
 __all__ = [
     "plot_accuracy",
     "plot_active_units",
+    "plot_final_accuracies",
     "plot_memory_snapshots",
     "plot_memory_sweep",
     "plot_online_lml",
@@ -47,6 +48,43 @@ def plot_accuracy(results: Sequence[RunResult], path: str | Path) -> Path:
     axes[0].set_ylabel("test accuracy")
     axes[k].legend(fontsize=7, loc="lower left")
     fig.suptitle(results[0].stream, fontsize=10)
+    return _save(fig, path)
+
+
+def plot_final_accuracies(results: Sequence[RunResult], path: str | Path) -> Path:
+    """Each task's test accuracy after the last task, one bar per method, mean ± std over the
+    runs of a method (e.g. its seeds), with the average over tasks (ACC) as the last group: the
+    layout of the VOGN thesis's figure 5. Runs that measured FWT add a "from scratch" bar (each
+    task learnt alone, ``details["scratch_accuracy"]``). Returns the written path.
+
+    :raises ValueError: if the runs do not share their steps.
+    """
+    names = results[0].step_names
+    if any(r.step_names != names for r in results):
+        raise ValueError("every run must have the same steps to be drawn side by side")
+    finals: dict[str, list[np.ndarray]] = {}
+    for result in results:
+        final = np.asarray(result.accuracy[-1], dtype=float)
+        finals.setdefault(result.method, []).append(np.append(final, final.mean()))
+        scratch = result.details.get("scratch_accuracy")
+        if scratch is not None:
+            scratch = np.asarray(scratch, dtype=float)
+            finals.setdefault("from scratch", []).append(np.append(scratch, scratch.mean()))
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(1.1 * (len(names) + 1) + 2.5, 3.2))
+    groups = np.arange(len(names) + 1)
+    width = 0.8 / len(finals)
+    for i, (method, rows) in enumerate(finals.items()):
+        rows = np.stack(rows)
+        label = method if len(rows) == 1 else f"{method} ({len(rows)} runs)"
+        ax.bar(groups + (i - (len(finals) - 1) / 2) * width, rows.mean(0), width,
+               yerr=rows.std(0) if len(rows) > 1 else None, capsize=2, label=label)  # fmt: skip
+    ax.set_xticks(groups, [f"task {name}" for name in names] + ["average (ACC)"], fontsize=8)
+    ax.set_ylabel("test accuracy after the last task")
+    ax.set_ylim(max(0.0, float(np.min([np.min(r) for r in finals.values()])) - 0.1), 1.0)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title(results[0].stream, fontsize=10)
     return _save(fig, path)
 
 
