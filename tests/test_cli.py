@@ -52,6 +52,7 @@ def test_cli_runs_a_short_benchmark_and_writes_results(tmp_path, capsys):
     assert len(details["scratch_accuracy"]) == 5 and details["scratch_wall_time_s"] > 0
     assert results[0]["summary"]["FWT"] is not None
     assert (out / "accuracy.png").stat().st_size > 1000
+    assert (out / "final_accuracy.png").stat().st_size > 1000
 
 
 def test_cli_runs_coreset_methods_over_seeds_and_summarises(tmp_path, capsys):

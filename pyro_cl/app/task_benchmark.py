@@ -14,7 +14,7 @@ from pyro_cl.app.benchmark_run import BenchmarkRun, check_writable
 from pyro_cl.app.continual_run import run_loggers
 from pyro_cl.app.environment import environment
 from pyro_cl.app.methods import METHODS
-from pyro_cl.app.plotting import plot_accuracy
+from pyro_cl.app.plotting import plot_accuracy, plot_final_accuracies
 from pyro_cl.app.result import RunResult, method_means, summarise
 from pyro_cl.app.task_metrics import run_stream, scratch_accuracies
 
@@ -101,7 +101,8 @@ def _print_summary(results: list[RunResult], seeds: Sequence[int] | None) -> Non
 
 
 def write_report(results: list[RunResult], output: Path) -> Path:
-    """``results.json`` (summary and every run) and ``accuracy.png`` (mean over seeds)."""
+    """``results.json`` (summary and every run), ``accuracy.png`` (mean over seeds) and
+    ``final_accuracy.png`` (each task after the last, mean ± std over the finished seeds)."""
     output.mkdir(parents=True, exist_ok=True)
     report = {
         "environment": environment(),
@@ -109,4 +110,5 @@ def write_report(results: list[RunResult], output: Path) -> Path:
         "runs": [r.to_json() for r in results],
     }
     (output / "results.json").write_text(json.dumps(report, indent=2))
+    plot_final_accuracies(results, output / "final_accuracy.png")
     return plot_accuracy(method_means(results), output / "accuracy.png")
