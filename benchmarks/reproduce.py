@@ -433,7 +433,6 @@ def run_values(row: Row, folder: Path) -> dict[int, tuple[float, float]]:
         for run in json.loads(path.read_text())["runs"]:
             if run["method"] != row.method:
                 continue
-            summary = run.get("summary", run)  # before the one result type: top level
             if row.metric == "scratch":
                 scratch = run.get("details", {}).get("scratch_accuracy")
                 if scratch is None:  # run without --forward-transfer
@@ -441,6 +440,7 @@ def run_values(row: Row, folder: Path) -> dict[int, tuple[float, float]]:
                 value = float(np.mean(scratch)) * 100
                 seconds = run["details"].get("scratch_wall_time_s", 0.0)
             else:
+                summary = run.get("summary", run)  # before the one result type: top level
                 value = summary["ACC"] * 100 if row.metric == "ACC" else summary["test_ll"]
                 seconds = run.get("wall_time_s", 0.0)
             found[int(run["seed"])] = (float(value), float(seconds))
