@@ -245,6 +245,16 @@ def _ibp_rows() -> list[Row]:
         Row("ibp", "permuted-mnist ibnn", ("ibp_paper", "--benchmark", "permuted-mnist-ibp",
             "--widths"), "vcl-ibnn", "ACC", "95.6 ± 0.2", 10 * 200 * 235, cost=0.8,
             evaluation=0.8 * PERMUTED_EVALUATION),
+        # fine-tuning a point net of one hidden layer of K = 100 units with the presets'
+        # schedule: how much each stream makes a net forget
+        Row("ibp", "split-mnist finetune (one hidden layer of 100)",
+            ("run", "--benchmark", "split-mnist-ibp", "--net", "mlp", "--hidden", "100",
+             "--methods", "finetune"), "finetune", "ACC", "– (not in the supplement)", 5 * 600,
+            cost=3.0, schedules=()),
+        Row("ibp", "permuted-mnist finetune (one hidden layer of 100)",
+            ("run", "--benchmark", "permuted-mnist-ibp", "--net", "mlp", "--hidden", "100",
+             "--methods", "finetune"), "finetune", "ACC", "– (not in the supplement)",
+            10 * 200 * 235, cost=0.3, schedules=()),
     ]  # fmt: skip
 
 
