@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -426,6 +427,16 @@ def reference_step_seconds(device: str) -> float:
     return (time.perf_counter() - start) / 6
 
 
+def _busy_note() -> str:
+    """A warning where other work runs beside the measurement (a load average of more than half a
+    core), which slows the reference step and so every estimate; empty otherwise."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load <= 0.5:
+        return ""
+    return (f" (the load average is {load:.1f} on {os.cpu_count()} cores: other work slows "
+            "this step, and every estimate with it)")  # fmt: skip
+
+
 def run_piece(piece: Piece) -> tuple[Piece, int, float, str]:
     """Run ``piece``'s command; on success write ``piece.json`` (command, seconds, date)."""
     piece.folder.mkdir(parents=True, exist_ok=True)
@@ -715,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         step = reference_step_seconds(args.device or "cpu")
         total = 0.0
-        print(f"reference step on {args.device or 'cpu'}: {1000 * step:.1f} ms")
+        print(f"reference step on {args.device or 'cpu'}: {1000 * step:.1f} ms{_busy_note()}")
         # the rows' step counts are the papers' schedules: other schedules get no estimate
         paper = args.schedule == "paper"
         for piece in pieces:

@@ -167,3 +167,11 @@ def test_a_finished_piece_is_recorded_once_and_the_table_keeps_it(tmp_path, caps
     assert "| 90.00 ± 0.00 | 1 | short |" in capsys.readouterr().out
     script.record_pieces(ledger, [piece], "tiny")  # a tiny schedule's numbers are never kept
     assert script.read_ledger(ledger) == [entry]
+
+
+def test_the_dry_run_warns_when_other_work_slows_its_reference_step(monkeypatch):
+    reproduce = load_benchmark_script("reproduce")
+    monkeypatch.setattr(reproduce.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    assert reproduce._busy_note() == ""
+    monkeypatch.setattr(reproduce.os, "getloadavg", lambda: (3.0, 3.0, 3.0))
+    assert "load average is 3.0" in reproduce._busy_note()
