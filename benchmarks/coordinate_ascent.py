@@ -1,14 +1,14 @@
 """Mean-field coordinate ascent against SVI on the same model and family (issue 29): Bayesian
 linear regression with an unknown noise precision, ``q(w, τ) = Π_d N(μ_d, s_d²) Gamma(a, b)``.
 
-* **CAVI** — :func:`pyro_cl.infer.coordinate_ascent.fit_coordinate_ascent`, closed-form factor
+* **CAVI** — :func:`pyro_cl.fitters.coordinate_ascent.fit_coordinate_ascent`, closed-form factor
   updates until a sweep gains less than 1e-10 nats;
 * **SVI** — Adam on a reparameterised Monte Carlo estimate of the same bound (``K`` draws of
   ``w`` and of ``τ``, Gamma's implicit reparameterisation; the KL terms in closed form), from
   the same start;
 * the same two through the library: a :class:`~pyro_cl.ContinualLearner` on a
   :class:`~pyro_cl.nn.BayesianLinearRegression` net with the
-  :class:`~pyro_cl.infer.coordinate_ascent.CoordinateAscent` fitter, and with the default SVI
+  :class:`~pyro_cl.fitters.coordinate_ascent.CoordinateAscent` fitter, and with the default SVI
   fitter (``MeanFieldGuide``'s Gamma factor for ``τ``), in float32, each bound evaluated in
   closed form from the fitted ``q``.
 
@@ -29,7 +29,7 @@ import torch
 from torch.distributions import Gamma, MultivariateNormal, Normal, kl_divergence
 
 from pyro_cl import ContinualLearner, CoordinateAscent, PrecisionGaussianLikelihood
-from pyro_cl.infer.coordinate_ascent import (
+from pyro_cl.fitters.coordinate_ascent import (
     CoordinateAscentRegression,
     NormalGammaPosterior,
     evidence_lower_bound,

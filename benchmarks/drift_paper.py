@@ -52,9 +52,9 @@ from pyro_cl.app.result import RunResult, last_fraction_mean
 from pyro_cl.app.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
 from pyro_cl.app.stream_presets import STREAM_PRESETS
 from pyro_cl.data.streams import rotating_weights
-from pyro_cl.infer.diffusion import OrnsteinUhlenbeck, Wiener
-from pyro_cl.infer.forgetting import BayesianForgetting
-from pyro_cl.infer.transitions import Identity, Transition, TransitionContext
+from pyro_cl.transitions.base import Identity, Transition, TransitionContext
+from pyro_cl.transitions.diffusion import OrnsteinUhlenbeck, Wiener
+from pyro_cl.transitions.forgetting import BayesianForgetting
 
 SCHEDULES = {
     "short": {

@@ -28,7 +28,7 @@ from pyro.distributions import Normal
 
 import pyro_cl.nn.linear as linear
 from pyro_cl import CategoricalLikelihood, HeteroscedasticGaussianLikelihood, SupervisedModel
-from pyro_cl.infer.gaussian_factors import estimate_gaussian_factors
+from pyro_cl.memory.gaussian_factors import estimate_gaussian_factors
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.posterior import read_priors
 

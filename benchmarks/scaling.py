@@ -25,8 +25,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from pyro_cl import VCL
-from pyro_cl.infer.ivon import IVON
-from pyro_cl.infer.vogn import VOGN
+from pyro_cl.fitters.ivon import IVON
+from pyro_cl.fitters.vogn import VOGN
 from pyro_cl.nn import BayesianMLP
 
 FITTERS = {"svi": lambda: None, "vogn": lambda: VOGN(1e-3, num_samples=1), "ivon": IVON}

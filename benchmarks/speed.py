@@ -3,7 +3,7 @@ Adam, and of the EWC and SI baselines against plain fine-tuning of the same poin
 
 Net 784-100-100-10, batch 256, one Monte Carlo sample, 10,000 random MNIST-shaped inputs. VCL
 uses local reparameterisation and Adam on the ELBO; VOGN (empirical Fisher and Gauss-Newton) and
-IVON run their natural-gradient step (:mod:`pyro_cl.infer.vogn`, :mod:`pyro_cl.infer.ivon`). All
+IVON run their natural-gradient step (:mod:`pyro_cl.fitters.vogn`, :mod:`pyro_cl.fitters.ivon`). All
 run in the same process, alternating, and the median of several epochs is reported, so the
 ratios are robust to the machine's load; an epoch's time divided by its 40 steps is a step's.
 
@@ -30,13 +30,13 @@ import torch
 
 from pyro_cl import VCL
 from pyro_cl.baselines import EWC, SynapticIntelligence
+from pyro_cl.fitters.ivon import IVON
+from pyro_cl.fitters.point_fit import fit_point_estimate
+from pyro_cl.fitters.vogn import VOGN
 from pyro_cl.infer.callbacks import CallbackList
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.infer.ivon import IVON
-from pyro_cl.infer.point_fit import fit_point_estimate
 from pyro_cl.infer.training import make_adam
-from pyro_cl.infer.vogn import VOGN
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.points import Points
 

@@ -1,33 +1,30 @@
 """pyro_cl: Bayesian continual learning on Pyro — yesterday's posterior is today's prior."""
 
-from pyro_cl import generative, memory, metrics, nn  # generative registers its model class
+from pyro_cl import (  # generative registers its model class
+    fitters,
+    generative,
+    learner,
+    memory,
+    metrics,
+    nn,
+    transitions,
+)
 from pyro_cl.baselines import CoresetOnly, FineTuning
+from pyro_cl.fitters import (
+    IVON,
+    VOGN,
+    CoordinateAscent,
+    ELBOFitter,
+    Fitter,
+    Penalty,
+    PointEstimateFitter,
+)
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.config import TrainingConfig
-from pyro_cl.infer.coordinate_ascent import CoordinateAscent
-from pyro_cl.infer.diffusion import OrnsteinUhlenbeck, Wiener
 from pyro_cl.infer.divergence import DivergenceError
-from pyro_cl.infer.elbo_fitter import ELBOFitter
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.infer.fitter import Fitter
-from pyro_cl.infer.forgetting import BayesianForgetting
-from pyro_cl.infer.ivon import IVON
-from pyro_cl.infer.learner import ContinualLearner
-from pyro_cl.infer.penalty import Penalty
-from pyro_cl.infer.point_estimate import PointEstimateFitter
-from pyro_cl.infer.transitions import (
-    Chain,
-    ChildConcentrationGrowth,
-    Identity,
-    NoPropagation,
-    Transition,
-    TransitionContext,
-    check_prior_families,
-    map_gaussian_sites,
-)
-from pyro_cl.infer.vcl import VCL
-from pyro_cl.infer.vogn import VOGN
+from pyro_cl.learner import VCL, ContinualLearner, GraphVCL
 from pyro_cl.likelihoods import (
     BernoulliLikelihood,
     CategoricalLikelihood,
@@ -37,6 +34,19 @@ from pyro_cl.likelihoods import (
 )
 from pyro_cl.model import SupervisedModel
 from pyro_cl.posterior import extract_posterior, install_prior, read_priors
+from pyro_cl.transitions import (
+    BayesianForgetting,
+    Chain,
+    ChildConcentrationGrowth,
+    Identity,
+    NoPropagation,
+    OrnsteinUhlenbeck,
+    Transition,
+    TransitionContext,
+    Wiener,
+    check_prior_families,
+    map_gaussian_sites,
+)
 
 __version__ = "0.1.0"
 
@@ -54,6 +64,7 @@ __all__ = [
     "ELBOFitter",
     "FineTuning",
     "FitProblem",
+    "GraphVCL",
     "Fitter",
     "GaussianLikelihood",
     "HeteroscedasticGaussianLikelihood",
@@ -74,7 +85,10 @@ __all__ = [
     "TrainingConfig",
     "VCL",
     "Wiener",
+    "fitters",
     "generative",
+    "learner",
+    "transitions",
     "memory",
     "extract_posterior",
     "install_prior",

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 import torch
 from pyro.distributions import Distribution, Normal
 
-from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.site_values import sample_outputs
+from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.nn.effects import PosteriorConditionals, RecordMasks
 from pyro_cl.nn.exclusive import exclusive_mode
 from pyro_cl.nn.structured import has_structured_sites

@@ -70,7 +70,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_reads_real_imports():
     graph = import_graph()
-    assert "pyro_cl.infer.learner" in graph["pyro_cl.app.methods"]
+    assert "pyro_cl.learner.learner" in graph["pyro_cl.app.methods"]
     assert "pyro_cl.spec" in graph["pyro_cl.app.cli"]
 
 
@@ -113,3 +113,39 @@ def test_no_package_imports_itself_back_through_another():
     owns and never imports the memories above it, ``nn`` never imports ``generative``."""
     cycle = find_cycle(package_graph())
     assert cycle is None, "package circle: " + " -> ".join(cycle or [])
+
+
+#: The part families as floors, lowest first: a package may import those on floors below it and
+#: never one above (the picture in docs/architecture.md). The shared machinery is at the bottom,
+#: the part families a user extends in the middle, the learner that composes them above, the
+#: methods built on the learner and the app on top.
+FLOORS = [
+    {"pyro_cl.nn"},
+    {"pyro_cl.guides", "pyro_cl.model"},
+    {"pyro_cl.infer"},
+    {"pyro_cl.transitions", "pyro_cl.fitters", "pyro_cl.memory"},
+    {"pyro_cl.learner"},
+    {"pyro_cl.baselines", "pyro_cl.generative", "pyro_cl.inspection"},
+    {"pyro_cl.app"},
+]
+
+
+def floor_violations(graph: dict[str, set[str]], floors: list[set[str]]) -> list[str]:
+    """Every import of ``graph`` from a package on a floor to one on the same floor or above."""
+    level = {package: index for index, floor in enumerate(floors) for package in floor}
+    return [
+        f"{source} imports {target}"
+        for source, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if source in level and target in level and level[target] >= level[source]
+    ]
+
+
+def test_floor_violations_finds_an_import_upwards():
+    floors = [{"a"}, {"b", "c"}, {"d"}]
+    assert floor_violations({"a": set(), "b": {"a"}, "d": {"b", "c"}}, floors) == []
+    assert floor_violations({"a": {"d"}, "b": {"c"}}, floors) == ["a imports d", "b imports c"]
+
+
+def test_the_part_families_keep_their_floors():
+    assert floor_violations(package_graph(), FLOORS) == []

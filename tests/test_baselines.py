@@ -16,9 +16,9 @@ from pyro_cl.baselines import (
     diagonal_curvature,
 )
 from pyro_cl.data import split_digits
+from pyro_cl.fitters.point_estimate import PointEstimateFitter
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.objectives import negative_log_likelihood
-from pyro_cl.infer.point_estimate import PointEstimateFitter
 from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianLinear, BayesianMLP

@@ -14,8 +14,8 @@ from pyro_cl.app.cli import (
 )
 from pyro_cl.app.part_options import given_part_options
 from pyro_cl.app.runner import run_benchmark
+from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.infer.config import TrainingConfig
-from pyro_cl.infer.elbo_fitter import ELBOFitter
 from pyro_cl.spec import REGISTRIES
 from tests.helpers import load_benchmark_script
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.distributions import Gamma, Normal
 
-from pyro_cl.infer.coordinate_ascent import (
+from pyro_cl.fitters.coordinate_ascent import (
     CoordinateAscentRegression,
     evidence_lower_bound,
     fit_coordinate_ascent,

@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-import pyro_cl.infer.elbo_fitter as elbo_fitter_module
+import pyro_cl.fitters.elbo_fitter as elbo_fitter_module
 from pyro_cl import VCL, GaussianLikelihood
 from pyro_cl.baselines import CoresetOnly
-from pyro_cl.infer.learner import ALL_TASKS
 from pyro_cl.infer.training import DivergenceError
+from pyro_cl.learner.learner import ALL_TASKS
 from pyro_cl.memory import KCenterCoreset, RandomCoreset, farthest_first
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.posterior import read_priors

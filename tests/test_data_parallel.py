@@ -20,13 +20,13 @@ import torch.multiprocessing as mp
 
 from pyro_cl import VCL, SupervisedModel
 from pyro_cl import CategoricalLikelihood as Categorical
+from pyro_cl.fitters.ivon import IVON
+from pyro_cl.fitters.natural_gradient import GradientSums
+from pyro_cl.fitters.vogn import VOGN
 from pyro_cl.infer.data_parallel import sharded_step
-from pyro_cl.infer.ivon import IVON
-from pyro_cl.infer.natural_gradient import GradientSums
 from pyro_cl.infer.packed_gaussians import site_views
 from pyro_cl.infer.per_example import gradient_statistics
 from pyro_cl.infer.row_gather import RowGather
-from pyro_cl.infer.vogn import VOGN
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.points import Points
 
@@ -68,7 +68,7 @@ def _learner(fitter: str | None, lrt: bool) -> VCL:
 def _worker(rank: int, world: int, port: int, folder: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    import pyro_cl.infer.checkpoint as checkpoint_module
+    import pyro_cl.learner.checkpoint as checkpoint_module
 
     writes = []
     original = checkpoint_module.atomic_save

@@ -7,8 +7,8 @@ import torch
 
 import pyro_cl.infer.fusion as fusion
 from pyro_cl import VCL
-from pyro_cl.infer.ivon import IVON
-from pyro_cl.infer.vogn import VOGN
+from pyro_cl.fitters.ivon import IVON
+from pyro_cl.fitters.vogn import VOGN
 from pyro_cl.nn import BayesianMLP
 from tests.helpers import two_class_data
 

@@ -8,10 +8,10 @@ import torch
 
 from pyro_cl import VCL
 from pyro_cl.data.domain_graph import metadata_graph, spanning_order
-from pyro_cl.infer.graph_vcl import GraphVCL
-from pyro_cl.infer.posterior_combination import combine_posteriors
+from pyro_cl.learner.graph_vcl import GraphVCL
 from pyro_cl.memory import RandomCoreset
 from pyro_cl.nn import BayesianMLP
+from pyro_cl.transitions.combination import combine_posteriors
 
 SMALL = {"epochs": 3, "ml_init_epochs": 0, "num_particles": 1, "num_predictive_samples": 4}
 
@@ -75,8 +75,8 @@ class _Unreadable(torch.Tensor):
 
 
 def test_the_unsupervised_step_reads_no_label_and_sharpens_the_targets_predictions():
-    from pyro_cl.infer.graph_vcl import PredictiveEntropy
     from pyro_cl.infer.prediction import predictive_samples
+    from pyro_cl.learner.graph_vcl import PredictiveEntropy
 
     outputs = torch.randn(3, 5, 2)
     labels = torch.zeros(5, dtype=torch.long).as_subclass(_Unreadable)

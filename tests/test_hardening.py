@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from pyro_cl import VCL, DivergenceError, FineTuning
+from pyro_cl.fitters.ivon import IVON
+from pyro_cl.fitters.vogn import VOGN
 from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.divergence import Divergence
-from pyro_cl.infer.ivon import IVON
-from pyro_cl.infer.vogn import VOGN
 from pyro_cl.memory import KCenterCoreset, Memory, RandomCoreset, farthest_first
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.points import Points

@@ -11,8 +11,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from pyro_cl import VCL
-from pyro_cl.infer.ivon import IVON
-from pyro_cl.infer.vogn import VOGN
+from pyro_cl.fitters.ivon import IVON
+from pyro_cl.fitters.vogn import VOGN
 from pyro_cl.nn import BayesianMLP, IndianBuffetMLP
 
 #: Tensor methods that hand a value (or a data-dependent size) to the host, and factories that

@@ -11,11 +11,11 @@ from torch.distributions.relaxed_bernoulli import LogitRelaxedBernoulli
 
 import pyro_cl.nn.concrete as concrete_module
 from pyro_cl import VCL, ChildConcentrationGrowth, DivergenceError, install_prior
+from pyro_cl.fitters.vogn import VOGN
 from pyro_cl.infer.config import Optimisation
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.infer.training import minimise
-from pyro_cl.infer.vogn import VOGN
 from pyro_cl.inspection import active_units, prune_weights, pruning_curve
 from pyro_cl.kl import kl_to_prior
 from pyro_cl.nn import BayesianMLP, IndianBuffetMLP

@@ -10,11 +10,11 @@ import torch
 from pyro_cl import VCL, GaussianLikelihood
 from pyro_cl.app.methods import make_method
 from pyro_cl.baselines import FineTuning, GaussianMAP
+from pyro_cl.fitters.point_estimate import PointEstimateFitter
 from pyro_cl.infer.objectives import negative_log_likelihood
-from pyro_cl.infer.point_estimate import PointEstimateFitter
-from pyro_cl.infer.transitions import NoPropagation
 from pyro_cl.memory import EveryPoint, Replay
 from pyro_cl.nn import BayesianLinear, BayesianMLP
+from pyro_cl.transitions.base import NoPropagation
 from tests.helpers import two_class_data
 
 NOISE = 0.5

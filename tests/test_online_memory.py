@@ -15,14 +15,14 @@ from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
 from pyro_cl.data import online_stream
 from pyro_cl.data.uci import load_spambase, load_uci
 from pyro_cl.guides import MeanFieldGuide
-from pyro_cl.infer.gaussian_factors import (
+from pyro_cl.likelihoods import GaussianLikelihood, HeteroscedasticGaussianLikelihood
+from pyro_cl.memory import GaussianResidualMemory, KCenterCoreset, RandomCoreset
+from pyro_cl.memory.gaussian_factors import (
     GaussianFactors,
     estimate_gaussian_factors,
     natural_parameters,
     remove_memory_factors,
 )
-from pyro_cl.likelihoods import GaussianLikelihood, HeteroscedasticGaussianLikelihood
-from pyro_cl.memory import GaussianResidualMemory, KCenterCoreset, RandomCoreset
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.nn import linear as linear_module
@@ -316,7 +316,7 @@ def test_a_failed_grs_step_leaves_memory_and_posterior_as_they_were(monkeypatch)
     def broken(*args, **kwargs):
         raise RuntimeError("factor estimation failed")
 
-    monkeypatch.setattr("pyro_cl.infer.model_view.estimate_gaussian_factors", broken)
+    monkeypatch.setattr("pyro_cl.memory.model_view.estimate_gaussian_factors", broken)
     with pytest.raises(RuntimeError, match="factor estimation failed"):
         learner.observe(stream[1].data, time=1.0)
     assert learner.memory_points is before[0] and learner.memory.statistics == before[1]

@@ -75,7 +75,7 @@ def test_packed_elbo_equals_the_per_site_elbo_and_shares_the_guides_memory(monke
 def test_a_packed_fit_equals_a_fit_without_packing(monkeypatch):
     """One VCL task through the learner (packed) and the same Adam steps on the per-site
     objective give the same posterior."""
-    import pyro_cl.infer.elbo_fitter as elbo_fitter
+    import pyro_cl.fitters.elbo_fitter as elbo_fitter
 
     x, y = two_class_data(64, 4)
     results = []
@@ -149,7 +149,7 @@ def test_site_views_share_memory_for_any_leading_dimensions_and_scalar_sites():
 
 
 def test_sites_left_out_of_the_kl_count_nothing_and_get_no_kl_gradient():
-    from pyro_cl.infer.elbo_fitter import ELBOFitter
+    from pyro_cl.fitters.elbo_fitter import ELBOFitter
     from pyro_cl.spec import from_spec
 
     x, y = two_class_data(24, 4)

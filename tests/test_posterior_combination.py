@@ -7,7 +7,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from pyro_cl.infer.posterior_combination import combine_posteriors
+from pyro_cl.transitions.combination import combine_posteriors
 
 
 def gaussian(loc, scale):

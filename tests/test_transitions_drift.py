@@ -21,13 +21,13 @@ from pyro_cl import (
     Wiener,
 )
 from pyro_cl.guides import MeanFieldGuide
-from pyro_cl.infer.forgetting import forgetting_mix, retention
 from pyro_cl.infer.objectives import Minibatch, negative_elbo
-from pyro_cl.infer.transitions import TransitionContext
 from pyro_cl.memory import GaussianResidualMemory, RandomCoreset
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.posterior import detach_distribution, read_priors
+from pyro_cl.transitions.base import TransitionContext
+from pyro_cl.transitions.forgetting import forgetting_mix, retention
 
 
 def gaussian(loc, scale):

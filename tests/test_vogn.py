@@ -8,17 +8,17 @@ import pytest
 import torch
 
 from pyro_cl import VCL, DivergenceError, GaussianLikelihood, MeanFieldGuide, SupervisedModel
+from pyro_cl.fitters.ivon import IVON
+from pyro_cl.fitters.natural_gradient import GradientSums
+from pyro_cl.fitters.vogn import VOGN
 from pyro_cl.infer.callbacks import CallbackList
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import sharded_step
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.infer.ivon import IVON
-from pyro_cl.infer.natural_gradient import GradientSums
 from pyro_cl.infer.packed_gaussians import site_views
 from pyro_cl.infer.per_example import gradient_statistics
 from pyro_cl.infer.row_gather import RowGather
-from pyro_cl.infer.vogn import VOGN
 from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.memory import RandomCoreset
 from pyro_cl.nn import BayesianLinear, BayesianMLP

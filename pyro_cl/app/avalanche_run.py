@@ -26,7 +26,7 @@ from pyro_cl.app.result import RunResult
 from pyro_cl.app.task_metrics import run_stream
 from pyro_cl.data.avalanche import avalanche_task_stream
 from pyro_cl.data.tasks import TaskStream
-from pyro_cl.infer.learner import ContinualLearner
+from pyro_cl.learner.learner import ContinualLearner
 
 __all__ = ["avalanche_metrics", "run_avalanche"]
 

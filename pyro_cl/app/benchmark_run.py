@@ -28,10 +28,10 @@ from pyro_cl.app.methods import METHODS, method_names
 from pyro_cl.app.part_options import accepted, check_taken
 from pyro_cl.app.presets import DEFAULT_PRESET, PRESETS, Preset
 from pyro_cl.infer.config import TrainingConfig
-from pyro_cl.infer.learner import ContinualLearner
-from pyro_cl.infer.transitions import Transition
+from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.nn import BayesianCNN, BayesianMLP, IndianBuffetMLP, VAEDecoder
 from pyro_cl.spec import REGISTRIES
+from pyro_cl.transitions.base import Transition
 
 __all__ = [
     "ARCHITECTURES",

@@ -31,9 +31,9 @@ from pyro_cl.guides import REINIT_POLICIES
 from pyro_cl.infer.config import INIT_MEANS, TrainingConfig
 from pyro_cl.infer.data_parallel import init_from_environment, is_writer
 from pyro_cl.infer.divergence import DivergenceError
-from pyro_cl.infer.transitions import Transition
 from pyro_cl.nn.concrete import MASK_PARAMETERISATIONS
 from pyro_cl.spec import REGISTRIES
+from pyro_cl.transitions.base import Transition
 
 __all__ = [
     "add_run_arguments",

@@ -28,8 +28,8 @@ from tqdm import tqdm  # plain bars: tqdm.auto warns in notebooks without ipywid
 
 from pyro_cl.app.result import RunResult
 from pyro_cl.infer.callbacks import Callback
-from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.loggers import CSVLogger, Logger, TensorBoardLogger
+from pyro_cl.learner.learner import ContinualLearner
 
 __all__ = ["Metric", "Step", "file_slug", "run_continual", "run_loggers"]
 

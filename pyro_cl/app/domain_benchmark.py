@@ -27,7 +27,7 @@ its labels only by the oracle. VCL at a short CPU schedule (:data:`SETTINGS`). M
 * **graph VCL** — the sources along a maximum spanning tree of the metadata kernel from the first
   source, the target predicted from the product of its two nearest sources' posteriors,
   kernel-weighted; **moment-matched**: the same two posteriors' mixture, moment-matched;
-* **graph VCL + unsupervised step** — then :meth:`~pyro_cl.infer.graph_vcl.GraphVCL.adapt_unlabelled`
+* **graph VCL + unsupervised step** — then :meth:`~pyro_cl.learner.graph_vcl.GraphVCL.adapt_unlabelled`
   on the target's training inputs (no labels: information maximisation in place of the likelihood);
 * **nearest domain** — the posterior of the nearest source (from graph VCL);
 * **uniform average** — the equal-weight product of all source posteriors;
@@ -36,7 +36,7 @@ its labels only by the oracle. VCL at a short CPU schedule (:data:`SETTINGS`). M
 "One model or several" (``--heads shared per_domain``): with one shared head every domain runs
 the same net; with per-domain heads domain ``d`` has head ``d``, sequential VCL and the OT path
 predict a target with the last domain's head, graph VCL carries its parents' heads onto the
-target's (:class:`~pyro_cl.infer.graph_vcl.GraphVCL`).
+target's (:class:`~pyro_cl.learner.graph_vcl.GraphVCL`).
 
     pyro-cl domains --stream rotating_digits --heads shared per_domain --seeds 0 1 2 \\
         --output results/domain-adaptation/rotating-digits
@@ -69,7 +69,7 @@ from pyro_cl.data.domain_graph import (
     transport_costs,
 )
 from pyro_cl.data.drift_data import load_weather
-from pyro_cl.infer.graph_vcl import HEADS, GraphVCL
+from pyro_cl.learner.graph_vcl import HEADS, GraphVCL
 from pyro_cl.metrics import expected_calibration_error
 from pyro_cl.nn import BayesianMLP
 

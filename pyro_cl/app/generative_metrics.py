@@ -19,8 +19,8 @@ from pyro_cl.generative.evaluation import (
     generate,
     importance_log_likelihood,
 )
-from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.loggers import Logger
+from pyro_cl.learner.learner import ContinualLearner
 
 __all__ = [
     "GenerativeEvaluation",

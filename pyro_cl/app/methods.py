@@ -22,16 +22,16 @@ from pyro_cl.baselines.ewc import EWC, OnlineEWC
 from pyro_cl.baselines.laplace import LaplacePropagation
 from pyro_cl.baselines.map_estimate import GaussianMAP
 from pyro_cl.baselines.synaptic_intelligence import SynapticIntelligence
-from pyro_cl.infer.elbo_fitter import ELBOFitter
-from pyro_cl.infer.fitter import Fitter
-from pyro_cl.infer.ivon import IVON
-from pyro_cl.infer.learner import ContinualLearner
-from pyro_cl.infer.penalty import Penalty
-from pyro_cl.infer.point_estimate import PointEstimateFitter
-from pyro_cl.infer.transitions import NoPropagation, Transition
-from pyro_cl.infer.vcl import VCL
-from pyro_cl.infer.vogn import VOGN
+from pyro_cl.fitters.elbo_fitter import ELBOFitter
+from pyro_cl.fitters.fitter import Fitter
+from pyro_cl.fitters.ivon import IVON
+from pyro_cl.fitters.penalty import Penalty
+from pyro_cl.fitters.point_estimate import PointEstimateFitter
+from pyro_cl.fitters.vogn import VOGN
+from pyro_cl.learner.learner import ContinualLearner
+from pyro_cl.learner.vcl import VCL
 from pyro_cl.memory import EveryPoint, GaussianResidualMemory, KCenterCoreset, RandomCoreset, Replay
+from pyro_cl.transitions.base import NoPropagation, Transition
 
 __all__ = [
     "Method",
@@ -80,7 +80,7 @@ class Method:
     :ivar memory_defaults: keyword arguments of the memory that define the method (e.g.
         ``budget="total"``).
     :ivar transition: the transition class that defines the method (e.g. batch VI's
-        :class:`~pyro_cl.infer.transitions.NoPropagation`); a caller's transition wins."""
+        :class:`~pyro_cl.transitions.base.NoPropagation`); a caller's transition wins."""
 
     name: str
     learner: type[ContinualLearner]

@@ -18,8 +18,8 @@ from collections.abc import Iterator, Sequence
 from pyro_cl.app.continual_run import Metric, Step, run_continual
 from pyro_cl.app.result import RunResult, last_fraction_mean
 from pyro_cl.data.streams import OnlineStream
-from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.loggers import Logger
+from pyro_cl.learner.learner import ContinualLearner
 
 __all__ = ["OnlineMetrics", "last_fraction_mean", "online_steps", "run_online"]
 

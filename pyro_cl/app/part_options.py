@@ -108,7 +108,7 @@ def part_options(kind: str) -> list[PartOption]:
 
 def command_line_parts(kind: str) -> list[str]:
     """Names of the registered parts of ``kind`` that the command line can build: every
-    required constructor argument has a plain type (:class:`~pyro_cl.infer.transitions.Chain`,
+    required constructor argument has a plain type (:class:`~pyro_cl.transitions.base.Chain`,
     which takes other parts, cannot)."""
     return [
         name

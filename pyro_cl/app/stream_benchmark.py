@@ -25,7 +25,7 @@ from pyro_cl.app.plotting import plot_memory_snapshots, plot_memory_sweep, plot_
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
 from pyro_cl.data.streams import OnlineStream
-from pyro_cl.infer.transitions import Transition
+from pyro_cl.transitions.base import Transition
 
 __all__ = ["StreamRun", "run_stream_benchmark", "stream_table"]
 
@@ -40,7 +40,7 @@ class StreamRun:
     :ivar train_samples: ``K_train``; ``term_samples``: ``K_term``.
     :ivar num_steps: observe only the first ``num_steps`` steps (default: the whole stream).
     :ivar transition: between steps (default: online VB's identity), e.g.
-        :class:`~pyro_cl.infer.diffusion.OrnsteinUhlenbeck` for a drift stream.
+        :class:`~pyro_cl.transitions.diffusion.OrnsteinUhlenbeck` for a drift stream.
     :ivar precision_floor: GRS's floor on the updated precisions, as a fraction of the step's
         prior precision (default: the memory's, 1).
     :ivar local_reparameterization: the paper's estimator (pre-activations); ``False`` draws the

@@ -22,14 +22,14 @@ from pyro_cl.data.streams import (
     two_moons_stream,
 )
 from pyro_cl.data.uci import load_spambase, load_uci, load_wine
-from pyro_cl.infer.learner import ContinualLearner
-from pyro_cl.infer.transitions import Transition
+from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.likelihoods import (
     BernoulliLikelihood,
     CategoricalLikelihood,
     HeteroscedasticGaussianLikelihood,
 )
 from pyro_cl.nn import BayesianMLP
+from pyro_cl.transitions.base import Transition
 
 __all__ = ["STREAM_PRESETS", "StreamPreset", "make_online_learner"]
 

@@ -13,9 +13,9 @@ import torch
 from pyro_cl.app.continual_run import Metric, Step, run_continual
 from pyro_cl.app.result import RunResult
 from pyro_cl.data.tasks import TaskStream
-from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.loggers import Logger
 from pyro_cl.inspection import active_units
+from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.nn.structured import has_structured_sites
 
 __all__ = ["AccuracyMatrix", "ActiveUnits", "run_stream", "scratch_accuracies", "task_steps"]

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pyro_cl.infer.transitions import NoPropagation
-from pyro_cl.infer.vcl import VCL
+from pyro_cl.learner.vcl import VCL
+from pyro_cl.transitions.base import NoPropagation
 
 __all__ = ["CoresetOnly"]
 
 
 class CoresetOnly(VCL):
-    """Coreset VCL with the :class:`~pyro_cl.infer.transitions.NoPropagation` transition:
+    """Coreset VCL with the :class:`~pyro_cl.transitions.base.NoPropagation` transition:
     ``q̃_t`` stays the initial prior, and prediction uses the variational fit of the coreset
     ``C_t`` alone (eq. 3 with ``q̃_t = p``).
 

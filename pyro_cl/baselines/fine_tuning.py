@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pyro_cl.infer.learner import ContinualLearner
-from pyro_cl.infer.point_estimate import PointEstimateFitter
+from pyro_cl.fitters.point_estimate import PointEstimateFitter
+from pyro_cl.learner.learner import ContinualLearner
 
 __all__ = ["FineTuning"]
 
 
 class FineTuning(ContinualLearner):
-    """The learner with the :class:`~pyro_cl.infer.point_estimate.PointEstimateFitter` (no
+    """The learner with the :class:`~pyro_cl.fitters.point_estimate.PointEstimateFitter` (no
     penalty): train the deterministic net (the guide's means) by maximum likelihood on each
     task, starting from the previous task's weights and ignoring the prior entirely.
 

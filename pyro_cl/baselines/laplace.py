@@ -26,13 +26,13 @@ from collections.abc import Mapping
 import torch
 
 from pyro_cl.baselines.curvature import check_sample_count, diagonal_curvature
+from pyro_cl.fitters.fitter import Fitter
+from pyro_cl.fitters.penalty import Penalty, check_strength, weighted_squared_distance
+from pyro_cl.fitters.point_fit import fit_point_estimate
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.infer.fitter import Fitter
-from pyro_cl.infer.penalty import Penalty, check_strength, weighted_squared_distance
 from pyro_cl.infer.per_example import CURVATURES
-from pyro_cl.infer.point_fit import fit_point_estimate
 from pyro_cl.posterior import base_distribution, read_priors
 
 __all__ = ["LaplacePropagation"]

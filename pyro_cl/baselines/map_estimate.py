@@ -11,7 +11,7 @@ Gaussian prior ``N(0, I/λ)``. The penalty is therefore::
 
     R(θ) = ½ λ Σ_i (θ_i - m_i)²,   m = θ_{t-1} where fitted, else 0
 
-in the units of the total negative log-likelihood (:class:`~pyro_cl.infer.penalty.Penalty`).
+in the units of the total negative log-likelihood (:class:`~pyro_cl.fitters.penalty.Penalty`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 
 import torch
 
+from pyro_cl.fitters.penalty import Penalty, check_strength, weighted_squared_distance
 from pyro_cl.infer.fit_context import FitContext
-from pyro_cl.infer.penalty import Penalty, check_strength, weighted_squared_distance
 from pyro_cl.points import Points
 
 __all__ = ["GaussianMAP"]

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 import torch
 
 from pyro_cl.checks import checked_real
+from pyro_cl.fitters.penalty import Penalty, check_strength, weighted_squared_distance
 from pyro_cl.infer.callbacks import StepInfo
 from pyro_cl.infer.fit_context import FitContext
-from pyro_cl.infer.penalty import Penalty, check_strength, weighted_squared_distance
 from pyro_cl.points import Points
 
 __all__ = ["SynapticIntelligence"]

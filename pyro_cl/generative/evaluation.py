@@ -10,9 +10,9 @@ import pyro.distributions as dist
 import torch
 from torch.distributions import Distribution
 
-from pyro_cl.infer.learner import ContinualLearner
 from pyro_cl.infer.prediction import PREDICTION_ELEMENTS, widest_activation
 from pyro_cl.infer.site_values import outputs_per_draw
+from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.nn.exclusive import exclusive_mode
 
 __all__ = ["classifier_uncertainty", "generate", "importance_log_likelihood"]

@@ -9,7 +9,7 @@ groups, so learners and the command line take them as flat keywords
 its group. Defaults follow the VCL paper's permuted MNIST set-up (appendix A).
 
 Natural-gradient fitters read the schedule, initialisation and refit settings and take their own
-step sizes and sample counts (:class:`~pyro_cl.infer.natural_gradient.NaturalGradientUpdate`);
+step sizes and sample counts (:class:`~pyro_cl.fitters.natural_gradient.NaturalGradientUpdate`);
 the optimisation group and ``num_particles`` are Adam's and the ELBO's.
 """
 

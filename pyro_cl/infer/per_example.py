@@ -223,7 +223,7 @@ def example_gradient_sums(
 ) -> ExampleGradientSums:
     """Per-example log-likelihoods and gradients at ``S`` weight samples, summed over the samples
     (plain and weighted by ``weights[site]`` of shape ``(S, *site shape)``): what Gaussian factors
-    of single data points are made of (:mod:`pyro_cl.infer.gaussian_factors`).
+    of single data points are made of (:mod:`pyro_cl.memory.gaussian_factors`).
 
     Nets of pyro_cl linear layers take one batched forward/backward pass and a contraction per
     layer (:meth:`~pyro_cl.nn.layer.BayesianLayer.example_gradient_sums`); any other net runs

@@ -1,7 +1,7 @@
 """Prediction: net outputs under posterior draws, as one coherent function draw per sample.
 
 Both the learner (``predict``, ``evaluate``) and a memory's
-:class:`~pyro_cl.infer.model_view.ModelView` predict through :func:`predictive_samples`.
+:class:`~pyro_cl.memory.model_view.ModelView` predict through :func:`predictive_samples`.
 """
 
 from __future__ import annotations

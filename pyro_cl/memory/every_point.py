@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from pyro_cl.infer.memory_protocol import Memory
-from pyro_cl.infer.model_view import ModelView
+from pyro_cl.memory.model_view import ModelView
+from pyro_cl.memory.protocol import Memory
 from pyro_cl.points import Points
 
 __all__ = ["EveryPoint"]

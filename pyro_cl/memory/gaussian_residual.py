@@ -9,7 +9,7 @@ candidate point gets a Gaussian factor ``r⁽ⁿ⁾`` (eq. 5a/5b, bias-corrected
 
 The new memory ``M_t`` is the top ``M`` points by score: those whose likelihood the Gaussian
 approximates worst. The Gaussian part handed to the next step is ``q̃_t`` with the memory's
-factors taken out (eq. 9a/9b, :func:`~pyro_cl.infer.gaussian_factors.remove_memory_factors`);
+factors taken out (eq. 9a/9b, :func:`~pyro_cl.memory.gaussian_factors.remove_memory_factors`);
 prediction uses ``q̃_t``, the fit that includes the memory.
 
 The section 6.1 / figure 8 ablations are options of the same part: ``selection="kcenter"`` or
@@ -26,14 +26,14 @@ from typing import Any
 import torch
 
 from pyro_cl.checks import checked_count, checked_real
-from pyro_cl.infer.gaussian_factors import (
+from pyro_cl.memory.gaussian_factors import (
     GaussianFactors,
     natural_parameters,
     remove_memory_factors,
 )
-from pyro_cl.infer.memory_protocol import Memory, MemoryUpdate
-from pyro_cl.infer.model_view import ModelView
 from pyro_cl.memory.kcenter import farthest_first
+from pyro_cl.memory.model_view import ModelView
+from pyro_cl.memory.protocol import Memory, MemoryUpdate
 from pyro_cl.points import Points
 from pyro_cl.posterior import Posterior
 
@@ -58,7 +58,7 @@ class GaussianResidualMemory(Memory):
     :param selection: one of ``"residual"`` (GRS), ``"kcenter"``, ``"random"``.
     :param gaussian_update: ``"factors"`` (eq. 9a/9b) or ``"elbo"``.
     :param precision_floor: clip the updated precision to this fraction of the step's prior
-        precision (see :func:`~pyro_cl.infer.gaussian_factors.remove_memory_factors`).
+        precision (see :func:`~pyro_cl.memory.gaussian_factors.remove_memory_factors`).
     :param samples_per_chunk: Monte Carlo samples per vectorised pass (default: automatic).
 
     After each step :attr:`scores` holds the memory points' scores and :attr:`statistics` what

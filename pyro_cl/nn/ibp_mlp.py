@@ -35,7 +35,7 @@ class IndianBuffetMLP(BayesianMLP):
     are the truncations ``K``. Continual learning needs nothing special: the sticks' Beta
     posterior becomes their prior like the weights' Gaussians (supplement section 1, "follow the
     VCL framework"). Section 6.1's "multiple of α after each new dataset" is a transition between
-    tasks, :class:`~pyro_cl.infer.transitions.ChildConcentrationGrowth`. The learner's maximum-likelihood
+    tasks, :class:`~pyro_cl.transitions.base.ChildConcentrationGrowth`. The learner's maximum-likelihood
     initialisation (``ml_init_epochs``) fits the weight means with the sticks at their prior and
     the masks drawn from it, so the means start where the IBP posterior starts.
 

@@ -143,7 +143,7 @@ class BayesianLayer(SubstitutableModule):
 
         ``x`` is the recorded input (``(P, N, ...)``, ``P`` 1 or ``S``) and ``output_gradient`` the
         gradient of ``Σ_{s,n} ℓ_{s,n}`` with respect to the layer's output. Gaussian factors of
-        single data points (:mod:`pyro_cl.infer.gaussian_factors`) need these; layers that can
+        single data points (:mod:`pyro_cl.memory.gaussian_factors`) need these; layers that can
         form them override this, others refuse by name."""
         raise TypeError(
             f"{type(self).__name__} cannot form per-example gradient sums; use BayesianLinear "

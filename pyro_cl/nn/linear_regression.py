@@ -1,5 +1,5 @@
 """Bayesian linear regression with an unknown noise precision, as a Pyro model: the conjugate-
-exponential model of the VCL slides' coordinate ascent (:mod:`pyro_cl.infer.coordinate_ascent`).
+exponential model of the VCL slides' coordinate ascent (:mod:`pyro_cl.fitters.coordinate_ascent`).
 
 ::
 
@@ -7,7 +7,7 @@ exponential model of the VCL slides' coordinate ascent (:mod:`pyro_cl.infer.coor
 
 The net's outputs are ``(x_nᵀ w, τ)`` per point; :class:`~pyro_cl.likelihoods.PrecisionGaussianLikelihood`
 scores ``y`` with them. Any fitter fits it (SVI with a Gamma ``q(τ)``, see
-:class:`~pyro_cl.guides.MeanFieldGuide`); :class:`~pyro_cl.infer.coordinate_ascent.CoordinateAscent`
+:class:`~pyro_cl.guides.MeanFieldGuide`); :class:`~pyro_cl.fitters.coordinate_ascent.CoordinateAscent`
 fits it factor by factor in closed form.
 """
 

@@ -1,11 +1,11 @@
 """The memory protocol: which data points a learner keeps beside its Gaussian posterior.
 
-It lives with the learner that consumes it (as :class:`~pyro_cl.infer.fitter.Fitter`,
-:class:`~pyro_cl.infer.transitions.Transition` and :class:`~pyro_cl.infer.penalty.Penalty` do);
+It lives with the learner that consumes it (as :class:`~pyro_cl.fitters.fitter.Fitter`,
+:class:`~pyro_cl.transitions.base.Transition` and :class:`~pyro_cl.fitters.penalty.Penalty` do);
 the memories themselves are in :mod:`pyro_cl.memory`, above it, which re-exports this protocol.
 
 A memory is a part of a learner with one hook, :meth:`Memory.select`: given the candidate
-points, how many to keep and a read-only :class:`~pyro_cl.infer.model_view.ModelView` of the
+points, how many to keep and a read-only :class:`~pyro_cl.memory.model_view.ModelView` of the
 model (with the step's task and time), it returns the indices of the points to keep. The base
 class does the rest of the bookkeeping, for both budgets:
 
@@ -34,7 +34,7 @@ from pyro_cl.points import Points
 from pyro_cl.spec import Registrable
 
 if TYPE_CHECKING:
-    from pyro_cl.infer.model_view import ModelView
+    from pyro_cl.memory.model_view import ModelView
     from pyro_cl.posterior import Posterior
 
 __all__ = ["BUDGETS", "ORDERS", "Memory", "MemoryUpdate"]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from pyro_cl.infer.gaussian_factors import (
+from pyro_cl.infer.prediction import predictive_samples
+from pyro_cl.likelihoods import Likelihood
+from pyro_cl.memory.gaussian_factors import (
     GaussianFactors,
     estimate_gaussian_factors,
     natural_parameters,
 )
-from pyro_cl.infer.prediction import predictive_samples
-from pyro_cl.likelihoods import Likelihood
 from pyro_cl.model import SupervisedModel
 from pyro_cl.points import Points
 from pyro_cl.posterior import Posterior, detach_distribution
@@ -28,7 +28,7 @@ class ModelView:
 
     :param model: the learner's model; its priors hold :attr:`posterior`.
     :param posterior: ``{site: distribution}`` of every site trained so far, as detached copies
-        (the learner's :meth:`~pyro_cl.infer.learner.ContinualLearner.current_prior`).
+        (the learner's :meth:`~pyro_cl.learner.learner.ContinualLearner.current_prior`).
     :param prior: the step's prior (after the transition), for memories that run after the fit.
     :param time: the step's time stamp (stamped on the step's new points).
     :param task_id: the task of the step's new points.
@@ -92,7 +92,7 @@ class ModelView:
     ) -> GaussianFactors:
         """Every point's Gaussian factor under :attr:`posterior`, bias-corrected so that
         :attr:`prior` times all factors is :attr:`posterior` (Kurle et al. eq. 5, appendix C;
-        see :mod:`pyro_cl.infer.gaussian_factors`). Meaningful after a fit on exactly ``points``.
+        see :mod:`pyro_cl.memory.gaussian_factors`). Meaningful after a fit on exactly ``points``.
         Points with likelihood weights get the weighted factors (algorithm 1 with forgetting).
         """
         posterior = self.posterior

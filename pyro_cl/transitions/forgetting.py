@@ -26,14 +26,14 @@ from __future__ import annotations
 import torch
 from pyro.distributions import Beta, Normal
 
-from pyro_cl.infer.transitions import (
+from pyro_cl.posterior import Posterior, base_distribution
+from pyro_cl.transitions.base import (
     Transition,
     TransitionContext,
     check_adaptation,
     check_prior_families,
     check_time_constant,
 )
-from pyro_cl.posterior import Posterior, base_distribution
 
 __all__ = ["BayesianForgetting", "forgetting_mix", "retention"]
 

@@ -26,11 +26,11 @@ from collections.abc import Callable
 import torch
 
 from pyro_cl.checks import checked_count, checked_real
+from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.data_parallel import Shard, all_reduce_sums, rank_and_world, sharded_step
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.fusion import fused
 from pyro_cl.infer.objectives import task_groups
 from pyro_cl.infer.packed_gaussians import PackedGaussians, site_views

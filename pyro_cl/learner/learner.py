@@ -27,9 +27,10 @@ from typing import ClassVar
 import torch
 from pyro.distributions import Distribution
 
+from pyro_cl.fitters.elbo_fitter import ELBOFitter
+from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback, CallbackList, ProgressBar
-from pyro_cl.infer.checkpoint import learner_state, load_learner, save_learner
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import (
     check_replicas_agree,
@@ -38,17 +39,15 @@ from pyro_cl.infer.data_parallel import (
     synchronise_random_state,
 )
 from pyro_cl.infer.divergence import DivergenceError
-from pyro_cl.infer.elbo_fitter import ELBOFitter
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.infer.fitter import Fitter
-from pyro_cl.infer.learner_state import transaction
-from pyro_cl.infer.memory_protocol import Memory, MemoryUpdate
-from pyro_cl.infer.model_view import ModelView
 from pyro_cl.infer.prediction import predictive_samples
 from pyro_cl.infer.random_stream import RandomStream
-from pyro_cl.infer.transitions import Identity, Transition, TransitionContext
+from pyro_cl.learner.checkpoint import learner_state, load_learner, save_learner
+from pyro_cl.learner.state import transaction
 from pyro_cl.likelihoods import Likelihood
+from pyro_cl.memory.model_view import ModelView
+from pyro_cl.memory.protocol import Memory, MemoryUpdate
 from pyro_cl.model import model_class_of
 from pyro_cl.nn.exclusive import MODEL_LOCK, exclusive_mode
 from pyro_cl.points import Points
@@ -59,6 +58,7 @@ from pyro_cl.posterior import (
     read_priors,
 )
 from pyro_cl.spec import tensors_to
+from pyro_cl.transitions.base import Identity, Transition, TransitionContext
 
 __all__ = ["ALL_TASKS", "ContinualLearner"]
 
@@ -575,7 +575,7 @@ class ContinualLearner:
 
     def state(self) -> dict:
         """Everything needed to continue exactly here, as tensors and plain containers (see
-        :func:`pyro_cl.infer.checkpoint.learner_state`): a copy, read while no step runs (a
+        :func:`pyro_cl.learner.checkpoint.learner_state`): a copy, read while no step runs (a
         call from another thread waits for a running ``observe``).
 
         :raises TypeError: if a part cannot be rebuilt from its spec; the message says how to
@@ -585,7 +585,7 @@ class ContinualLearner:
             return copy.deepcopy(learner_state(self))
 
     def save(self, path: str | os.PathLike, key: bytes | None = None) -> None:
-        """Save the whole learner atomically (:func:`pyro_cl.infer.checkpoint.save_learner`);
+        """Save the whole learner atomically (:func:`pyro_cl.learner.checkpoint.save_learner`);
         in a data-parallel run rank 0 writes and every rank waits until it has.
 
         :param key: sign the file with an HMAC under this secret key, for files that will travel
@@ -603,7 +603,7 @@ class ContinualLearner:
         key: bytes | None = None,
     ) -> ContinualLearner:
         """Rebuild a learner saved with :meth:`save`, with its random streams
-        (:func:`pyro_cl.infer.checkpoint.load_learner`).
+        (:func:`pyro_cl.learner.checkpoint.load_learner`).
 
         :param net: a freshly built net of the same architecture; required unless the saved net
             is one of pyro_cl's (rebuilt from its spec).

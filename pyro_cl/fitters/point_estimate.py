@@ -1,18 +1,18 @@
 """Point estimates: maximum likelihood, or MAP under a quadratic (or any) penalty.
 
 Fine-tuning is this fitter with no penalty; EWC, online EWC, SI and the maximum-likelihood
-initialisation of VCL (appendix A) are the same fit with a different :class:`~pyro_cl.infer.penalty.Penalty` or none.
+initialisation of VCL (appendix A) are the same fit with a different :class:`~pyro_cl.fitters.penalty.Penalty` or none.
 The fitted values are the guide's means, so the guide carries them from task to task.
 """
 
 from __future__ import annotations
 
+from pyro_cl.fitters.fitter import Fitter
+from pyro_cl.fitters.penalty import Penalty
+from pyro_cl.fitters.point_fit import fit_point_estimate
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.infer.fitter import Fitter
-from pyro_cl.infer.penalty import Penalty
-from pyro_cl.infer.point_fit import fit_point_estimate
 
 __all__ = ["PointEstimateFitter"]
 

@@ -3,7 +3,7 @@ handoff, optionally with a coreset (Algorithm 1)."""
 
 from __future__ import annotations
 
-from pyro_cl.infer.learner import ContinualLearner
+from pyro_cl.learner.learner import ContinualLearner
 
 __all__ = ["VCL"]
 
@@ -11,7 +11,7 @@ __all__ = ["VCL"]
 class VCL(ContinualLearner):
     """Online variational inference, VCL eq. 1: ``q_t = argmin_q KL(q || q_{t-1} p(D_t | θ) / Z_t)``.
 
-    A :class:`~pyro_cl.infer.learner.ContinualLearner` with the ELBO fitter and the identity
+    A :class:`~pyro_cl.learner.learner.ContinualLearner` with the ELBO fitter and the identity
     transition: for each task the mean-field Gaussian guide maximises eq. 4 (divided by ``N_t``)
     with Adam, with ``num_particles`` Monte Carlo samples under local reparameterisation and the
     analytic KL against the current prior; then the guide's distributions of the sites this task
@@ -38,11 +38,11 @@ class VCL(ContinualLearner):
     A task of exactly ``K`` points goes entirely into the coreset; its propagation step is then
     empty and ``q̃_t = q̃_{t-1}``.
 
-    **Natural-gradient fitters** — with ``fitter=VOGN(...)`` (or :class:`~pyro_cl.infer.ivon.IVON`)
+    **Natural-gradient fitters** — with ``fitter=VOGN(...)`` (or :class:`~pyro_cl.fitters.ivon.IVON`)
     every fit above (propagation and coreset refits) runs that update on the guide instead of
     Adam on the ELBO; the handoff, coresets, prediction and save/load are the same.
 
-    The parameters are :class:`~pyro_cl.infer.learner.ContinualLearner`'s; the paper's coreset is
+    The parameters are :class:`~pyro_cl.learner.learner.ContinualLearner`'s; the paper's coreset is
     its ``memory`` (a :class:`~pyro_cl.memory.Memory`, e.g. ``KCenterCoreset(40)``).
 
     Example::

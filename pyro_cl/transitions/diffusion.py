@@ -29,7 +29,8 @@ import math
 import torch
 from pyro.distributions import Normal
 
-from pyro_cl.infer.transitions import (
+from pyro_cl.posterior import Posterior
+from pyro_cl.transitions.base import (
     Transition,
     TransitionContext,
     check_adaptation,
@@ -37,7 +38,6 @@ from pyro_cl.infer.transitions import (
     check_time_constant,
     map_gaussian_sites,
 )
-from pyro_cl.posterior import Posterior
 
 __all__ = ["OrnsteinUhlenbeck", "Wiener"]
 

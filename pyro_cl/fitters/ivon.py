@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from pyro_cl.checks import checked_real
-from pyro_cl.infer.natural_gradient import (
+from pyro_cl.fitters.natural_gradient import (
     NaturalGradientState,
     NaturalGradientUpdate,
     check_rate,
@@ -43,7 +43,7 @@ class IVON(NaturalGradientUpdate):
     :param data_scale: ``ρ``.
     :param compiled: fuse the update into one kernel with ``torch.compile``.
     :param spread_samples: spread the samples over data-parallel ranks, one per rank as Osawa et
-        al. 2019 (both: see :class:`~pyro_cl.infer.natural_gradient.NaturalGradientUpdate`).
+        al. 2019 (both: see :class:`~pyro_cl.fitters.natural_gradient.NaturalGradientUpdate`).
     """
 
     name = "ivon"

@@ -16,7 +16,7 @@ import torch
 
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import is_writer, writer_barrier
-from pyro_cl.infer.learner_state import LearnerStores
+from pyro_cl.learner.state import LearnerStores
 from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.nn.exclusive import MODEL_LOCK
 from pyro_cl.points import Points

@@ -20,8 +20,8 @@ A transition may also weigh the likelihood of each memory point by its age
   (supplement section 6.1), which changes the net's hyperparameters, not the posterior;
 * :class:`Chain` — several transitions in order;
 * for drifting data (Kurle et al. 2020, section 4):
-  :class:`~pyro_cl.infer.forgetting.BayesianForgetting`,
-  :class:`~pyro_cl.infer.diffusion.OrnsteinUhlenbeck` and :class:`~pyro_cl.infer.diffusion.Wiener`.
+  :class:`~pyro_cl.transitions.forgetting.BayesianForgetting`,
+  :class:`~pyro_cl.transitions.diffusion.OrnsteinUhlenbeck` and :class:`~pyro_cl.transitions.diffusion.Wiener`.
 
 Time is measured in units of a time constant ``τ`` (``time_constant``); ``None`` takes the mean lag
 between the steps observed so far, ``(t_k - t_0) / k`` (the paper's "average of the time-lags",

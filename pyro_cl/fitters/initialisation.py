@@ -3,10 +3,10 @@ policies between tasks (:class:`~pyro_cl.infer.config.Initialisation`)."""
 
 from __future__ import annotations
 
+from pyro_cl.fitters.point_fit import fit_point_estimate
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.infer.point_fit import fit_point_estimate
 from pyro_cl.points import Points
 from pyro_cl.posterior import read_priors
 

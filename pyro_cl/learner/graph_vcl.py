@@ -8,11 +8,11 @@ order")::
     graph.evaluate(target_test, domain=target, parents=[5, 6])   # predictive DA: no target data
 
 The prior of domain ``d`` with parents ``P`` is ``combine_posteriors({q_p}, {w_dp})`` (the weighted
-product in natural parameters, or the moment-matched mixture; :mod:`pyro_cl.infer.posterior_combination`)
+product in natural parameters, or the moment-matched mixture; :mod:`pyro_cl.transitions.combination`)
 installed as the net's prior before the fit; the fitted posterior is kept as ``q_d``. A domain with
 no parents starts from the learner's current prior (the initial one, for the first). Along a path
 of single parents this is exactly sequential VCL. The learner is any
-:class:`~pyro_cl.infer.learner.ContinualLearner` without a memory.
+:class:`~pyro_cl.learner.learner.ContinualLearner` without a memory.
 
 One model or several (the slides' question): with ``heads="shared"`` one net, head included,
 serves every domain; with ``heads="per_domain"`` a multi-head net gives domain ``d`` head ``d``
@@ -31,12 +31,11 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.infer.callbacks import CallbackList
-from pyro_cl.infer.elbo_fitter import ELBOFitter
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.infer.learner import ContinualLearner
-from pyro_cl.infer.posterior_combination import COMBINATIONS, combine_posteriors
+from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.exclusive import exclusive_mode
@@ -49,6 +48,7 @@ from pyro_cl.posterior import (
     posterior_to_state,
 )
 from pyro_cl.serialization import atomic_save, safe_load
+from pyro_cl.transitions.combination import COMBINATIONS, combine_posteriors
 
 __all__ = ["GraphVCL", "HEADS", "PredictiveEntropy"]
 
@@ -84,7 +84,7 @@ class GraphVCL:
     :param learner: fits every domain; its net is shared by all of them.
     :param weights: ``(K, K)`` edge weights between domains (e.g.
         :func:`~pyro_cl.data.domain_graph.metadata_graph`), weighing the parents of a domain.
-    :param how: one of :data:`~pyro_cl.infer.posterior_combination.COMBINATIONS`.
+    :param how: one of :data:`~pyro_cl.transitions.combination.COMBINATIONS`.
     :param heads: one of :data:`HEADS`; ``"per_domain"`` needs a multi-head net with a head for
         every domain of ``weights``.
     """

@@ -70,7 +70,7 @@ class MeanFieldGuide(nn.Module):
 
     New means start at the prior mean plus truncated-normal noise of scale ``init_loc_std`` (the
     VCL reference code uses 0.1); maximum-likelihood initialisation trains the means in place
-    (:func:`~pyro_cl.infer.initialisation.initialise_guide`).
+    (:func:`~pyro_cl.fitters.initialisation.initialise_guide`).
 
     *Local* latent sites (inside the data plate, one per data point) have no mean-field factor:
     a model with them must come with an amortised ``local_guide`` that samples exactly those

@@ -4,11 +4,11 @@ A fitter is the part of a learner that turns data into a posterior: it gets the 
 priors hold the current prior), the guide, the points and the sites they use, and it fits the
 guide. Built-ins:
 
-* :class:`~pyro_cl.infer.elbo_fitter.ELBOFitter` — Adam on the negative ELBO (VCL eq. 4), SVI;
-* :class:`~pyro_cl.infer.vogn.VOGN`, :class:`~pyro_cl.infer.ivon.IVON` — natural-gradient
+* :class:`~pyro_cl.fitters.elbo_fitter.ELBOFitter` — Adam on the negative ELBO (VCL eq. 4), SVI;
+* :class:`~pyro_cl.fitters.vogn.VOGN`, :class:`~pyro_cl.fitters.ivon.IVON` — natural-gradient
   updates of the guide's means and precisions (VOGN thesis eq. 52/53; Shen et al. 2024);
-* :class:`~pyro_cl.infer.point_estimate.PointEstimateFitter` — maximum likelihood (or MAP with a
-  :class:`~pyro_cl.infer.penalty.Penalty`) for the guide's means: fine-tuning, EWC, SI.
+* :class:`~pyro_cl.fitters.point_estimate.PointEstimateFitter` — maximum likelihood (or MAP with a
+  :class:`~pyro_cl.fitters.penalty.Penalty`) for the guide's means: fine-tuning, EWC, SI.
 
 Write your own by subclassing :class:`Fitter`, giving it a ``name`` (it then saves and loads
 like the built-ins) and implementing :meth:`Fitter.fit`.
@@ -20,11 +20,11 @@ from abc import abstractmethod
 from typing import ClassVar
 
 from pyro_cl.finite import all_finite
+from pyro_cl.fitters.initialisation import initialise_guide
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.infer.initialisation import initialise_guide
 from pyro_cl.points import Points
 from pyro_cl.posterior import Posterior, base_distribution, distribution_parameters
 from pyro_cl.spec import Registrable
@@ -63,7 +63,7 @@ class Fitter(Registrable, kind="fitter"):
         first_task: bool,
     ) -> None:
         """Initialise ``guide`` before a task's fit (VCL appendix A's policy by default, see
-        :func:`~pyro_cl.infer.initialisation.initialise_guide`)."""
+        :func:`~pyro_cl.fitters.initialisation.initialise_guide`)."""
         initialise_guide(context, guide, data, task_id, sites, first_task)
 
     @abstractmethod

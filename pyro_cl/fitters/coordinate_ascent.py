@@ -20,7 +20,7 @@ and each sweep reports the evidence lower bound ``L = E_q[log p(y | w, τ)] - KL
 KL(q(τ) ‖ p(τ))``, the negative of the slides' free energy ``F``; no update can lower ``L``
 (tested, sweep by sweep). Online mean-field VB is the same fit with yesterday's ``q`` as today's
 prior: standalone (:class:`CoordinateAscentRegression`), or as the :class:`CoordinateAscent`
-fitter of any :class:`~pyro_cl.infer.learner.ContinualLearner` whose net is a
+fitter of any :class:`~pyro_cl.learner.learner.ContinualLearner` whose net is a
 :class:`~pyro_cl.nn.linear_regression.BayesianLinearRegression`, so that transitions,
 checkpoints and the rest of the library apply::
 
@@ -39,10 +39,10 @@ import torch
 from torch.distributions import Gamma, Normal, kl_divergence
 
 from pyro_cl.checks import checked_count, checked_real
+from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.infer.fitter import Fitter
 from pyro_cl.nn.linear_regression import BayesianLinearRegression
 from pyro_cl.points import Points
 from pyro_cl.posterior import base_distribution, read_priors

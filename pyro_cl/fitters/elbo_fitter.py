@@ -6,10 +6,10 @@ from contextlib import nullcontext
 
 import torch
 
+from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.infer.fitter import Fitter
 from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.infer.row_gather import RowGather

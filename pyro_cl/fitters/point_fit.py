@@ -1,17 +1,17 @@
 """The point-estimate fit: Adam on the guide's means for maximum likelihood, or MAP under a
-:class:`~pyro_cl.infer.penalty.Penalty`; also VCL appendix A's maximum-likelihood
+:class:`~pyro_cl.fitters.penalty.Penalty`; also VCL appendix A's maximum-likelihood
 initialisation."""
 
 from __future__ import annotations
 
 import torch
 
+from pyro_cl.fitters.penalty import Penalty
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback, CallbackList, StepInfo
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.objectives import negative_log_likelihood
-from pyro_cl.infer.penalty import Penalty
 from pyro_cl.infer.row_gather import RowGather
 
 __all__ = ["fit_point_estimate"]

@@ -31,8 +31,8 @@ __all__ = ["LearnerState", "LearnerStores", "transaction"]
 
 
 class LearnerStores(Protocol):
-    """What :class:`pyro_cl.infer.learner.ContinualLearner` holds, as its state and its
-    checkpoint (:mod:`pyro_cl.infer.checkpoint`) read it (a protocol, so that neither module
+    """What :class:`pyro_cl.learner.learner.ContinualLearner` holds, as its state and its
+    checkpoint (:mod:`pyro_cl.learner.checkpoint`) read it (a protocol, so that neither module
     imports the learner)."""
 
     net: torch.nn.Module

@@ -1,0 +1,21 @@
+"""Fitters: how a task's posterior is fitted against the current prior — SVI on the ELBO, the
+natural-gradient updates VOGN and IVON, point estimates with a penalty, and closed-form
+coordinate ascent. Subclass :class:`Fitter` (or :class:`Penalty`) to add one."""
+
+from pyro_cl.fitters.coordinate_ascent import CoordinateAscent
+from pyro_cl.fitters.elbo_fitter import ELBOFitter
+from pyro_cl.fitters.fitter import Fitter
+from pyro_cl.fitters.ivon import IVON
+from pyro_cl.fitters.penalty import Penalty
+from pyro_cl.fitters.point_estimate import PointEstimateFitter
+from pyro_cl.fitters.vogn import VOGN
+
+__all__ = [
+    "IVON",
+    "VOGN",
+    "CoordinateAscent",
+    "ELBOFitter",
+    "Fitter",
+    "Penalty",
+    "PointEstimateFitter",
+]

@@ -1,0 +1,34 @@
+"""Transitions: what happens to a posterior between two time steps before it is the next prior
+(identity, no propagation, Bayesian forgetting, Ornstein-Uhlenbeck and Wiener diffusion, H-IBP's
+concentration growth), and the combination of several posteriors into one prior. Subclass
+:class:`Transition` to add one."""
+
+from pyro_cl.transitions.base import (
+    Chain,
+    ChildConcentrationGrowth,
+    Identity,
+    NoPropagation,
+    Transition,
+    TransitionContext,
+    check_prior_families,
+    map_gaussian_sites,
+)
+from pyro_cl.transitions.combination import COMBINATIONS, combine_posteriors
+from pyro_cl.transitions.diffusion import OrnsteinUhlenbeck, Wiener
+from pyro_cl.transitions.forgetting import BayesianForgetting
+
+__all__ = [
+    "COMBINATIONS",
+    "BayesianForgetting",
+    "Chain",
+    "ChildConcentrationGrowth",
+    "Identity",
+    "NoPropagation",
+    "OrnsteinUhlenbeck",
+    "Transition",
+    "TransitionContext",
+    "Wiener",
+    "check_prior_families",
+    "combine_posteriors",
+    "map_gaussian_sites",
+]
