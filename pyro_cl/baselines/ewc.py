@@ -8,7 +8,9 @@ section 5)::
     F_t = N_t · (1/S) Σ_{n ∈ subset} (∂ log p(y_n | θ_t, x_n) / ∂θ)²
 
 (scaled to the whole task, so that with ``λ = 1`` the penalty is the Laplace approximation of the
-task's log-likelihood). Later fits minimise the negative log-likelihood plus
+task's log-likelihood). ``curvature="ggn"`` uses the generalised Gauss-Newton diagonal instead
+(the expected Fisher; the Hessian of a linear-Gaussian model), the curvature tempered VCL's
+``β → 0`` limit reaches (GVCL, Loo et al. 2021, section 3). Later fits minimise the negative log-likelihood plus
 
 * EWC: ``R(θ) = ½ λ Σ_t Σ_i F_{t,i} (θ_i - θ_{t,i})²`` (one anchor per task; VCL paper section 5);
 * online EWC: ``R(θ) = ½ λ Σ_i F̃_i (θ_i - θ_{t,i})²`` with one running Fisher
@@ -38,13 +40,19 @@ class EWC(Penalty):
 
     :param strength: ``λ``.
     :param fisher_samples: points per task for the Fisher (``None``: all).
+    :param curvature: ``"fisher"`` (the empirical Fisher, the papers') or ``"ggn"``.
     """
 
     name = "ewc"
 
-    def __init__(self, strength: float = 1.0, fisher_samples: int | None = 200) -> None:
+    def __init__(
+        self, strength: float = 1.0, fisher_samples: int | None = 200, curvature: str = "fisher"
+    ) -> None:
         self.strength = check_strength(strength, "the penalty strength λ")
         self.fisher_samples = check_sample_count(fisher_samples, "fisher_samples")
+        if curvature not in ("fisher", "ggn"):
+            raise ValueError(f"curvature must be 'fisher' or 'ggn', got {curvature!r}")
+        self.curvature = curvature
         self.anchors: list[dict[str, torch.Tensor]] = []
         self.fishers: list[dict[str, torch.Tensor]] = []
 
@@ -56,7 +64,7 @@ class EWC(Penalty):
 
     def after_fit(self, context: FitContext, values, data: Points, task_id: int) -> None:
         fisher = diagonal_curvature(
-            context.model, values, data.x, data.y, task_id, "fisher", self.fisher_samples
+            context.model, values, data.x, data.y, task_id, self.curvature, self.fisher_samples
         )
         self._consolidate({n: v.detach().clone() for n, v in values.items()}, fisher)
 
@@ -82,9 +90,13 @@ class OnlineEWC(EWC):
     name = "online_ewc"
 
     def __init__(
-        self, strength: float = 1.0, fisher_samples: int | None = 200, decay: float = 1.0
+        self,
+        strength: float = 1.0,
+        fisher_samples: int | None = 200,
+        decay: float = 1.0,
+        curvature: str = "fisher",
     ) -> None:
-        super().__init__(strength, fisher_samples)
+        super().__init__(strength, fisher_samples, curvature)
         self.decay = checked_real(decay, "the decay γ", 0, 1)
 
     def _consolidate(self, anchor: dict, fisher: dict) -> None:

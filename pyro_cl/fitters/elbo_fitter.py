@@ -6,6 +6,7 @@ from contextlib import nullcontext
 
 import torch
 
+from pyro_cl.checks import checked_real
 from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
@@ -30,16 +31,22 @@ class ELBOFitter(Fitter):
     :param heads_in_kl: with ``False`` the output heads' sites of a multi-head net are fitted
         without their KL term (free parameters of ``q``, as the VCL reference code fits the
         generative heads; an ablation, not eq. 4). Needs the fast route.
+    :param kl_weight: ``β`` of GVCL's β-ELBO (Loo, Swaroop & Turner 2021, eq. 3): the KL term is
+        multiplied by ``β``, so the fit targets the tempered posterior
+        ``∝ prior · likelihood^{1/β}``; ``β < 1`` lets each task move the posterior further from
+        the last (GVCL's answer to VCL's over-pruning), and ``β → 0`` with the variances
+        ``O(β)`` is online EWC (GVCL section 3). ``β = 1`` is VCL.
     """
 
     name = "elbo"
     takes_weights = True
     fits_local_guide = True
 
-    def __init__(self, heads_in_kl: bool = True) -> None:
+    def __init__(self, heads_in_kl: bool = True, kl_weight: float = 1.0) -> None:
         if not isinstance(heads_in_kl, bool):
             raise ValueError(f"heads_in_kl must be True or False, got {heads_in_kl!r}")
         self.heads_in_kl = heads_in_kl
+        self.kl_weight = checked_real(kl_weight, "kl_weight", 0, low_open=True)
 
     def fit(
         self,
@@ -72,7 +79,9 @@ class ELBOFitter(Fitter):
                     ids,
                     None if weights is None else weights[index],
                 )
-                return negative_elbo(model, guide, rows, size, num_particles, packed=packed)
+                return negative_elbo(
+                    model, guide, rows, size, num_particles, packed=packed, kl_weight=self.kl_weight
+                )
 
             parameters = _trained_parameters(guide, packed)
             by_site = dict(guide.named_parameters())  # what callbacks see: values by site

@@ -42,6 +42,8 @@ class IVON(NaturalGradientUpdate):
         ``h = max(s - λ_p, 0)/λ`` (so ``between_tasks="keep"`` resumes where the last task ended).
     :param data_scale: ``ρ``.
     :param compiled: fuse the update into one kernel with ``torch.compile``.
+    :param kl_weight: ``β``, the KL's weight (GVCL's β-ELBO; see
+        :class:`~pyro_cl.fitters.natural_gradient.NaturalGradientUpdate`).
     :param spread_samples: spread the samples over data-parallel ranks, one per rank as Osawa et
         al. 2019 (both: see :class:`~pyro_cl.fitters.natural_gradient.NaturalGradientUpdate`).
     """
@@ -58,8 +60,11 @@ class IVON(NaturalGradientUpdate):
         data_scale: float = 1.0,
         compiled: bool = False,
         spread_samples: bool = False,
+        kl_weight: float = 1.0,
     ) -> None:
-        super().__init__(learning_rate, num_samples, data_scale, compiled, spread_samples)
+        super().__init__(
+            learning_rate, num_samples, data_scale, compiled, spread_samples, kl_weight
+        )
         self.beta1 = checked_real(beta1, "beta1", 0, 1, high_open=True)
         self.beta2 = checked_real(beta2, "beta2", 0, 1, high_open=True)
         check_rate("1 - beta2", 1 - self.beta2)

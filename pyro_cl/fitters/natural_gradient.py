@@ -102,6 +102,9 @@ class NaturalGradientUpdate(Fitter):
     :param num_samples: Monte Carlo samples ``S`` per step (the VOGN thesis trains with 10).
     :param data_scale: ``ρ``, the factor on the data set's size ``N`` for data augmentation (VOGN
         thesis section 3.4); the likelihood counts ``ρN`` points.
+    :param kl_weight: ``β`` of GVCL's β-ELBO (Loo, Swaroop & Turner 2021, eq. 3), the KL's
+        weight: the update then fits ``∝ prior · likelihood^{1/β}``, i.e. the likelihood counts
+        ``ρN/β`` points (the same optimum as weighting the KL, the objective divided by ``β``).
     :param compiled: fuse the update's element-wise work into one kernel with ``torch.compile``
         (:mod:`pyro_cl.infer.fusion`; seconds to compile once per process, eager fallback).
     :param spread_samples: in a data-parallel fit (:mod:`pyro_cl.infer.data_parallel`), spread
@@ -121,7 +124,9 @@ class NaturalGradientUpdate(Fitter):
         data_scale: float = 1.0,
         compiled: bool = False,
         spread_samples: bool = False,
+        kl_weight: float = 1.0,
     ) -> None:
+        self.kl_weight = checked_real(kl_weight, "kl_weight", 0, low_open=True)
         self.learning_rate = checked_real(learning_rate, "learning_rate", 0, low_open=True)
         self.num_samples = checked_count(num_samples, "num_samples")
         self.data_scale = checked_real(data_scale, "data_scale", 0, low_open=True)
@@ -172,7 +177,7 @@ class NaturalGradientUpdate(Fitter):
                 f"{others or 'IBP masks'}: train it with SVI (ELBOFitter)"
             )
         num_data = x.shape[0]
-        effective_size = self.data_scale * num_data
+        effective_size = self.data_scale * num_data / self.kl_weight
         sites_by_task = {task: model.sites(guide, x, [task]) for task in data.tasks()}
         with PackedGaussians(model, guide, names) as packed:
             state = NaturalGradientState(packed)

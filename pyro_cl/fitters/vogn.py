@@ -56,6 +56,8 @@ class VOGN(NaturalGradientUpdate):
     :param curvature: "fisher" (the thesis's empirical Fisher) or "ggn".
     :param data_scale: ``ρ``.
     :param compiled: fuse the update into one kernel with ``torch.compile``.
+    :param kl_weight: ``β``, the KL's weight (GVCL's β-ELBO; see
+        :class:`~pyro_cl.fitters.natural_gradient.NaturalGradientUpdate`).
     :param spread_samples: spread the samples over data-parallel ranks, one per rank as Osawa et
         al. 2019 (both: see :class:`~pyro_cl.fitters.natural_gradient.NaturalGradientUpdate`).
 
@@ -77,8 +79,11 @@ class VOGN(NaturalGradientUpdate):
         data_scale: float = 1.0,
         compiled: bool = False,
         spread_samples: bool = False,
+        kl_weight: float = 1.0,
     ) -> None:
-        super().__init__(learning_rate, num_samples, data_scale, compiled, spread_samples)
+        super().__init__(
+            learning_rate, num_samples, data_scale, compiled, spread_samples, kl_weight
+        )
         if curvature not in ("fisher", "ggn"):
             raise ValueError(f"curvature must be 'fisher' or 'ggn', got {curvature!r}")
         self.beta = check_rate("beta", beta)

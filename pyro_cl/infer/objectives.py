@@ -42,6 +42,7 @@ def negative_elbo(
     num_particles: int = 1,
     fast: bool | None = None,
     packed: PackedGaussians | None = None,
+    kl_weight: float = 1.0,
 ) -> torch.Tensor:
     """``-L_VCL / N_t``: ``KL(q_t || q_{t-1}) / N_t - (1/M) Σ_{n in batch} E_q[log p(y_n | θ, x_n)]``.
 
@@ -66,6 +67,10 @@ def negative_elbo(
     ``p(y_n | θ)^{w_n}`` (Bayesian forgetting's memory, Kurle et al. 2020 eq. 12). Both routes
     then compute the terms explicitly.
 
+    ``kl_weight`` ``β`` multiplies the KL term: the β-ELBO of GVCL (Loo, Swaroop & Turner 2021,
+    eq. 3), ``E_q[log p(D_t | θ)] - β KL(q_t || q_{t-1})``, whose optimum over all distributions is
+    the tempered posterior ``∝ q_{t-1}(θ) p(D_t | θ)^{1/β}``. ``β = 1`` is VCL.
+
     ``packed`` (fast route): the fit's Gaussian sites packed into flat tensors
     (:class:`~pyro_cl.infer.packed_gaussians.PackedGaussians`); their KL, the sum over every
     packed site, and their values then come from it in a few fused kernels.
@@ -76,7 +81,7 @@ def negative_elbo(
     groups = task_groups(task_id, x.shape[0])
     if (len(groups) > 1 or weights is not None) and not fast and has_structured_sites(model.net):
         raise ValueError("weighted or task-mixing batches need elbo='fast' for nets with IBP masks")
-    if len(groups) == 1 and not fast and weights is None:
+    if len(groups) == 1 and not fast and weights is None and kl_weight == 1.0:
         return _trace_mean_field_loss(model, guide, x, y, groups[0][0], dataset_size, num_particles)
     names_by_task = {task: model.sites(guide, x, [task]) for task, _ in groups}
     names = list(dict.fromkeys(name for group in names_by_task.values() for name in group))
@@ -93,7 +98,7 @@ def negative_elbo(
         if weights is not None:
             per_point = per_point * weights[rows]
         log_likelihood = log_likelihood + per_point.mean(0).sum()
-    return kl / dataset_size - log_likelihood / x.shape[0]
+    return kl_weight * kl / dataset_size - log_likelihood / x.shape[0]
 
 
 def _trace_mean_field_loss(

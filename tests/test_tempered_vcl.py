@@ -1,0 +1,169 @@
+"""Tempered VCL (GVCL's β-ELBO, Loo, Swaroop & Turner 2021) against its closed forms.
+
+On Bayesian linear regression with known noise σ² the β-ELBO's optimum over all distributions is
+the tempered posterior ``∝ prior · likelihood^{1/β}``: precision ``Λ = diag(1/v) + XᵀX/(βσ²)``
+and mean ``Λ^{-1}(m/v + Xᵀy/(βσ²))``. The optimal mean-field Gaussian keeps that mean and the
+diagonal of ``Λ`` (as for VCL, β = 1). As ``β → 0`` the variances are ``O(β)`` and the update of
+the mean becomes online EWC's with the Gauss-Newton curvature and λ = 1 (GVCL section 3):
+``μ_t = argmin NLL_t(μ) + ½ Σ_i H_{<t,i} (μ_i - μ_{t-1,i})²``.
+"""
+
+import pytest
+import torch
+
+from pyro_cl import VCL, VOGN, ContinualLearner, ELBOFitter, GaussianLikelihood, PointEstimateFitter
+from pyro_cl.baselines import OnlineEWC
+from pyro_cl.nn import BayesianLinear
+
+NOISE = 0.5
+DIM = 3
+
+
+def tempered_diagonal_update(mean, variance, x, y, beta):
+    precision = torch.diag(1 / variance) + x.T @ x / (beta * NOISE**2)
+    new_mean = torch.linalg.solve(precision, mean / variance + x.T @ y / (beta * NOISE**2))
+    return new_mean, 1 / torch.diagonal(precision)
+
+
+def tasks(num_tasks, per_task=40):
+    generator = torch.Generator().manual_seed(3)
+    weight = torch.tensor([1.0, -2.0, 0.5])
+    out = []
+    for task in range(num_tasks):
+        # correlated features, so the diagonal of XᵀX is not the whole curvature
+        x = (
+            torch.randn(per_task, DIM, generator=generator)
+            @ torch.tensor([[1.0, 0.6, 0.0], [0.0, 1.0, 0.4], [0.0, 0.0, 1.0]])
+            + 0.5 * task
+        )
+        y = x @ (weight + task) + NOISE * torch.randn(per_task, generator=generator)
+        out.append((x, y))
+    return out
+
+
+def learner_with(fitter, epochs=1500, learning_rate=0.01, prior_scale=1.0):
+    return ContinualLearner(
+        BayesianLinear(DIM, 1, bias=False, prior_scale=prior_scale),
+        fitter=fitter,
+        likelihood=GaussianLikelihood(NOISE),
+        epochs=epochs,
+        batch_size=None,
+        learning_rate=learning_rate,
+        num_particles=16,
+        ml_init_epochs=0,
+        seed=0,
+        progress=False,
+    )
+
+
+def posterior_of(learner):
+    prior = learner.current_prior()["weight"].base_dist
+    return prior.loc.squeeze(0), prior.scale.squeeze(0) ** 2
+
+
+@pytest.mark.parametrize("beta", [0.25, 4.0])
+def test_tempered_vcl_fits_the_tempered_posterior(beta):
+    learner = learner_with(ELBOFitter(kl_weight=beta))
+    mean, variance = torch.zeros(DIM), torch.ones(DIM)
+    for task, (x, y) in enumerate(tasks(2)):
+        learner.observe((x, y), task_id=task)
+        mean, variance = tempered_diagonal_update(mean, variance, x, y, beta)
+        loc, fitted_variance = posterior_of(learner)
+        torch.testing.assert_close(loc, mean, atol=0.03, rtol=0)
+        torch.testing.assert_close(1 / fitted_variance, 1 / variance, rtol=0.1, atol=0)
+    # the untempered recursion is far from it: the test tells β from 1
+    plain_mean, plain_variance = torch.zeros(DIM), torch.ones(DIM)
+    for x, y in tasks(2):
+        plain_mean, plain_variance = tempered_diagonal_update(plain_mean, plain_variance, x, y, 1.0)
+    assert (1 / plain_variance - 1 / variance).abs().max() > 0.5 / variance.max()
+
+
+def test_vogn_takes_the_same_tempering():
+    """VOGN with the Gauss-Newton curvature has the mean-field optimum as its fixed point: with
+    ``kl_weight`` it is the tempered one."""
+    beta = 0.25
+    learner = learner_with(
+        VOGN(learning_rate=0.05, beta=0.05, num_samples=8, curvature="ggn", kl_weight=beta),
+        epochs=600,
+    )
+    mean, variance = torch.zeros(DIM), torch.ones(DIM)
+    for task, (x, y) in enumerate(tasks(2)):
+        learner.observe((x, y), task_id=task)
+        mean, variance = tempered_diagonal_update(mean, variance, x, y, beta)
+        loc, fitted_variance = posterior_of(learner)
+        torch.testing.assert_close(loc, mean, atol=0.03, rtol=0)
+        torch.testing.assert_close(1 / fitted_variance, 1 / variance, rtol=0.1, atol=0)
+
+
+def ewc_limit(data):
+    """Online EWC with λ = 1 and the exact Gauss-Newton curvature, in closed form: the first
+    task's maximum-likelihood weights, then ``argmin NLL_t + ½ Σ_i H_{<t,i} (μ_i - μ_{t-1,i})²``."""
+    x, y = data[0]
+    mean = torch.linalg.solve(x.T @ x, x.T @ y)
+    curvature = torch.diagonal(x.T @ x) / NOISE**2
+    for x, y in data[1:]:
+        precision = x.T @ x / NOISE**2 + torch.diag(curvature)
+        mean = torch.linalg.solve(precision, x.T @ y / NOISE**2 + curvature * mean)
+        curvature = curvature + torch.diagonal(x.T @ x) / NOISE**2
+    return mean
+
+
+def test_tempered_vcl_tends_to_online_ewc_as_beta_goes_to_zero():
+    """VOGN with the Gauss-Newton curvature reaches the β-ELBO's mean-field optimum exactly (its
+    curvature of a linear model does not depend on the draws), so the limit is seen without SVI's
+    noise; a prior of scale 0.3 makes VCL (β = 1) visibly different from the limit."""
+    data = tasks(3, per_task=20)
+    limit = ewc_limit(data)
+    distance = {}
+    for beta in (1.0, 1e-1, 1e-3):
+        learner = learner_with(
+            VOGN(learning_rate=0.2, beta=0.2, num_samples=4, curvature="ggn", kl_weight=beta),
+            epochs=300,
+            prior_scale=0.3,
+        )
+        for task, (x, y) in enumerate(data):
+            learner.observe((x, y), task_id=task)
+        distance[beta] = (posterior_of(learner)[0] - limit).abs().max().item()
+    ewc = learner_with(
+        PointEstimateFitter(OnlineEWC(strength=1.0, fisher_samples=None, curvature="ggn")),
+        epochs=3000,
+        learning_rate=0.02,
+    )
+    for task, (x, y) in enumerate(data):
+        ewc.observe((x, y), task_id=task)
+    ewc_mean = ewc.guide.locs(["weight"])["weight"].detach().squeeze(0)
+    # our OnlineEWC reaches the closed form ...
+    torch.testing.assert_close(ewc_mean, limit, atol=0.02, rtol=0)
+    # ... and tempered VCL approaches it as β shrinks, from a VCL (β = 1) that is elsewhere
+    assert distance[1.0] > 0.2
+    assert distance[1e-1] < distance[1.0] / 2
+    assert distance[1e-3] < 0.02, distance
+
+
+def test_kl_weight_is_refused_unless_positive():
+    for fitter in (ELBOFitter, VOGN):
+        with pytest.raises(ValueError, match="kl_weight"):
+            fitter(kl_weight=0.0)
+
+
+def test_a_tempered_learner_saves_and_resumes_identically(tmp_path):
+    data = tasks(2, per_task=20)
+    runs = []
+    for stop in (False, True):
+        learner = VCL(
+            BayesianLinear(DIM, 1, bias=False),
+            likelihood=GaussianLikelihood(NOISE),
+            fitter=ELBOFitter(kl_weight=0.1),
+            epochs=20,
+            batch_size=10,
+            seed=1,
+            progress=False,
+        )
+        learner.observe(data[0], task_id=0)
+        if stop:
+            learner.save(tmp_path / "tempered.pt")
+            learner = VCL.load(tmp_path / "tempered.pt", net=BayesianLinear(DIM, 1, bias=False))
+            assert learner.fitter.kl_weight == 0.1
+        learner.observe(data[1], task_id=1)
+        runs.append(posterior_of(learner))
+    torch.testing.assert_close(runs[0], runs[1], rtol=0, atol=0)
