@@ -20,8 +20,17 @@ def _theta(model, generator_seed=0):
         name: torch.randn(PARTICLES, *module.prior(attribute).event_shape, dtype=torch.float64)
         * 0.5
         for name, (module, attribute) in model.site_index.items()
-        if not name.startswith("heads.") or name.startswith("heads.1.")
+        if _used_by_task_1(model.net, name)
     }
+
+
+def _used_by_task_1(net, name: str) -> bool:
+    """Whether task 1 uses site ``name``: the shared sites, its head (or the one head of a
+    single-head net) and its FiLM layers."""
+    group, index = (name.split(".") + [""])[:2]
+    if group == "heads" and getattr(net, "num_heads", 1) == 1:
+        return True
+    return group not in ("heads", "film") or index == "1"
 
 
 def _single_example_reference(model, theta, x, y, task_id, curvature):
@@ -54,6 +63,13 @@ NETS = {
     "mlp": lambda: (BayesianMLP(4, [5], 3, heads=2), torch.randn(6, 4)),
     "cnn": lambda: (
         BayesianCNN((2, 8, 8), conv_blocks=[(3, 4)], hidden_sizes=[5], out_features=3, heads=2),
+        torch.randn(6, 2, 8, 8),
+    ),
+    "mlp_film": lambda: (BayesianMLP(4, [5, 4], 3, film_tasks=2), torch.randn(6, 4)),
+    "cnn_film": lambda: (
+        BayesianCNN(
+            (2, 8, 8), conv_blocks=[(3, 4)], hidden_sizes=[5], out_features=3, heads=2, film_tasks=2
+        ),
         torch.randn(6, 2, 8, 8),
     ),
 }

@@ -4,6 +4,7 @@ from pyro_cl.nn.bayesian_module import make_bayesian
 from pyro_cl.nn.cnn import BayesianCNN
 from pyro_cl.nn.concrete import LogitBinaryConcrete
 from pyro_cl.nn.conv import BayesianConv2d
+from pyro_cl.nn.film import BayesianFiLM
 from pyro_cl.nn.ibp_mask import IBPMask
 from pyro_cl.nn.ibp_mlp import IndianBuffetMLP
 from pyro_cl.nn.linear import BayesianLinear
@@ -20,6 +21,7 @@ __all__ = [
     "BayesianLinearRegression",
     "BayesianCNN",
     "BayesianConv2d",
+    "BayesianFiLM",
     "BayesianLinear",
     "BayesianMLP",
     "BetaSticks",

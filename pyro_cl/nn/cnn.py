@@ -11,6 +11,7 @@ from torch import nn
 
 from pyro_cl.checks import checked_count
 from pyro_cl.nn.conv import BayesianConv2d
+from pyro_cl.nn.film import film_layers
 from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
 from pyro_cl.nn.rebuildable import RebuildableNet
@@ -37,6 +38,10 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
     :param heads: number of heads (tasks); 1 for a single-head net.
     :param prior_scale: prior standard deviation of every weight (prior mean 0).
     :param local_reparameterization: sample pre-activations instead of weights (VCL's default).
+    :param film_tasks: task-specific FiLM layers (GVCL; :mod:`pyro_cl.nn.film`) for this many
+        tasks, after every convolution (per channel) and dense layer (per unit), before the
+        activation (sites ``film.{t}.{i}.weight``/``.bias``); 0 for none.
+    :param film_prior_scale: the FiLM sites' prior standard deviation (around the identity).
     """
 
     name = "BayesianCNN"
@@ -50,6 +55,8 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         heads: int = 6,
         prior_scale: float = 1.0,
         local_reparameterization: bool = True,
+        film_tasks: int = 0,
+        film_prior_scale: float = 1.0,
     ) -> None:
         super().__init__()
         heads = checked_count(heads, "heads (a net needs at least one)")
@@ -67,6 +74,8 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
             "prior_scale": prior_scale,
             "local_reparameterization": local_reparameterization,
         }
+        if film_tasks:  # absent from older checkpoints' configs, which rebuild without FiLM
+            self._config.update(film_tasks=film_tasks, film_prior_scale=film_prior_scale)
         layer_options = {
             "prior_scale": prior_scale,
             "local_reparameterization": (local_reparameterization),
@@ -89,6 +98,10 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         self.heads = PyroModule[nn.ModuleList](
             [BayesianLinear(sizes[-1], out_features, **layer_options) for _ in range(heads)]
         )
+        self.num_film_tasks = 0 if film_tasks == 0 else checked_count(film_tasks, "film_tasks")
+        widths = [conv.out_channels for conv in convs] + sizes[1:]
+        maps = [True] * len(convs) + [False] * (len(sizes) - 1)
+        self.film = film_layers(self.num_film_tasks, widths, maps, film_prior_scale)
 
     @property
     def config(self) -> dict:
@@ -97,13 +110,16 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
 
     def forward(self, x: torch.Tensor, task_id: int = 0) -> torch.Tensor:
         head = self.check_task_id(task_id)
+        film = self.task_film(task_id)
         for i, conv in enumerate(self.convs):
-            x = torch.relu(conv(x))
+            x = conv(x)
+            x = torch.relu(x if film is None else film[i](x))
             if i % 2 == 1:
                 lead = x.shape[:-3]
                 x = F.max_pool2d(x.reshape(-1, *x.shape[-3:]), 2)
                 x = x.reshape(*lead, *x.shape[1:])
         x = x.flatten(-3)
-        for layer in self.dense:
-            x = torch.relu(layer(x))
+        for j, layer in enumerate(self.dense, start=len(self.convs)):
+            x = layer(x)
+            x = torch.relu(x if film is None else film[j](x))
         return self.heads[head](x)

@@ -9,6 +9,7 @@ from pyro.nn import PyroModule
 from torch import nn
 
 from pyro_cl.checks import checked_count, checked_real
+from pyro_cl.nn.film import film_layers
 from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
 from pyro_cl.nn.moment_matching import ACTIVATIONS, moment_matched_prior_scales
@@ -40,6 +41,11 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
         at one for standardised inputs (Kurle et al. 2020, eq. 17;
         :mod:`pyro_cl.nn.moment_matching`).
     :param local_reparameterization: sample pre-activations instead of weights (default on).
+    :param film_tasks: task-specific FiLM layers (GVCL; :mod:`pyro_cl.nn.film`) for this many
+        tasks, a scale and shift of every hidden pre-activation per task (sites
+        ``film.{t}.{i}.weight``/``.bias``); 0 for none. ``task_id`` then picks the task's layers
+        on a single-head net too.
+    :param film_prior_scale: the FiLM sites' prior standard deviation (around the identity).
     """
 
     name = "BayesianMLP"
@@ -54,6 +60,8 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
         prior_loc: float | Sequence[float] = 0.0,
         prior_scale: float | Sequence[float] | str = 1.0,
         local_reparameterization: bool = True,
+        film_tasks: int = 0,
+        film_prior_scale: float = 1.0,
     ) -> None:
         super().__init__()
         heads = checked_count(heads, "heads (a net needs at least one)")
@@ -83,6 +91,10 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
             "prior_scale": scales,
             "local_reparameterization": local_reparameterization,
         }
+        if film_tasks:  # absent from older checkpoints' configs, which rebuild without FiLM
+            self._config.update(film_tasks=film_tasks, film_prior_scale=film_prior_scale)
+        self.num_film_tasks = 0 if film_tasks == 0 else checked_count(film_tasks, "film_tasks")
+        self.film = film_layers(self.num_film_tasks, hidden_sizes, False, film_prior_scale)
         self.hidden = PyroModule[nn.ModuleList](
             [
                 BayesianLinear(
@@ -116,8 +128,10 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
     def forward(self, x: torch.Tensor, task_id: int = 0) -> torch.Tensor:
         head = self.check_task_id(task_id)
         activation = ACTIVATIONS[self.activation]
-        for layer in self.hidden:
-            x = activation(layer(x))
+        film = self.task_film(task_id)
+        for i, layer in enumerate(self.hidden):
+            x = layer(x)
+            x = activation(x if film is None else film[i](x))
         return self.heads[head](x)
 
 

@@ -1,0 +1,125 @@
+"""Task-specific FiLM layers (Perez et al. 2018), GVCL's remedy for VCL's over-pruning.
+
+Loo, Swaroop & Turner (2021, section 4) find that mean-field VI switches hidden units off: a unit
+whose incoming weights are pruned back to the prior costs no KL, and a later task can only reuse
+it by paying that KL again. A *task-specific* scale and shift of every hidden unit's
+pre-activation,
+
+    h̃_t = γ_t ⊙ h + b_t,        γ_t, b_t ∈ R^{units}, one pair per task t,
+
+lets a task switch units on and off (and re-scale them) without moving the shared weights, so
+the shared weights need not be pruned for one task to ignore a unit. Here ``γ_t`` and ``b_t``
+are the sites ``weight`` and ``bias`` of a :class:`BayesianFiLM`, with priors ``N(1, s²)`` and
+``N(0, s²)`` (the identity map, as GVCL initialises them). Each task has its own layers, so
+their posterior is never the prior of another task: only the task that owns them fits them.
+
+For convolutional feature maps ``(..., C, H, W)`` the scale and shift act per channel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from pyro.nn import PyroModule
+from torch import nn
+
+from pyro_cl.nn.layer import BayesianLayer
+
+__all__ = ["BayesianFiLM", "film_layers"]
+
+
+class BayesianFiLM(BayesianLayer):
+    """``y = γ ⊙ x + b`` per unit (or per channel of a feature map), with Gaussian priors
+    ``γ ~ N(1, s²)``, ``b ~ N(0, s²)`` (see the module docstring).
+
+    :param features: units of a hidden layer (``x`` of shape ``(..., features)``), or channels
+        of a feature map (``(..., features, H, W)``) with ``channels=True``.
+    :param channels: whether ``x`` is a feature map.
+    :param prior_scale: ``s``.
+    """
+
+    def __init__(self, features: int, channels: bool = False, prior_scale: float = 1.0) -> None:
+        super().__init__()
+        if features <= 0:
+            raise ValueError(f"a FiLM layer needs a positive number of features, got {features}")
+        self.features = features
+        self.channels = bool(channels)
+        self._register_sites((features,), True, 0.0, prior_scale, False)
+        self.weight_prior_loc.fill_(1.0)
+
+    def _broadcastable(self, value: torch.Tensor) -> torch.Tensor:
+        """A ``(features,)`` or ``(P, features)`` draw shaped to broadcast against the input:
+        ``(P, 1, features)`` for units, ``(..., features, 1, 1)`` for channels."""
+        if value.dim() == 2:
+            value = value.unsqueeze(-2)
+        return value[..., None, None] if self.channels else value
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dim = -3 if self.channels else -1
+        if x.dim() < -dim or x.shape[dim] != self.features:
+            raise ValueError(
+                f"a FiLM layer of {self.features} {'channels' if self.channels else 'units'} got "
+                f"an input of shape {tuple(x.shape)}"
+            )
+        scale = self._broadcastable(self._draw(self._site("weight")))
+        shift = self._broadcastable(self._draw(self._site("bias")))
+        return self._record(x, x * scale + shift)
+
+    def _per_example(self, x: torch.Tensor, output_gradient: torch.Tensor) -> dict:
+        """``∂ℓ_{s,n}/∂γ = Σ g ⊙ x`` and ``∂ℓ_{s,n}/∂b = Σ g`` (sums over a feature map's
+        positions), shape ``(S, N, features)``."""
+        scale = output_gradient * x
+        if self.channels:
+            return {"weight": scale.sum((-2, -1)), "bias": output_gradient.sum((-2, -1))}
+        return {"weight": scale, "bias": output_gradient}
+
+    def squared_gradient_sums(
+        self, x: torch.Tensor, output_gradient: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """``Σ_{s,n} (∂ℓ_{s,n}/∂θ)²`` for the scale and the shift."""
+        return {
+            name: value.square().sum((0, 1))
+            for name, value in self._per_example(x, output_gradient).items()
+        }
+
+    def example_gradient_sums(
+        self,
+        x: torch.Tensor,
+        output_gradient: torch.Tensor,
+        weights: dict[str, torch.Tensor | None],
+    ) -> dict[str, torch.Tensor]:
+        """Per example: ``Σ_s (∂ℓ_{s,n}/∂θ_s) ⊙ A_s`` (``A`` of shape ``(S, features)``, or
+        ``None`` for all ones)."""
+        gradients = self._per_example(x, output_gradient)
+        sums = {}
+        for name, weight in weights.items():
+            if name not in gradients:
+                raise KeyError(f"{type(self).__name__} has no site {name!r}")
+            value = gradients[name]
+            sums[name] = value.sum(0) if weight is None else torch.einsum("snf,sf->nf", value, weight)
+        return sums
+
+    def extra_repr(self) -> str:
+        return f"features={self.features}, channels={self.channels}"
+
+
+def film_layers(
+    tasks: int, widths: Sequence[int], channels: bool | Sequence[bool], prior_scale: float
+) -> nn.ModuleList | None:
+    """``tasks`` lists of FiLM layers, one per hidden layer of ``widths`` (``channels[i]`` says
+    whether layer ``i`` is a feature map); ``None`` for no tasks."""
+    if not tasks:
+        return None
+    maps = [channels] * len(widths) if isinstance(channels, bool) else list(channels)
+    return PyroModule[nn.ModuleList](
+        [
+            PyroModule[nn.ModuleList](
+                [
+                    BayesianFiLM(int(width), is_map, prior_scale)
+                    for width, is_map in zip(widths, maps, strict=True)
+                ]
+            )
+            for _ in range(tasks)
+        ]
+    )
