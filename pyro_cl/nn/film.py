@@ -97,7 +97,9 @@ class BayesianFiLM(BayesianLayer):
             if name not in gradients:
                 raise KeyError(f"{type(self).__name__} has no site {name!r}")
             value = gradients[name]
-            sums[name] = value.sum(0) if weight is None else torch.einsum("snf,sf->nf", value, weight)
+            sums[name] = (
+                value.sum(0) if weight is None else torch.einsum("snf,sf->nf", value, weight)
+            )
         return sums
 
     def extra_repr(self) -> str:
