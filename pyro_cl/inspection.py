@@ -5,6 +5,10 @@
 * :func:`prune_weights` / :func:`pruning_curve` — zero the Gaussian weights with the smallest
   ``|μ|`` or signal-to-noise ratio ``|μ|/σ`` and measure the accuracy that is left (supplement
   section 3, figures 1-4). IBP masks keep acting on the pruned net.
+* :func:`share_at_prior` / :func:`units_in_use` — VI's over-pruning (Trippe & Turner 2018; GVCL,
+  Loo et al. 2021, section 4): a weight whose posterior is still its initial prior carries no
+  information and no KL, ``KL(q(θ_i) ‖ p_0(θ_i)) < PRUNED_KL`` nats; a hidden unit is pruned when
+  its incoming weights and bias are at the prior on average.
 """
 
 from __future__ import annotations
@@ -21,7 +25,21 @@ from pyro_cl.nn.exclusive import exclusive_mode
 from pyro_cl.nn.structured import has_structured_sites
 from pyro_cl.posterior import base_distribution
 
-__all__ = ["ACTIVE_THRESHOLD", "PRUNING_SCORES", "active_units", "prune_weights", "pruning_curve"]
+__all__ = [
+    "ACTIVE_THRESHOLD",
+    "PRUNED_KL",
+    "PRUNING_SCORES",
+    "active_units",
+    "prune_weights",
+    "pruning_curve",
+    "share_at_prior",
+    "units_in_use",
+]
+
+#: A weight is at its prior when ``KL(q(θ_i) ‖ p_0(θ_i))`` is below this many nats. For the
+#: default prior N(0, 1) it is a posterior such as N(0.3, 1) or N(0, 0.72²): indistinguishable
+#: from the prior by the data a task carries.
+PRUNED_KL = 0.05
 
 #: A unit is active for a data point when its relaxed mask exceeds this (supplement section 5).
 ACTIVE_THRESHOLD = 0.1
@@ -122,3 +140,54 @@ def pruning_curve(
         ]
         for f in fractions
     ]
+
+
+def _per_weight_kl(
+    posterior: Mapping[str, Distribution], prior: Mapping[str, Distribution]
+) -> dict[str, torch.Tensor]:
+    """``KL(q(θ_i) ‖ p_0(θ_i))`` elementwise, for every Gaussian site in both."""
+    kls = {}
+    for name, distribution in posterior.items():
+        q, p = base_distribution(distribution), base_distribution(prior.get(name, distribution))
+        if name in prior and isinstance(q, Normal) and isinstance(p, Normal):
+            kls[name] = torch.distributions.kl_divergence(
+                Normal(q.loc, q.scale, validate_args=False),
+                Normal(p.loc.expand_as(q.loc), p.scale.expand_as(q.scale), validate_args=False),
+            )
+    return kls
+
+
+def share_at_prior(
+    posterior: Mapping[str, Distribution],
+    prior: Mapping[str, Distribution],
+    threshold: float = PRUNED_KL,
+) -> dict[str, float]:
+    """Per Gaussian ``*.weight`` site, the share of its weights whose ``posterior`` is within
+    ``threshold`` nats of ``prior`` (the learner's initial prior, ``learner.initial_prior``)."""
+    return {
+        name: float((kl < threshold).double().mean())
+        for name, kl in _per_weight_kl(posterior, prior).items()
+        if name.rsplit(".", 1)[-1] == "weight"
+    }
+
+
+def units_in_use(
+    posterior: Mapping[str, Distribution],
+    prior: Mapping[str, Distribution],
+    threshold: float = PRUNED_KL,
+) -> dict[str, int]:
+    """Per Gaussian ``*.weight`` site of a layer ``(units, inputs, ...)``, the units whose
+    incoming weights and bias are, on average, at least ``threshold`` nats from ``prior``
+    (a unit below it is pruned: its output is the prior's noise)."""
+    kls = _per_weight_kl(posterior, prior)
+    counts = {}
+    for name, kl in kls.items():
+        layer, _, attribute = name.rpartition(".")
+        if attribute != "weight" or kl.dim() < 2:
+            continue
+        per_unit = kl.flatten(1)
+        bias = kls.get(f"{layer}.bias")
+        if bias is not None and bias.shape == per_unit.shape[:1]:
+            per_unit = torch.cat([per_unit, bias.unsqueeze(1)], dim=1)
+        counts[name] = int((per_unit.mean(1) >= threshold).sum())
+    return counts

@@ -79,3 +79,18 @@ def forward_transfer(accuracy, scratch_accuracy) -> float:
     if k < 2:
         raise ValueError("forward transfer needs at least two tasks")
     return float(np.mean([a[i, i] - s[i] for i in range(1, k)]))
+
+
+def intransigence(accuracy, scratch_accuracy) -> float:
+    """Intransigence (Chaudhry et al. 2018, eq. 9, with a fresh fit of each task alone as the
+    reference): ``(1/K) Σ_i (s_i - A[i, i])``, how much less the learner learns of each task
+    right after it than the same model trained on that task alone. Positive: it learns less
+    (lost plasticity); negative: earlier tasks helped.
+
+    :param scratch_accuracy: ``s_i``, as in :func:`forward_transfer`.
+    """
+    a = _square(accuracy)
+    s = np.asarray(scratch_accuracy, dtype=float)
+    if s.shape != (a.shape[0],):
+        raise ValueError(f"need one scratch accuracy per task ({a.shape[0]}), got shape {s.shape}")
+    return float(np.mean(s - np.diagonal(a)))

@@ -69,6 +69,10 @@ class BenchmarkRun:
         ...); each penalty gets those it takes.
     :ivar transition: the transition between tasks (default: each method's).
     :ivar single_head: one head for every task of a multi-head stream (labels ``<method>-single-head``).
+    :ivar validation: score on a held-out share of each task's training data instead of its
+        test set (:meth:`~pyro_cl.data.tasks.TaskStream.validation`), to choose settings.
+    :ivar film: task-specific FiLM layers in an MLP or CNN, one set per task (GVCL section 4;
+        labels ``<method>-film``).
     :ivar output: folder for ``results.json`` and ``accuracy.png`` (nothing written if None).
     :ivar log_dir: a CSV log of losses, timings and metrics per run (``<method>_seed<k>.csv``),
         and with ``tensorboard`` TensorBoard event files beside it.
@@ -95,6 +99,8 @@ class BenchmarkRun:
     transition: Transition | None = None
     local_reparameterization: bool = True
     single_head: bool = False
+    film: bool = False
+    validation: float | None = None
     forward_transfer: bool = False
     progress: bool = True
     evaluation: dict = field(default_factory=dict)
@@ -122,6 +128,8 @@ class BenchmarkRun:
         for seed in self.seeds or ():
             if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
                 raise ValueError(f"seeds must be integers in 0..2**32-1, got {seed!r}")
+        if self.validation is not None and not 0.0 < self.validation < 1.0:
+            raise ValueError(f"the validation share must be in (0, 1), got {self.validation!r}")
         for name in ("coreset_size", "num_tasks"):
             check_positive(getattr(self, name), name)
         if self.hidden_sizes is not None and not all(
@@ -234,6 +242,12 @@ class BenchmarkRun:
                 local_reparameterization=self.local_reparameterization,
                 **self.resolved_net_options(),
             )
+        if self.film:
+            if self.architecture not in ("mlp", "cnn"):
+                raise ValueError(
+                    f"FiLM layers are built for mlp and cnn nets, not {self.architecture}"
+                )
+            common["film_tasks"] = len(stream)
         if self.architecture == "cnn":
             return BayesianCNN(
                 stream.input_shape, hidden_sizes=hidden, out_features=stream.num_classes, **common
@@ -270,6 +284,7 @@ class BenchmarkRun:
         """The method's name in results: ``vcl``, ``vcl-ibnn`` for an Indian Buffet net,
         ``ewc-single-head`` for a single head on a multi-head stream."""
         label = f"{method}-{self.architecture}" if self.indian_buffet else method
+        label = f"{label}-film" if self.film else label
         return f"{label}-single-head" if self.single_head else label
 
 

@@ -278,6 +278,19 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="one head shared by every task of a split stream (the VCL paper's single-head EWC, "
         "figures 12 and 14)",
     )
+    parser.add_argument(
+        "--validation",
+        type=float,
+        metavar="FRACTION",
+        help="score on this share of each task's training data, held out, instead of the test "
+        "set (to choose settings such as --fitter-kl-weight)",
+    )
+    parser.add_argument(
+        "--film",
+        action="store_true",
+        help="task-specific FiLM layers after every hidden layer, one set per task (GVCL's fix "
+        "for over-pruning; mlp and cnn nets)",
+    )
     parser.add_argument("--prior-scale", type=float, help="prior standard deviation of the weights")
     parser.add_argument(
         "--lr-decay",
@@ -325,7 +338,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--forward-transfer",
         action="store_true",
-        help="also train each task from scratch to report FWT (doubles the run time)",
+        help="also train each task alone to report FWT and intransigence (doubles the run time)",
     )
     parser.add_argument("--seeds", type=int, nargs="+", help="one run per seed (default: 0)")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when there is one)")
@@ -398,6 +411,8 @@ def benchmark_run_from_args(args: argparse.Namespace, **defaults) -> BenchmarkRu
         transition=_transition(args),
         local_reparameterization=not args.no_local_reparameterization,
         single_head=args.single_head,
+        film=args.film,
+        validation=args.validation,
         forward_transfer=args.forward_transfer,
         progress=not args.no_progress,
         evaluation=_evaluation_settings(args),

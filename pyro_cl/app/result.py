@@ -35,6 +35,7 @@ from pyro_cl.metrics import (
     average_accuracy_curve,
     backward_transfer,
     forward_transfer,
+    intransigence,
 )
 
 __all__ = ["RunResult", "last_fraction_mean", "mean_result", "method_means", "summarise"]
@@ -101,6 +102,38 @@ class RunResult:
             return None
         return forward_transfer(self.accuracy, scratch)
 
+    @property
+    def calibration_error(self) -> float | None:
+        """The mean expected calibration error over all tasks after the last one (``None`` for
+        runs recorded without it)."""
+        matrix = self.matrices.get("calibration_error")
+        return None if matrix is None else float(np.nanmean(matrix[-1]))
+
+    @property
+    def just_learnt(self) -> float:
+        """The mean accuracy on each task right after learning it (the matrix's diagonal)."""
+        return float(np.mean(np.diagonal(self.accuracy)))
+
+    @property
+    def intransigence(self) -> float | None:
+        """Intransigence against a fresh fit of each task alone (:func:`~pyro_cl.metrics.
+        intransigence`), with ``details["scratch_accuracy"]``; ``None`` without them."""
+        scratch = self.details.get("scratch_accuracy")
+        return None if scratch is None else intransigence(self.accuracy, scratch)
+
+    def pruning_after_last_step(self) -> dict | None:
+        """``{"share_at_prior", "units_in_use"}`` after the last step, averaged (shares) and
+        summed (units) over the shared hidden layers (heads and FiLM layers left out), from the
+        pruning metric's ``details``; ``None`` where it did not run."""
+        shares, units = self.details.get("share_at_prior"), self.details.get("units_in_use")
+        if not shares:
+            return None
+        hidden = [name for name in units[-1] if name.split(".", 1)[0] not in ("heads", "film")]
+        return {
+            "share_at_prior": float(np.mean([shares[-1][name] for name in hidden])),
+            "units_in_use": int(sum(units[-1][name] for name in hidden)),
+        }
+
     # -- online streams -----------------------------------------------------------------------
 
     @property
@@ -129,6 +162,10 @@ class RunResult:
                 ACC=self.acc,
                 BWT=self.bwt,
                 FWT=self.fwt,
+                ECE=self.calibration_error,
+                just_learnt=self.just_learnt,
+                intransigence=self.intransigence,
+                **(self.pruning_after_last_step() or {}),
                 average_accuracy_after_each_task=average_accuracy_curve(self.accuracy).tolist(),
             )
         if "test_ll" in self.matrices:

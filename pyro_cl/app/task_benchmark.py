@@ -38,6 +38,8 @@ def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
     results = []
     for seed in run.seeds if run.seeds is not None else (0,):
         stream = run.preset.stream(str(run.data_root), seed, run.num_tasks, run.download)
+        if run.validation is not None:
+            stream = stream.validation(run.validation, seed)
         print(
             f"{stream.name}: {len(stream)} tasks, net {stream.in_features}-"
             f"{'-'.join(map(str, hidden))}-{stream.num_classes}"
@@ -88,6 +90,21 @@ def _print_result(result: RunResult, seed: int) -> None:
     bwt = "" if result.bwt is None else f", BWT {100 * result.bwt:+.2f}"
     fwt = "" if result.fwt is None else f", FWT {100 * result.fwt:+.2f}"
     print(f"{label}: ACC {100 * result.acc:.2f}%{bwt}{fwt}  ({result.wall_time_s:.1f} s)")
+    fresh = (
+        ""
+        if result.intransigence is None
+        else (f", intransigence {100 * result.intransigence:+.2f} against a fresh fit of each task")
+    )
+    pruning = result.pruning_after_last_step()
+    pruned = (
+        ""
+        if pruning is None
+        else (
+            f"; after the last task {100 * pruning['share_at_prior']:.0f}% of the hidden weights at "
+            f"the prior, {pruning['units_in_use']} hidden units in use"
+        )
+    )
+    print(f"{label}: just learnt {100 * result.just_learnt:.2f}%{fresh}{pruned}")
 
 
 def _print_summary(results: list[RunResult], seeds: Sequence[int] | None) -> None:

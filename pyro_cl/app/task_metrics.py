@@ -14,11 +14,18 @@ from pyro_cl.app.continual_run import Metric, Step, run_continual
 from pyro_cl.app.result import RunResult
 from pyro_cl.data.tasks import TaskStream
 from pyro_cl.infer.loggers import Logger
-from pyro_cl.inspection import active_units
+from pyro_cl.inspection import PRUNED_KL, active_units, share_at_prior, units_in_use
 from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.nn.structured import has_structured_sites
 
-__all__ = ["AccuracyMatrix", "ActiveUnits", "run_stream", "scratch_accuracies", "task_steps"]
+__all__ = [
+    "AccuracyMatrix",
+    "ActiveUnits",
+    "Pruning",
+    "run_stream",
+    "scratch_accuracies",
+    "task_steps",
+]
 
 
 def task_steps(stream: TaskStream) -> Iterator[Step]:
@@ -28,14 +35,16 @@ def task_steps(stream: TaskStream) -> Iterator[Step]:
 
 
 class AccuracyMatrix(Metric):
-    """After each task, the test accuracy and log-likelihood on every task of ``stream`` seen
-    so far: row ``i`` of ``matrices["accuracy"]`` and ``matrices["log_likelihood"]``."""
+    """After each task, the test accuracy, log-likelihood and expected calibration error on every
+    task of ``stream`` seen so far: row ``i`` of ``matrices["accuracy"]``,
+    ``matrices["log_likelihood"]`` and ``matrices["calibration_error"]``."""
 
     def __init__(self, stream: TaskStream) -> None:
         self.stream = stream
         k = len(stream)
         self.accuracy = np.full((k, k), np.nan)
         self.log_likelihood = np.full((k, k), np.nan)
+        self.calibration_error = np.full((k, k), np.nan)
         self._position = {task.id: i for i, task in enumerate(stream)}
 
     def after_step(self, learner, step: Step, seconds: float) -> None:
@@ -44,6 +53,7 @@ class AccuracyMatrix(Metric):
             metrics = learner.evaluate(self.stream[j].test, task_id=self.stream[j].id)
             self.accuracy[i, j] = metrics["accuracy"]
             self.log_likelihood[i, j] = metrics["log_likelihood"]
+            self.calibration_error[i, j] = metrics.get("calibration_error", np.nan)
 
     def describe(self, step: Step) -> str:
         return f"mean accuracy {100 * self.scalars(step)['mean_accuracy']:.2f}%"
@@ -58,6 +68,7 @@ class AccuracyMatrix(Metric):
     def record(self, result: RunResult) -> None:
         result.matrices["accuracy"] = self.accuracy
         result.matrices["log_likelihood"] = self.log_likelihood
+        result.matrices["calibration_error"] = self.calibration_error
 
 
 class ActiveUnits(Metric):
@@ -83,6 +94,37 @@ class ActiveUnits(Metric):
         result.details["active_units"] = self.quartiles
 
 
+class Pruning(Metric):
+    """After each task, per Gaussian weight layer of the posterior handed on, the share of weights
+    still at the learner's initial prior and the units in use
+    (:func:`~pyro_cl.inspection.share_at_prior`, :func:`~pyro_cl.inspection.units_in_use`, at
+    ``threshold`` nats): VI's over-pruning, as GVCL (Loo et al. 2021, section 4) measures it.
+    Recorded as ``details["share_at_prior"]`` and ``details["units_in_use"]``, one dict per
+    step; point-estimate learners hand on nothing and are not measured."""
+
+    def __init__(self, threshold: float = PRUNED_KL) -> None:
+        self.threshold = threshold
+        self.shares: list[dict[str, float]] = []
+        self.units: list[dict[str, int]] = []
+
+    def after_step(self, learner, step: Step, seconds: float) -> None:
+        posterior = learner.current_prior()
+        self.shares.append(share_at_prior(posterior, learner.initial_prior, self.threshold))
+        self.units.append(units_in_use(posterior, learner.initial_prior, self.threshold))
+
+    def describe(self, step: Step) -> str:
+        shares, units = self.shares[step.index], self.units[step.index]
+        hidden = [shares[k] for k in units if k.split(".", 1)[0] not in ("heads", "film")]
+        return (
+            f"{100 * float(np.mean(hidden)):.0f}% of hidden weights at the prior" if hidden else ""
+        )
+
+    def record(self, result: RunResult) -> None:
+        result.details["share_at_prior"] = self.shares
+        result.details["units_in_use"] = self.units
+        result.details["pruned_kl_threshold"] = self.threshold
+
+
 def run_stream(
     learner: ContinualLearner,
     stream: TaskStream,
@@ -98,6 +140,8 @@ def run_stream(
     :param verbose: print one line per task (mean accuracy so far, elapsed time).
     """
     metrics: list[Metric] = [AccuracyMatrix(stream)]
+    if not learner.fitter.point_estimate:
+        metrics.append(Pruning())
     if has_structured_sites(learner.net):
         # units first: counting them draws random numbers, before the evaluation does
         metrics.insert(0, ActiveUnits(stream))

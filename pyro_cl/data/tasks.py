@@ -56,6 +56,41 @@ class TaskStream:
     def __getitem__(self, index: int) -> Task:
         return self.tasks[index]
 
+    def validation(self, fraction: float = 0.1, seed: int = 0) -> TaskStream:
+        """The same stream with each task's test set replaced by a random ``fraction`` of its
+        training set, held out from training: for choosing settings (a tempering β, a penalty's
+        strength) without looking at the test sets.
+
+        :raises ValueError: unless ``0 < fraction < 1``.
+        """
+        if not 0.0 < fraction < 1.0:
+            raise ValueError(f"the validation fraction must be in (0, 1), got {fraction!r}")
+        generator = torch.Generator().manual_seed(seed)
+        tasks = []
+        for task in self.tasks:
+            order = torch.randperm(len(task.y_train), generator=generator)
+            held = max(1, int(round(fraction * len(order))))
+            keep, hold = order[held:], order[:held]
+            tasks.append(
+                Task(
+                    task.id,
+                    task.name,
+                    task.x_train[keep],
+                    task.y_train[keep],
+                    task.x_train[hold],
+                    task.y_train[hold],
+                    task.num_classes,
+                )
+            )
+        return TaskStream(
+            f"{self.name} (validation: {fraction:g} of the training data)",
+            tasks,
+            self.in_features,
+            self.num_classes,
+            self.multi_head,
+            self.input_shape,
+        )
+
 
 def _as_tensors(x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.long)
