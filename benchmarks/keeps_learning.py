@@ -72,6 +72,7 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
             "fitter_options": {"kl_weight": best_beta[False]},
         },
         "vcl + film": {"methods": ["vcl"], "film": True},
+        "fsvi": {"methods": ["fsvi"]},
         f"vcl β={best_beta[True]:g} + film": {
             "methods": ["vcl"],
             "film": True,

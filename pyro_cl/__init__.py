@@ -16,6 +16,7 @@ from pyro_cl.fitters import (
     CoordinateAscent,
     ELBOFitter,
     Fitter,
+    FunctionSpaceFitter,
     Penalty,
     PointEstimateFitter,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "FitProblem",
     "GraphVCL",
     "Fitter",
+    "FunctionSpaceFitter",
     "GaussianLikelihood",
     "HeteroscedasticGaussianLikelihood",
     "IVON",

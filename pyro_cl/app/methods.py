@@ -24,6 +24,7 @@ from pyro_cl.baselines.map_estimate import GaussianMAP
 from pyro_cl.baselines.synaptic_intelligence import SynapticIntelligence
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.fitters.fitter import Fitter
+from pyro_cl.fitters.function_space import FunctionSpaceFitter
 from pyro_cl.fitters.ivon import IVON
 from pyro_cl.fitters.penalty import Penalty
 from pyro_cl.fitters.point_estimate import PointEstimateFitter
@@ -80,7 +81,9 @@ class Method:
     :ivar memory_defaults: keyword arguments of the memory that define the method (e.g.
         ``budget="total"``).
     :ivar transition: the transition class that defines the method (e.g. batch VI's
-        :class:`~pyro_cl.transitions.base.NoPropagation`); a caller's transition wins."""
+        :class:`~pyro_cl.transitions.base.NoPropagation`); a caller's transition wins.
+    :ivar context: the memory class that chooses a function-space fitter's context points (of
+        the run's memory size per task)."""
 
     name: str
     learner: type[ContinualLearner]
@@ -93,6 +96,7 @@ class Method:
     streams: str = "tasks"
     memory_defaults: dict = field(default_factory=dict)
     transition: type[Transition] | None = None
+    context: type | None = None
 
     def __post_init__(self) -> None:
         if self.streams not in ("tasks", "online"):
@@ -100,7 +104,7 @@ class Method:
 
     def fitter_parameters(self) -> set[str]:
         """Names of the keyword arguments the method's fitter takes (none without one)."""
-        return set() if self.fitter is None else accepted(self.fitter) - {"penalty"}
+        return set() if self.fitter is None else accepted(self.fitter) - {"penalty", "context"}
 
     def penalty_parameters(self) -> set[str]:
         """Names of the keyword arguments the method's penalty takes (none without one)."""
@@ -144,6 +148,8 @@ class Method:
             fitter_arguments["penalty"] = self.penalty(**(penalty_options or {}))
         elif penalty_options:
             raise ValueError(f"method {self.name!r} has no penalty to take {penalty_options}")
+        if self.context is not None:
+            fitter_arguments.setdefault("context", self.context(memory_size))
         if self.fitter is not None:
             parts["fitter"] = self.fitter(**fitter_arguments)
         elif fitter_options:
@@ -221,6 +227,23 @@ for _method in (
         description="VOGN + K-center",
     ),
     Method("ivon", VCL, None, IVON, {"ml_init_epochs": 0}, description="IVON (Shen et al. 2024)"),
+    Method(
+        "fsvi",
+        VCL,
+        None,
+        FunctionSpaceFitter,
+        description="function-space VI (S-FSVI, Rudner et al. 2022) at random context points "
+        "of each task (the coreset size), Monte Carlo function moments",
+        context=RandomCoreset,
+    ),
+    Method(
+        "fsvi-kcenter",
+        VCL,
+        None,
+        FunctionSpaceFitter,
+        description="function-space VI at K-center context points",
+        context=KCenterCoreset,
+    ),
     *(
         Method(name, FineTuning, None, PointEstimateFitter, description=text, penalty=penalty)
         for name, penalty, text in _PENALTIES

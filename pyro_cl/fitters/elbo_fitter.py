@@ -70,6 +70,8 @@ class ELBOFitter(Fitter):
 
         rows_of = RowGather(data.x)
         with _packed(model, guide, sites, self._kl_free(model, sites)) as packed:
+            regulariser = self._regulariser(context, guide, problem, packed)
+            kl_weight = self._parameter_kl_weight()
 
             def loss(index: torch.Tensor) -> torch.Tensor:
                 ids = task_id if isinstance(task_id, int) else task_id[index]
@@ -79,13 +81,23 @@ class ELBOFitter(Fitter):
                     ids,
                     None if weights is None else weights[index],
                 )
-                return negative_elbo(
-                    model, guide, rows, size, num_particles, packed=packed, kl_weight=self.kl_weight
+                value = negative_elbo(
+                    model, guide, rows, size, num_particles, packed=packed, kl_weight=kl_weight
                 )
+                return value if regulariser is None else value + regulariser() / size
 
             parameters = _trained_parameters(guide, packed)
             by_site = dict(guide.named_parameters())  # what callbacks see: values by site
             return context.minimise(loss, parameters, problem, watched=by_site)
+
+    def _parameter_kl_weight(self) -> float:
+        """The weight of ``KL(q || prior)`` in this fit (``β``)."""
+        return self.kl_weight
+
+    def _regulariser(self, context, guide, problem, packed):  # noqa: ARG002
+        """A term ``R`` added to every minibatch's loss as ``R / N`` (``None``: nothing), built
+        once per fit; subclasses add function-space terms here."""
+        return None
 
     def _kl_free(self, model, sites: list[str]) -> list[str]:
         """The sites fitted without a KL term: the heads' with ``heads_in_kl=False``."""

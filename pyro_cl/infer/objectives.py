@@ -19,7 +19,7 @@ from pyro_cl.nn.local_reparam import DiagonalGaussian, local_reparameterization
 from pyro_cl.nn.structured import has_structured_sites
 from pyro_cl.posterior import read_priors
 
-__all__ = ["Minibatch", "negative_elbo", "negative_log_likelihood"]
+__all__ = ["Minibatch", "kl_and_sites", "negative_elbo", "negative_log_likelihood"]
 
 
 class Minibatch(NamedTuple):
@@ -85,7 +85,7 @@ def negative_elbo(
         return _trace_mean_field_loss(model, guide, x, y, groups[0][0], dataset_size, num_particles)
     names_by_task = {task: model.sites(guide, x, [task]) for task, _ in groups}
     names = list(dict.fromkeys(name for group in names_by_task.values() for name in group))
-    kl, sites = _kl_and_sites(model, guide, names, fast, packed)
+    kl, sites = kl_and_sites(model, guide, names, fast, packed)
     log_likelihood = 0.0
     for task, rows in groups:
         task_sites = {name: sites[name] for name in names_by_task[task]}
@@ -145,7 +145,7 @@ def task_groups(
     return [(task, rows[task]) for task in tasks]
 
 
-def _kl_and_sites(
+def kl_and_sites(
     model: SupervisedModel,
     guide: MeanFieldGuide,
     names: list[str],

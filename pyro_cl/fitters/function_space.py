@@ -1,0 +1,179 @@
+"""Function-space regularisation at context points (S-FSVI: Rudner, Bickford Smith, Feng, Teh &
+Gal, ICML 2022), as a fitter.
+
+VCL keeps the new posterior near the old one *in parameters*: ``KL(q_t(θ) ‖ q_{t-1}(θ))``. What a
+continual learner must keep are the old tasks' *functions*; S-FSVI's objective (their eq. 9,
+the sequential form of function-space VI) regularises the predictive function at a set of
+context points ``X_C`` from earlier tasks instead::
+
+    F(q_t) = E_{q_t(θ)}[log p(D_t | θ)] - KL(q_t(f(X_C)) ‖ q_{t-1}(f(X_C)))
+
+so parameters that do not change the old tasks' outputs are free to move for the new task.
+``q(f(X_C))`` is the distribution of the net's outputs at the context points under ``q(θ)``.
+S-FSVI makes it Gaussian by linearising the net around its mean (``N(f(X_C; μ), J Σ Jᵀ)``,
+their eq. 11-12, keeping the covariance per point over the outputs); here it is the Gaussian
+with the **Monte Carlo moments** of the outputs under ``q`` (mean and variance per point and
+output, from ``context_samples`` draws with the reparameterisation trick), which needs no
+Jacobians and works for any net the learner runs. The KL is then the closed form between
+independent Gaussians, summed over points and outputs::
+
+    KL = ½ Σ_{c,k} [log(v_p/v_q) + (v_q + (m_q - m_p)²)/v_p - 1],   v += jitter
+
+For a linear model the outputs are exactly Gaussian and the moments converge to the closed form
+(tested). The old posterior's moments are computed once per task, from ``target_samples`` draws
+of the prior the learner installed (``q_{t-1}``); context points of earlier tasks run through
+their own heads, whose distributions are held at ``q_{t-1}`` (they are not refitted).
+
+The context points come from a :class:`~pyro_cl.memory.protocol.Memory` part (random,
+k-center, or any user's selection), updated with each task's data after its fit: with
+``budget="task"`` it keeps ``K`` points of every task, as S-FSVI's coreset. On the first task
+there is nothing to regularise in function space, and the fit is VCL's ELBO against the initial
+prior. Later tasks weigh the parameter-space KL by ``kl_weight`` (0, the default, is S-FSVI's
+objective; 1 adds VCL's term, a functional regulariser on top of VCL) and the functional KL by
+``function_kl_weight``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from pyro_cl.checks import checked_count, checked_real
+from pyro_cl.fitters.elbo_fitter import ELBOFitter
+from pyro_cl.infer.objectives import kl_and_sites, task_groups
+from pyro_cl.infer.site_values import sample_outputs
+from pyro_cl.points import Points
+from pyro_cl.posterior import read_priors
+from pyro_cl.spec import Registrable
+
+__all__ = ["FunctionSpaceFitter", "function_moments", "gaussian_function_kl"]
+
+
+def function_moments(
+    model, sites: dict, x: torch.Tensor, task_id, num_samples: int, fast: bool | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean and variance over ``num_samples`` draws of ``sites`` of the net's outputs at
+    ``x`` (one task id, or one per row), each of shape ``(N, *output shape)``."""
+    groups = task_groups(task_id, x.shape[0])
+    means, variances, order = [], [], []
+    for task, rows in groups:
+        outputs = sample_outputs(model, sites, x[rows], task, num_samples, fast)
+        means.append(outputs.mean(0))
+        variances.append(outputs.var(0, unbiased=True) if outputs.shape[0] > 1 else None)
+        order.append(torch.arange(x.shape[0], device=x.device)[rows])
+    if any(v is None for v in variances):
+        raise ValueError("function moments need at least 2 samples for a variance")
+    inverse = torch.argsort(torch.cat(order))
+    return torch.cat(means)[inverse], torch.cat(variances)[inverse]
+
+
+def gaussian_function_kl(
+    mean_q: torch.Tensor,
+    variance_q: torch.Tensor,
+    mean_p: torch.Tensor,
+    variance_p: torch.Tensor,
+    jitter: float = 0.0,
+) -> torch.Tensor:
+    """``Σ KL(N(m_q, v_q + jitter) ‖ N(m_p, v_p + jitter))`` over every element."""
+    variance_q, variance_p = variance_q + jitter, variance_p + jitter
+    ratio = variance_q / variance_p
+    return 0.5 * (ratio - ratio.log() + (mean_q - mean_p).square() / variance_p - 1).sum()
+
+
+class FunctionSpaceFitter(ELBOFitter):
+    """SVI on S-FSVI's objective with Monte Carlo function moments (module docstring).
+
+    :param context: the memory that chooses the context points (e.g. ``RandomCoreset(40)``).
+    :param function_kl_weight: the weight of ``KL(q_t(f(X_C)) ‖ q_{t-1}(f(X_C)))``.
+    :param kl_weight: the weight of the parameter-space KL after the first task (0: S-FSVI).
+    :param context_samples: draws of ``q_t`` per step for its moments at the context points.
+    :param target_samples: draws of ``q_{t-1}`` for its moments, once per task.
+    :param jitter: added to both variances (outputs that no weight makes uncertain).
+    """
+
+    name = "function_space"
+
+    def __init__(
+        self,
+        context: Registrable,
+        function_kl_weight: float = 1.0,
+        kl_weight: float = 0.0,
+        context_samples: int = 8,
+        target_samples: int = 64,
+        jitter: float = 1e-4,
+    ) -> None:
+        super().__init__(heads_in_kl=True, kl_weight=1.0)
+        if getattr(context, "kind", None) != "memory":
+            raise TypeError(f"context must be a Memory part, got {context!r}")
+        self.context = context
+        self.function_kl_weight = checked_real(function_kl_weight, "function_kl_weight", 0)
+        self.kl_weight = checked_real(kl_weight, "kl_weight", 0)
+        self.context_samples = checked_count(context_samples, "context_samples")
+        self.target_samples = checked_count(target_samples, "target_samples")
+        if self.context_samples < 2 or self.target_samples < 2:
+            raise ValueError("context_samples and target_samples must be at least 2")
+        self.jitter = checked_real(jitter, "jitter", 0)
+        #: The context points so far (``X_C`` with their tasks), ``None`` before the first task.
+        self.context_points: Points | None = None
+        self._task_data: Points | None = None
+
+    def hyperparameters(self) -> dict:
+        return {
+            name: getattr(self, name)
+            for name in (
+                "context",
+                "function_kl_weight",
+                "kl_weight",
+                "context_samples",
+                "target_samples",
+                "jitter",
+            )
+        }
+
+    def prepare(self, context, guide, data, task_id, sites, first_task) -> None:
+        super().prepare(context, guide, data, task_id, sites, first_task)
+        self._task_data = data  # the step's data: its fit adds context points when it succeeds
+
+    def fit(self, context, guide, problem) -> list[float]:
+        history = super().fit(context, guide, problem)
+        if problem.data is self._task_data:  # a task's step, not a coreset refit
+            self.context_points = self.context.update(self.context_points, problem.data).points
+            self._task_data = None
+        return history
+
+    def _parameter_kl_weight(self) -> float:
+        return 1.0 if self.context_points is None else self.kl_weight
+
+    def _regulariser(self, context, guide, problem, packed):
+        if self.context_points is None or not self.function_kl_weight:
+            return None
+        model, points = context.model, self.context_points
+        x = points.x.to(context.device)
+        task_id = model.task_argument(points)
+        tasks = points.tasks() if model.multi_head else [points.tasks()[0]]
+        names = model.sites(guide, x, tasks)
+        old = read_priors(model.net, names)  # q_{t-1}, also every fixed site's distribution
+        with torch.no_grad():
+            target_mean, target_variance = function_moments(
+                model, old, x, task_id, self.target_samples
+            )
+        fitted = set(problem.sites)
+
+        def regulariser() -> torch.Tensor:
+            _, current = kl_and_sites(
+                model, guide, [n for n in names if n in fitted], model.fast, packed
+            )
+            sites = {name: current[name] if name in fitted else old[name] for name in names}
+            mean, variance = function_moments(model, sites, x, task_id, self.context_samples)
+            kl = gaussian_function_kl(mean, variance, target_mean, target_variance, self.jitter)
+            return self.function_kl_weight * kl
+
+        return regulariser
+
+    def state_dict(self) -> dict:
+        if self.context_points is None:
+            return {}
+        return {"context_points": self.context_points.state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        points = state.get("context_points")
+        self.context_points = None if points is None else Points.from_state(points)

@@ -1,0 +1,132 @@
+"""Function-space VI at context points (S-FSVI's objective, Monte Carlo function moments): the
+moments and the KL against closed forms, the first task is VCL's, context points grow with each
+task's fit only, and the learner saves and resumes."""
+
+import pytest
+import torch
+from pyro.distributions import Normal
+
+from pyro_cl import VCL, ELBOFitter, FunctionSpaceFitter, GaussianLikelihood
+from pyro_cl.fitters.function_space import function_moments, gaussian_function_kl
+from pyro_cl.infer.divergence import DivergenceError
+from pyro_cl.memory import KCenterCoreset, RandomCoreset
+from pyro_cl.model import SupervisedModel
+from pyro_cl.nn import BayesianLinear, BayesianMLP
+
+
+def test_function_moments_of_a_linear_model_are_its_closed_form():
+    """``f(x) = xᵀw + b`` with ``w ~ N(μ, diag s²)``, ``b ~ N(m, t²)`` is ``N(xᵀμ + m,
+    Σ x_d² s_d² + t²)``: the Monte Carlo moments converge to it."""
+    torch.manual_seed(0)
+    net = BayesianLinear(3, 1)
+    model = SupervisedModel(net, GaussianLikelihood(1.0))
+    loc, scale = torch.tensor([[1.0, -2.0, 0.5]]), torch.tensor([[0.3, 0.1, 0.8]])
+    sites = {
+        "weight": Normal(loc, scale).to_event(2),
+        "bias": Normal(torch.tensor([0.2]), torch.tensor([0.4])).to_event(1),
+    }
+    x = torch.randn(5, 3)
+    mean, variance = function_moments(model, sites, x, 0, 200_000)
+    exact_mean = x @ loc.T + 0.2
+    exact_variance = x.square() @ scale.square().T + 0.4**2
+    torch.testing.assert_close(mean, exact_mean, atol=0.02, rtol=0)
+    torch.testing.assert_close(variance, exact_variance, rtol=0.02, atol=0)
+
+
+def test_the_function_kl_is_the_gaussian_kl_summed():
+    torch.manual_seed(1)
+    m_q, m_p = torch.randn(4, 3), torch.randn(4, 3)
+    v_q, v_p = torch.rand(4, 3) + 0.1, torch.rand(4, 3) + 0.1
+    expected = torch.distributions.kl_divergence(
+        Normal(m_q, (v_q + 0.01).sqrt()), Normal(m_p, (v_p + 0.01).sqrt())
+    ).sum()
+    torch.testing.assert_close(gaussian_function_kl(m_q, v_q, m_p, v_p, jitter=0.01), expected)
+    assert gaussian_function_kl(m_q, v_q, m_q, v_q) == pytest.approx(0.0, abs=1e-6)
+
+
+def tasks():
+    generator = torch.Generator().manual_seed(0)
+    out = []
+    for task in range(3):
+        x = torch.randn(80, 4, generator=generator)
+        out.append((x, (x[:, task] > 0).long()))
+    return out
+
+
+def learner(fitter, seed=0):
+    return VCL(BayesianMLP(4, [16], 2, heads=3), fitter=fitter, epochs=20, seed=seed, progress=False)
+
+
+def test_the_first_task_is_vcl_and_context_points_come_from_each_task_fit():
+    data = tasks()
+    vcl, functional = learner(ELBOFitter()), learner(FunctionSpaceFitter(RandomCoreset(5)))
+    vcl.observe(data[0], task_id=0)
+    functional.observe(data[0], task_id=0)
+    for name, q in vcl.current_prior().items():
+        torch.testing.assert_close(functional.current_prior()[name].mean, q.mean, rtol=0, atol=0)
+    context = functional.fitter.context_points
+    assert len(context) == 5 and context.tasks() == [0]
+    functional.observe(data[1], task_id=1)
+    assert functional.fitter.context_points.tasks() == [0, 1]
+    assert len(functional.fitter.context_points) == 10
+
+
+def test_the_functional_kl_keeps_the_old_tasks_outputs():
+    """A single head and a second task that contradicts the first on the same inputs: with the
+    parameter KL off (S-FSVI), the functional KL at task 0's context points is all that keeps
+    task 0's outputs there; without it (weight 0) they are overwritten."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(100, 4, generator=generator)
+    first, second = (x, (x[:, 0] > 0).long()), (x, (x[:, 0] < 0).long())
+    kept = {}
+    for weight in (0.0, 1.0):
+        fs = VCL(
+            BayesianMLP(4, [16], 2),
+            fitter=FunctionSpaceFitter(RandomCoreset(30), function_kl_weight=weight),
+            epochs=150,
+            learning_rate=0.01,
+            seed=0,
+            progress=False,
+        )
+        fs.observe(first, task_id=0)
+        context = fs.fitter.context_points
+        fs.observe(second, task_id=1)
+        kept[weight] = fs.evaluate((context.x, context.y), task_id=0)["accuracy"]
+    assert kept[0.0] < 0.3 and kept[1.0] > kept[0.0] + 0.3, kept
+
+
+def test_a_failed_fit_leaves_the_context_points_as_they_were(monkeypatch):
+    data = tasks()
+    fs = learner(FunctionSpaceFitter(RandomCoreset(5)))
+    fs.observe(data[0], task_id=0)
+    before = fs.fitter.context_points
+    monkeypatch.setattr(
+        ELBOFitter, "fit", lambda self, *a: (_ for _ in ()).throw(DivergenceError("boom"))
+    )
+    with pytest.raises(DivergenceError):
+        fs.observe(data[1], task_id=1)
+    assert fs.fitter.context_points.tasks() == [0]
+    assert torch.equal(fs.fitter.context_points.x, before.x)
+
+
+def test_a_function_space_learner_saves_and_resumes_identically(tmp_path):
+    data = tasks()
+    runs = []
+    for stop in (False, True):
+        fs = learner(FunctionSpaceFitter(KCenterCoreset(4)), seed=3)
+        fs.observe(data[0], task_id=0)
+        fs.observe(data[1], task_id=1)
+        if stop:
+            fs.save(tmp_path / "fs.pt")
+            fs = VCL.load(tmp_path / "fs.pt")
+            assert isinstance(fs.fitter.context, KCenterCoreset)
+            assert len(fs.fitter.context_points) == 8
+        fs.observe(data[2], task_id=2)
+        runs.append({k: v.mean for k, v in fs.current_prior().items()})
+    for name in runs[0]:
+        torch.testing.assert_close(runs[0][name], runs[1][name], rtol=0, atol=0)
+
+
+def test_the_context_must_be_a_memory():
+    with pytest.raises(TypeError, match="Memory part"):
+        FunctionSpaceFitter(context=40)
