@@ -54,7 +54,9 @@ def tasks():
 
 
 def learner(fitter, seed=0):
-    return VCL(BayesianMLP(4, [16], 2, heads=3), fitter=fitter, epochs=20, seed=seed, progress=False)
+    return VCL(
+        BayesianMLP(4, [16], 2, heads=3), fitter=fitter, epochs=20, seed=seed, progress=False
+    )
 
 
 def test_the_first_task_is_vcl_and_context_points_come_from_each_task_fit():
