@@ -184,3 +184,38 @@ def test_per_domain_heads_are_reproducible_whatever_ran_before():
     second = run()
     for name, q in first.items():
         assert torch.equal(q.base_dist.loc, second[name].base_dist.loc), name
+
+
+@pytest.mark.parametrize("step", ["observe", "adapt_unlabelled"])
+def test_a_failed_graph_step_leaves_the_learner_and_the_graph_as_they_were(step, monkeypatch):
+    """The parents' combined prior is installed inside the step's transaction: a diverged fit
+    leaves the prior, the guide and the graph's posteriors untouched."""
+    from pyro_cl.fitters.elbo_fitter import ELBOFitter
+    from pyro_cl.infer.divergence import DivergenceError
+
+    domains = rotated_domains([0, 30, 60])
+    graph = GraphVCL(learner(), metadata_graph(torch.tensor([0.0, 30.0, 60.0]), 30.0))
+    graph.observe(0, domains[0])
+    graph.observe(1, domains[1])
+    prior = {
+        k: (q.base_dist.loc.clone(), q.base_dist.scale.clone())
+        for k, q in graph.learner.current_prior().items()
+    }
+    guide = {k: v.clone() for k, v in graph.learner.guide.named_parameters()}
+    known = dict(graph.posteriors)
+
+    def diverge(self, *args):
+        raise DivergenceError("the fit diverged")
+
+    monkeypatch.setattr(ELBOFitter, "fit", diverge)
+    with pytest.raises(DivergenceError):
+        if step == "observe":
+            graph.observe(2, domains[2], parents=[0, 1])
+        else:
+            graph.adapt_unlabelled(2, domains[2][0], parents=[0, 1])
+    for name, q in graph.learner.current_prior().items():
+        assert torch.equal(q.base_dist.loc, prior[name][0]), name
+        assert torch.equal(q.base_dist.scale, prior[name][1]), name
+    for name, value in graph.learner.guide.named_parameters():
+        assert torch.equal(value, guide[name]), name
+    assert graph.posteriors == known

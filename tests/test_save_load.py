@@ -215,3 +215,36 @@ def test_a_signed_checkpoint_loads_only_with_its_key(tmp_path):
     atomic_save(state, signed, key=b"guess")
     with pytest.raises(ValueError, match="signature under the key given"):
         VCL.load(signed, key=b"secret")
+
+
+def test_a_single_head_memory_of_two_steps_of_one_task_saves_and_loads(tmp_path):
+    """Two ``observe`` calls without ``task_id`` keep 10 points each under task 0: the budget is
+    per step, as the memory's update applies it, so the load check must agree."""
+    learner = VCL(BayesianMLP(4, [8], 2), memory=RandomCoreset(10), epochs=2, seed=0)
+    x, y = two_class_data(50)
+    learner.observe((x, y))
+    learner.observe((x, y))
+    assert len(learner.memory_points) == 20 and learner.memory_points.tasks() == [0]
+    learner.save(tmp_path / "two_steps.pt")
+    loaded = VCL.load(tmp_path / "two_steps.pt")
+    assert torch.equal(loaded.memory_points.x, learner.memory_points.x)
+
+
+def test_a_memory_over_its_budget_is_never_written_and_never_loaded(tmp_path):
+    learner = VCL(BayesianMLP(4, [8], 2), memory=RandomCoreset(10), epochs=2, seed=0)
+    x, y = two_class_data(50)
+    learner.observe((x, y))
+    good = learner.memory_points
+    learner.memory_points = good.concat(good.select(torch.arange(1)))  # 11 points of one step
+    with pytest.raises(ValueError, match="11 points of one step where its size allows 10"):
+        learner.save(tmp_path / "over.pt")
+    assert not (tmp_path / "over.pt").exists()
+    learner.memory_points = good
+    learner.save(tmp_path / "ok.pt")
+    state = safe_load(tmp_path / "ok.pt")
+    state["coreset"]["x"] = torch.cat([state["coreset"]["x"], state["coreset"]["x"][:1]])
+    for name in ("y", "task_ids", "times"):
+        state["coreset"][name] = torch.cat([state["coreset"][name], state["coreset"][name][:1]])
+    atomic_save(state, tmp_path / "edited.pt")
+    with pytest.raises(CorruptFileError, match="size allows 10"):
+        VCL.load(tmp_path / "edited.pt")

@@ -88,8 +88,11 @@ def save_learner(learner: LearnerStores, path: str | os.PathLike, key: bytes | N
     writes the state before or after it, never half of it.
 
     :raises TypeError: before writing anything, if a part cannot be rebuilt on load.
+    :raises ValueError: before writing anything, for a state the load would refuse
+        (:func:`check_meaning`): a file that cannot load is never written.
     """
     with MODEL_LOCK:
+        check_meaning(learner)
         state = learner_state(learner)  # every rank takes part (its random state)
         if is_writer():  # rank 0 writes
             atomic_save(state, path, key)
@@ -215,16 +218,7 @@ def check_meaning(learner: LearnerStores) -> None:
                     f"the memory holds labels outside its heads' {classes} classes "
                     f"({int(points.y.min())}..{int(points.y.max())})"
                 )
-        memory = learner.memory
-        counts = (
-            [len(points)]
-            if memory.budget == "total"
-            else [int((points.task_ids == task).sum()) for task in points.tasks()]
-        )
-        if max(counts, default=0) > memory.size:
-            raise ValueError(
-                f"the memory holds {max(counts)} points where its size allows {memory.size}"
-            )
+        learner.memory.check_holds(points)
 
 
 #: Distribution parameters that must be positive (scales, concentrations, rates).

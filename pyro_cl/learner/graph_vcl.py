@@ -32,10 +32,12 @@ import torch
 import torch.nn.functional as F
 
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
+from pyro_cl.fitters.fitter import checked_posterior
 from pyro_cl.infer.callbacks import CallbackList
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.learner.learner import ContinualLearner
+from pyro_cl.learner.state import transaction
 from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.exclusive import exclusive_mode
@@ -168,9 +170,8 @@ class GraphVCL:
     def observe(self, domain: int, data, parents: Sequence[int] = ()) -> list[float]:
         """Fit ``domain`` on ``data = (x, y)`` from its parents' combined prior (the learner's
         current prior without parents) and keep its posterior."""
-        if parents:
-            install_prior(self.learner.net, self.prior_for(domain, parents))
-        history = self.learner.observe(data, task_id=self.task_of(domain))
+        prior = self.prior_for(domain, parents) if parents else None
+        history = self.learner.observe(data, task_id=self.task_of(domain), prior=prior)
         self.posteriors[domain] = self.learner.current_prior()
         return history
 
@@ -185,15 +186,20 @@ class GraphVCL:
         :param epochs: the fit's epochs (default: the learner's).
         """
         learner = self.learner
-        if parents:
-            install_prior(learner.net, self.prior_for(domain, parents))
+        prior = self.prior_for(domain, parents) if parents else None
         model = SupervisedModel(learner.net, PredictiveEntropy(), learner.config.monte_carlo.elbo)
         context = FitContext(model, learner.config, learner.device, CallbackList())
         x = x.to(learner.device)
         placeholder = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)  # never read
         task = self.task_of(domain)
         points = Points.of_task(x, placeholder, task)
-        with exclusive_mode(learner.net, training=True), learner.random.scope():
+        with (
+            exclusive_mode(learner.net, training=True),
+            learner.random.scope(),
+            transaction(learner),  # a failed step leaves the learner as it was
+        ):
+            if prior is not None:
+                install_prior(learner.net, prior)
             sites = model.sites(learner.guide, x, [task])
             problem = FitProblem(
                 points,
@@ -203,8 +209,9 @@ class GraphVCL:
                 f"unsupervised step, domain {domain}",
             )
             history = ELBOFitter().fit(context, learner.guide, problem)
-        posterior = {n: detach_distribution(q) for n, q in learner.guide.posterior(sites).items()}
-        install_prior(learner.net, posterior)
+            posterior = checked_posterior(learner.guide.posterior(sites))
+            posterior = {n: detach_distribution(q) for n, q in posterior.items()}
+            install_prior(learner.net, posterior)
         self.posteriors[domain] = posterior
         return history
 

@@ -242,6 +242,7 @@ class ContinualLearner:
         task_id: int | None = None,
         time: float | None = None,
         callbacks: list[Callback] | tuple[Callback, ...] = (),
+        prior: Posterior | None = None,
     ) -> list[float]:
         """Learn step ``data = (x, y)`` of task ``task_id`` at time ``time`` (default: one after
         the last step); afterwards its posterior is the prior.
@@ -252,6 +253,9 @@ class ContinualLearner:
         :param task_id: which task (head) the data belongs to: required for a multi-head net
             (a missing one was silently head 0); ``None`` is head 0 of a single-head net.
         :param callbacks: extra callbacks for this step only (not saved with the learner).
+        :param prior: the step starts from this posterior (of some of the net's sites) instead
+            of the learner's own, installed inside the step's transaction (graph VCL's combined
+            parents); the transition still applies to it.
         :returns: the loss of every epoch of the propagation fit.
         """
         refusal = None
@@ -271,6 +275,8 @@ class ContinualLearner:
             try:
                 with transaction(self):  # any failure: the learner is left as it was
                     watchers.on_task_start(self, task_id)
+                    if prior is not None:
+                        install_prior(self.net, prior)
                     history = self._step(x, y, task_id, time, watchers)
                     self.tasks_seen.append(task_id)
                     self.times.append(time)

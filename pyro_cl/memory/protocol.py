@@ -119,6 +119,26 @@ class Memory(Registrable, ABC, kind="memory"):
         """
         return None
 
+    def check_holds(self, points: Points) -> None:
+        """The budget rule, in one place (the update and a checkpoint's load and save all call
+        it): ``budget="total"`` holds at most ``size`` points in all; ``budget="task"`` at most
+        ``size`` points of every step — a step's points carry its task and time stamp, so a
+        single-head learner that observes task 0 twice holds ``2 size`` points of task 0.
+
+        :raises ValueError: naming how many points break the rule.
+        """
+        if self.budget == "total":
+            count, what = len(points), "points"
+        else:
+            steps = torch.stack([points.task_ids.double(), points.times.double()], dim=1)
+            counts = torch.unique(steps, dim=0, return_counts=True)[1] if len(points) else None
+            count, what = (0 if counts is None else int(counts.max())), "points of one step"
+        if count > self.size:
+            raise ValueError(
+                f"the memory holds {count} {what} where its size allows {self.size} "
+                f"(budget {self.budget!r})"
+            )
+
     def update(
         self, memory: Points | None, new: Points, view: ModelView | None = None
     ) -> MemoryUpdate:
@@ -156,6 +176,7 @@ class Memory(Registrable, ABC, kind="memory"):
                 (~kept[len(old) :]).nonzero().squeeze(1),
                 old.select(~kept[: len(old)]),
             )
+        self.check_holds(update.points)
         return update._replace(posterior=self.handed_on(candidates, kept, update, view))
 
     def _checked(self, chosen, size: int, n: int) -> torch.Tensor:
