@@ -60,7 +60,7 @@ def precision_kl(
     prior_loc: torch.Tensor,
     prior_precision: torch.Tensor,
 ) -> torch.Tensor:
-    """``KL(N(μ, 1/s) ‖ N(μ_p, 1/λ_p))`` less its constant ``½ (Σ log λ_p - D)``:
+    """``KL(N(μ, 1/s) ‖ N(μ_p, 1/λ_p))`` less its constant ``-½ (Σ log λ_p + D)``:
     ``½ [Σ λ_p/s + Σ λ_p (μ - μ_p)² + Σ log s]``."""
     difference = loc - prior_loc
     terms = prior_precision * (precision.reciprocal() + difference * difference) + precision.log()

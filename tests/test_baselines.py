@@ -302,3 +302,28 @@ def test_the_sweep_script_runs_each_baseline_at_the_papers_lambda_over_seeds(tmp
     assert all(list(run.seeds) == [0, 1, 2] for _, _, run in runs)
     lp = runs[-1][2]
     assert lp.fitter_options == {"strength": 1.0, "curvature": "fisher", "hessian_samples": 200}
+
+
+def test_ewcs_fisher_is_the_closed_form_on_logistic_regression_scaled_to_the_task():
+    """``∂(-log p(y_n | w))/∂w = (σ(wᵀx_n + b) - y_n) x_n``, so the empirical Fisher of the task is
+    ``Σ_n (σ_n - y_n)² x_n²`` (and ``Σ_n (σ_n - y_n)²`` for the bias); from a random subset of
+    ``S`` of the ``N`` points it is ``N/S`` times the subset's sum (VCL section 5, 200 points)."""
+    from pyro_cl import BernoulliLikelihood
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(40, 3, generator=generator)
+    y = (torch.rand(40, generator=generator) < 0.5).float()
+    model = SupervisedModel(BayesianLinear(3, 1), BernoulliLikelihood())
+    values = {"weight": torch.tensor([[0.5, -1.0, 0.3]]), "bias": torch.tensor([0.2])}
+    residual = torch.sigmoid(x @ values["weight"][0] + values["bias"]) - y
+    per_point = residual.square()
+    full = diagonal_curvature(model, values, x, y, 0, "fisher")
+    torch.testing.assert_close(full["weight"][0], per_point @ x.square())
+    torch.testing.assert_close(full["bias"], per_point.sum().reshape(1))
+    torch.manual_seed(7)
+    subset = diagonal_curvature(model, values, x, y, 0, "fisher", num_samples=8)
+    torch.manual_seed(7)
+    chosen = torch.randperm(40)[:8]
+    scale = 40 / 8
+    torch.testing.assert_close(subset["weight"][0], scale * per_point[chosen] @ x[chosen].square())
+    torch.testing.assert_close(subset["bias"], scale * per_point[chosen].sum().reshape(1))

@@ -107,3 +107,19 @@ def test_selectors_round_trip_through_their_spec():
     assert selector.first == "random"
     with pytest.raises(ValueError, match="unknown memory 'mine'"):
         from_spec({"kind": "memory", "name": "mine", "size": 3})
+
+
+def test_random_selection_is_uniform():
+    """Every point of a task is chosen with probability ``K/N``: over 2,000 seeded draws of 10 of
+    50 points the counts pass a χ² test at a false-alarm rate of 10⁻⁴ (χ²₄₉ quantile 94.6, from
+    ``scipy.stats.chi2.ppf(1 - 1e-4, 49)``), and a selection that favours some points (the first
+    K, say) fails it by orders of magnitude."""
+    x, y = torch.randn(50, 2), torch.zeros(50, dtype=torch.long)
+    points = Points.of_task(x, y, 0)
+    counts = torch.zeros(50)
+    for seed in range(2000):
+        torch.manual_seed(seed)
+        counts[RandomCoreset(10).select(points, 10, None)] += 1
+    expected = 2000 * 10 / 50
+    statistic = ((counts - expected).square() / (expected * (1 - 10 / 50))).sum()
+    assert statistic < 94.6, statistic

@@ -18,7 +18,7 @@ from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.infer.training import minimise
 from pyro_cl.inspection import active_units, prune_weights, pruning_curve
 from pyro_cl.kl import kl_to_prior
-from pyro_cl.nn import BayesianMLP, IndianBuffetMLP
+from pyro_cl.nn import BayesianMLP, IBPMask, IndianBuffetMLP
 from pyro_cl.nn.concrete import LogitBinaryConcrete, binary_concrete_log_prob, mask_logits
 from pyro_cl.nn.effects import RecordMasks
 from pyro_cl.nn.sticks import stick_breaking_log_probabilities
@@ -346,3 +346,16 @@ def test_learning_rate_decays_exponentially():
         Optimisation(learning_rate=0.1, learning_rate_decay=0.25, learning_rate_decay_steps=2),
     )
     assert parameter.item() == pytest.approx(-0.1 * (1 + 0.5 + 0.25), rel=1e-4)
+
+
+def test_hibp_child_sticks_have_the_supplements_mean_and_variance():
+    """Eq. 3: ``π_jk ~ Beta(α π⁰_k, α (1 - π⁰_k))``, so ``E[π_jk] = π⁰_k`` and
+    ``Var[π_jk] = π⁰_k (1 - π⁰_k) / (α + 1)``; a layer's units follow the global sticks on
+    average (swapped arguments would give mean ``1 - π⁰_k``)."""
+    torch.manual_seed(0)
+    alpha = 4.0
+    mask = IBPMask(3, child_concentration=alpha)
+    parent = torch.tensor([0.9, 0.5, 0.15])
+    draws = mask.unit_log_probabilities(parent.log().expand(40_000, 3)).exp()
+    torch.testing.assert_close(draws.mean(0), parent, atol=0.01, rtol=0)
+    torch.testing.assert_close(draws.var(0), parent * (1 - parent) / (alpha + 1), rtol=0.05, atol=0)

@@ -450,3 +450,33 @@ def test_online_learners_can_draw_weights_instead_of_pre_activations():
         learner = make_online_learner("none", stream, (8,), 6, 32, local_reparameterization=choice)
         layers = [m for m in learner.net.modules() if hasattr(m, "local_reparameterization")]
         assert layers and all(m.local_reparameterization is choice for m in layers)
+
+
+def test_residual_scores_are_the_expected_log_likelihood_minus_the_expected_log_factor():
+    """Eq. 8 in closed form on the linear-Gaussian model, where both expectations and the exact
+    factors (``Λ⁽ⁿ⁾ = x_n²/s²``, ``η⁽ⁿ⁾`` as above) are known: the score is what the point's
+    diagonal Gaussian factor misses of its likelihood, so a point whose features interact more
+    (a larger ``Σ_{i≠j} x_i x_j`` cross term) scores lower. A flipped sign keeps the wrong points."""
+    torch.manual_seed(0)
+    model, posterior, x, y = linear_gaussian(seed=4, n=8)
+    factors = estimate_gaussian_factors(model, posterior, x, y, num_samples=60_000)
+    loc, variance = posterior[SITES[0]].mean[0], posterior[SITES[0]].variance[0]
+    bias, bias_variance = 0.3, 0.4**2
+    residual = y - x @ loc - bias
+    expected_log_p = -(residual.square() + x.square() @ variance + bias_variance) / (
+        2 * NOISE**2
+    ) - math.log(NOISE * math.sqrt(2 * math.pi))
+    precision = x.square() / NOISE**2
+    shift = residual[:, None] * x / NOISE**2 + precision * loc
+    bias_shift = residual / NOISE**2 + bias / NOISE**2
+    expected_log_r = (shift * loc - 0.5 * precision * (loc.square() + variance)).sum(1) + (
+        bias_shift * bias - 0.5 / NOISE**2 * (bias**2 + bias_variance)
+    )
+    exact = expected_log_p - expected_log_r
+    scores = factors.residual_scores(posterior)
+    torch.testing.assert_close(scores, exact, rtol=0.05, atol=0.1)
+    # the scores spread well beyond that tolerance, so their order is what GRS keeps
+    assert exact.max() - exact.min() > 1.0
+    assert torch.equal(
+        torch.topk(scores, 3).indices.sort().values, torch.topk(exact, 3).indices.sort().values
+    )
