@@ -62,23 +62,21 @@ EWC_STRENGTH = {
 
 
 def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
-    """``{label: BenchmarkRun fields}`` of the table's rows."""
-    return {
+    """``{label: BenchmarkRun fields}`` of the table's rows (a tempered row only where the
+    validation chose a β other than 1, which is VCL itself)."""
+    table = {
         "finetune": {"methods": ["finetune"]},
         "online-ewc": {"methods": ["online-ewc"]},
         "vcl": {"methods": ["vcl"]},
-        f"vcl β={best_beta[False]:g}": {
-            "methods": ["vcl"],
-            "fitter_options": {"kl_weight": best_beta[False]},
-        },
         "vcl + film": {"methods": ["vcl"], "film": True},
         "fsvi": {"methods": ["fsvi"]},
-        f"vcl β={best_beta[True]:g} + film": {
-            "methods": ["vcl"],
-            "film": True,
-            "fitter_options": {"kl_weight": best_beta[True]},
-        },
     }
+    for film in (False, True):
+        beta = best_beta[film]
+        if beta != 1.0:
+            label = f"vcl β={beta:g}" + (" + film" if film else "")
+            table[label] = {"methods": ["vcl"], "film": film, "fitter_options": {"kl_weight": beta}}
+    return table
 
 
 def run_once(folder: Path, fields: dict) -> list[RunResult]:
