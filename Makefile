@@ -1,7 +1,7 @@
 # The two commands of the README. Both install what they need first.
 PYTHON ?= python3
 
-.PHONY: demo test lint docs
+.PHONY: demo test lint docs mutations
 
 demo:
 	$(PYTHON) -m pip install -e .
@@ -21,3 +21,9 @@ lint:
 docs:
 	$(PYTHON) -m pip install -e ".[docs]"
 	$(PYTHON) -m sphinx -W --keep-going -b html docs docs/_build/html
+
+# The mutation run over the methods' math (tests/mutations.py): too slow for every CI run, run
+# it before a change to those modules lands.
+mutations:
+	$(PYTHON) -m pip install -e ".[test]"
+	$(PYTHON) tests/mutations.py
