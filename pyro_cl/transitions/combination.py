@@ -97,10 +97,13 @@ def _combine_site(name: str, parts: list[tuple[float, Distribution]], how: str) 
             result = dist.Normal(loc / precision, precision.rsqrt())
         else:
             mean = sum(wk * mk for wk, mk in zip(w, locs, strict=True))
-            second = sum(
-                wk * (vk + mk.square()) for wk, mk, vk in zip(w, locs, variances, strict=True)
+            # Σ w_k (v_k + (m_k - m̄)²): the mixture's variance without the cancellation of
+            # E[θ²] - m̄² when the means are large against the spreads
+            variance = sum(
+                wk * (vk + (mk - mean).square())
+                for wk, mk, vk in zip(w, locs, variances, strict=True)
             )
-            result = dist.Normal(mean, (second - mean.square()).clamp_min(0).sqrt())
+            result = dist.Normal(mean, variance.sqrt())
     else:  # "beta"
         alphas = [base.concentration1 for base, _ in bases]
         betas = [base.concentration0 for base, _ in bases]
