@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["CorruptFileError", "MAGIC", "MAGIC_SIGNED", "atomic_save", "safe_load"]
+__all__ = ["CorruptFileError", "MAGIC", "MAGIC_SIGNED", "atomic_save", "check_key", "safe_load"]
 
 #: The first bytes of every file :func:`atomic_save` writes without a key (format version 1).
 MAGIC = b"PYRO_CL STATE 1\n"
@@ -46,7 +46,22 @@ def _digest(payload: bytes, key: bytes | None) -> str:
 
 
 def _checked_key(key: object) -> bytes:
-    if not isinstance(key, (bytes, bytearray)) or not key:
+    return check_key(key)
+
+
+def check_key(key: object) -> bytes:
+    """``key`` as bytes: a checkpoint's signing key is non-empty ``bytes`` (a ``str`` must be
+    encoded by the caller, e.g. ``"secret".encode()``, so no encoding is guessed).
+
+    :raises TypeError: for anything but bytes.
+    :raises ValueError: for empty bytes.
+    """
+    if not isinstance(key, (bytes, bytearray)):
+        raise TypeError(
+            f"a checkpoint key must be bytes, got {type(key).__name__}"
+            + (" (encode it, e.g. key.encode())" if isinstance(key, str) else "")
+        )
+    if not key:
         raise ValueError("a checkpoint key must be non-empty bytes")
     return bytes(key)
 

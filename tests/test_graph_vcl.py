@@ -62,7 +62,7 @@ def test_several_parents_give_the_combined_prior_and_a_target_is_predicted_from_
     # the 45° target between the 30° and 60° parents: above chance (0.5) after 3 epochs a domain
     assert from_parents["accuracy"] > 0.6 and 3 not in graph.posteriors
     with pytest.raises(KeyError, match="have not been fitted"):
-        graph.prior_for(3, [3])
+        graph.prior_for(0, [3])
     with pytest.raises(ValueError, match="without a memory"):
         GraphVCL(VCL(BayesianMLP(2, [8], 2), memory=RandomCoreset(5)), graph.weights)
 

@@ -26,7 +26,7 @@ from pyro_cl.posterior import (
     posterior_from_state,
     posterior_to_state,
 )
-from pyro_cl.serialization import CorruptFileError, atomic_save, safe_load
+from pyro_cl.serialization import CorruptFileError, atomic_save, check_key, safe_load
 from pyro_cl.spec import check_rebuildable, from_spec
 
 __all__ = ["FORMAT", "check_meaning", "learner_state", "load_learner", "save_learner"]
@@ -113,7 +113,10 @@ def load_learner(
     :param net: a freshly built net of the same architecture; required unless the saved net
         is one of pyro_cl's (rebuilt from its spec).
     :raises ValueError: naming the file, for a file that is corrupt, edited or meaningless.
+    :raises TypeError: for a ``key`` that is not bytes (a mistake of the call, not of the file).
     """
+    if key is not None:
+        check_key(key)
     try:
         learner = _load(cls, path, net, device, key)
         check_meaning(learner)

@@ -121,6 +121,27 @@ class GraphVCL:
         self.posteriors: dict[int, Posterior] = {}
         self._task_sites: dict[int, list[str]] = {}
 
+    def _checked(self, domain, parents: Sequence[int], new: bool = False) -> list[int]:
+        """``parents`` as domain indices of the graph, after checking ``domain`` and them: every
+        index in the graph, no domain its own parent and (``new``) a domain fitted once only —
+        a second fit would count its data twice, and with parents fitted first it is what
+        keeps the graph without cycles.
+
+        :raises ValueError: naming the domain or parent at fault.
+        """
+        count = self.weights.shape[0]
+        for what, index in [("domain", domain), *(("parent", p) for p in parents)]:
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+                raise ValueError(f"{what} {index!r} is not a domain of the graph (0..{count - 1})")
+        if domain in parents:
+            raise ValueError(f"domain {domain} cannot be its own parent")
+        if new and domain in self.posteriors:
+            raise ValueError(
+                f"domain {domain} has a posterior already: a domain is fitted once (its data "
+                "would count twice)"
+            )
+        return list(parents)
+
     def task_of(self, domain: int) -> int:
         """The task id (head) ``domain`` runs with: its own with per-domain heads, else 0."""
         return domain if self.heads == "per_domain" else 0
@@ -137,7 +158,9 @@ class GraphVCL:
         ``weights`` are given, combined the graph's way unless ``how`` is given.
 
         :raises KeyError: naming a parent that has not been fitted.
+        :raises ValueError: for a domain or parent outside the graph, or a self-loop.
         """
+        parents = self._checked(domain, parents)
         missing = [p for p in parents if p not in self.posteriors]
         if missing:
             raise KeyError(f"parents {missing} of domain {domain} have not been fitted yet")
@@ -170,6 +193,7 @@ class GraphVCL:
     def observe(self, domain: int, data, parents: Sequence[int] = ()) -> list[float]:
         """Fit ``domain`` on ``data = (x, y)`` from its parents' combined prior (the learner's
         current prior without parents) and keep its posterior."""
+        self._checked(domain, parents, new=True)
         prior = self.prior_for(domain, parents) if parents else None
         history = self.learner.observe(data, task_id=self.task_of(domain), prior=prior)
         self.posteriors[domain] = self.learner.current_prior()
@@ -186,6 +210,7 @@ class GraphVCL:
         :param epochs: the fit's epochs (default: the learner's).
         """
         learner = self.learner
+        self._checked(domain, parents, new=True)
         prior = self.prior_for(domain, parents) if parents else None
         model = SupervisedModel(learner.net, PredictiveEntropy(), learner.config.monte_carlo.elbo)
         context = FitContext(model, learner.config, learner.device, CallbackList())
@@ -229,32 +254,37 @@ class GraphVCL:
         task = self.task_of(domain) if domain is not None else 0
         return self.learner.evaluate(data, task_id=task, sites=sites)
 
-    def save(self, folder: str | os.PathLike) -> None:
+    def save(self, folder: str | os.PathLike, key: bytes | None = None) -> None:
         """Save the learner (``learner.pt``) and the graph's state — every domain's posterior,
-        the weights, the combination — (``graph.pt``) into ``folder``, both atomically."""
+        the weights, the combination — (``graph.pt``) into ``folder``, both atomically (signed
+        with ``key`` if given, as :meth:`ContinualLearner.save`)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        self.learner.save(folder / "learner.pt")
+        self.learner.save(folder / "learner.pt", key=key)
         state = {
             "posteriors": {str(d): posterior_to_state(q) for d, q in self.posteriors.items()},
             "weights": self.weights.detach().cpu(),
             "how": self.how,
             "heads": self.heads,
         }
-        atomic_save(state, folder / "graph.pt")
+        atomic_save(state, folder / "graph.pt", key)
 
     @classmethod
     def load(
         cls,
         folder: str | os.PathLike,
-        learner_class: type[ContinualLearner] = ContinualLearner,
+        learner_class: type[ContinualLearner] | None = None,
         net: torch.nn.Module | None = None,
+        key: bytes | None = None,
     ) -> GraphVCL:
         """The graph learner :meth:`save` wrote to ``folder`` (``learner_class.load`` rebuilds the
-        learner; ``net``: a fresh net for nets pyro_cl cannot rebuild)."""
+        learner, by default the class it was saved as; ``net``: a fresh net for nets pyro_cl
+        cannot rebuild; ``key``: the key it was signed with)."""
         folder = Path(folder)
-        learner = learner_class.load(folder / "learner.pt", net=net)
-        state = safe_load(folder / "graph.pt")
+        if learner_class is None:
+            learner_class = ContinualLearner.saved_class(folder / "learner.pt", key)
+        learner = learner_class.load(folder / "learner.pt", net=net, key=key)
+        state = safe_load(folder / "graph.pt", key=key)
         graph = cls(learner, state["weights"], state["how"], state.get("heads", "shared"))
         graph.posteriors = {
             int(d): posterior_from_state(q, learner.device) for d, q in state["posteriors"].items()

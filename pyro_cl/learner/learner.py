@@ -57,6 +57,7 @@ from pyro_cl.posterior import (
     install_prior,
     read_priors,
 )
+from pyro_cl.serialization import safe_load
 from pyro_cl.spec import tensors_to
 from pyro_cl.transitions.base import Identity, Transition, TransitionContext
 
@@ -98,6 +99,29 @@ class ContinualLearner:
     #: The parts a learner of this class uses where none is given.
     default_fitter: ClassVar[type[Fitter]] = ELBOFitter
     default_transition: ClassVar[type[Transition]] = Identity
+    #: Every learner class by the name a checkpoint records (:meth:`saved_class`).
+    _classes: ClassVar[dict[str, type]] = {}
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        ContinualLearner._classes[cls.__name__] = cls
+
+    @staticmethod
+    def saved_class(path: str | os.PathLike, key: bytes | None = None) -> type[ContinualLearner]:
+        """The learner class a checkpoint was saved from (its ``load`` rebuilds it).
+
+        :raises ValueError: naming the file, for a class this process does not know (import the
+            module that defines it first).
+        """
+        name = safe_load(path, key=key).get("learner")
+        if name == ContinualLearner.__name__:
+            return ContinualLearner
+        if name not in ContinualLearner._classes:
+            raise ValueError(
+                f"{path} holds a {name}, a learner class this process has not imported"
+            )
+        return ContinualLearner._classes[name]
+
     #: Whether this kind of learner needs a memory (the coreset-only baseline does).
     needs_memory: ClassVar[bool] = False
 

@@ -101,7 +101,26 @@ def _bare_parameters(net: nn.Module) -> list[str]:
     ]
 
 
+def _own_behaviour(layer: nn.Module) -> list[str]:
+    """What a subclass of ``nn.Linear``/``nn.Conv2d`` adds that a Bayesian layer would drop: its
+    own ``forward`` and parameters beyond ``weight`` and ``bias``."""
+    base = nn.Linear if isinstance(layer, nn.Linear) else nn.Conv2d
+    added = []
+    if type(layer).forward is not base.forward:
+        added.append("its own forward")
+    extra = [name for name, _ in layer.named_parameters() if name not in ("weight", "bias")]
+    if extra:
+        added.append("parameters " + ", ".join(extra))
+    return added
+
+
 def _bayesian_layer(layer: nn.Module, path: str, options: dict) -> nn.Module:
+    added = _own_behaviour(layer)
+    if added:
+        raise ValueError(
+            f"{path} ({type(layer).__name__}, a subclass of {type(layer).__mro__[1].__name__} with "
+            f"{' and '.join(added)}, which a Bayesian layer would drop)"
+        )
     bias = layer.bias is not None
     if isinstance(layer, nn.Linear):
         return BayesianLinear(layer.in_features, layer.out_features, bias, **options)
