@@ -381,3 +381,20 @@ def test_single_head_shares_one_head_across_a_split_streams_tasks(tmp_path):
     assert main([*argv, "--single-head", "--output", str(out)]) == 0
     (run,) = json.loads((out / "results.json").read_text())["runs"]
     assert run["method"] == "ewc-single-head"
+
+
+def test_cli_prints_its_version(capsys):
+    from pyro_cl import __version__
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"pyro-cl {__version__}"
+
+
+def test_a_coreset_size_for_methods_that_keep_no_points_is_refused_by_name():
+    with pytest.raises(ValueError, match="none of the methods vcl, finetune keeps points"):
+        BenchmarkRun(methods=["vcl", "finetune"], coreset_size=5)
+    # a method that keeps points takes it, and so does a function-space fitter's context
+    assert BenchmarkRun(methods=["vcl", "vcl-random"], coreset_size=5).resolved_coreset_size == 5
+    assert BenchmarkRun(methods=["fsvi"], coreset_size=5).resolved_coreset_size == 5

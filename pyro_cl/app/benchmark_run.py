@@ -125,6 +125,13 @@ class BenchmarkRun:
             raise ValueError(f"unknown methods {unknown}; choose from {known}{hint}")
         if self.methods is not None and not self.method_names:
             raise ValueError("no methods given; choose from " + ", ".join(known))
+        keeping = [m for m in self.method_names if _keeps_points(METHODS[m])]
+        if self.coreset_size is not None and not keeping:
+            with_memory = [name for name in known if _keeps_points(METHODS[name])]
+            raise ValueError(
+                f"a coreset size is given, but none of the methods {', '.join(self.method_names)} "
+                f"keeps points; choose one that does ({', '.join(with_memory)})"
+            )
         for seed in self.seeds or ():
             if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
                 raise ValueError(f"seeds must be integers in 0..2**32-1, got {seed!r}")
@@ -286,6 +293,13 @@ class BenchmarkRun:
         label = f"{method}-{self.architecture}" if self.indian_buffet else method
         label = f"{label}-film" if self.film else label
         return f"{label}-single-head" if self.single_head else label
+
+
+def _keeps_points(method) -> bool:
+    """Whether ``method`` keeps data points whose number the run's coreset size sets (a memory,
+    or a function-space fitter's context points)."""
+    sized = method.memory is not None and "size" in accepted(method.memory)
+    return sized or method.context is not None
 
 
 def fill_unset(fields: dict, defaults: dict) -> dict:

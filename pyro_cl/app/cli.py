@@ -13,6 +13,7 @@ import typing
 from collections.abc import Iterator
 from pathlib import Path
 
+from pyro_cl import __version__
 from pyro_cl.app.benchmark_run import ARCHITECTURES, BenchmarkRun, fill_unset
 from pyro_cl.app.domain_benchmark import add_domain_arguments, run_domain_benchmark
 from pyro_cl.app.methods import METHODS, method_names
@@ -49,6 +50,7 @@ __all__ = [
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pyro-cl", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"pyro-cl {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a benchmark (default: embedded permuted digits)")
     add_run_arguments(run)
@@ -61,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     domains = commands.add_parser(
         "domains",
         help="predictive domain adaptation (rotating digits, weather by year): graph VCL, "
-        "transport paths, one head or one per domain, baselines (issue 29)",
+        "transport paths, one head or one per domain, baselines",
     )
     add_domain_arguments(domains)
     commands.add_parser("list", help="list benchmarks, methods and the registered parts")
