@@ -48,7 +48,7 @@ SCHEDULES = ("paper", "short", "tiny")
 #: What the ``tiny`` schedule adds to every command of a kind (seconds per piece, for tests).
 TINY = {
     "classification": ["--epochs", "1", "--hidden", "8", "--particles", "1",
-                       "--predictive-samples", "2", "--coreset-size", "4", "--refit-epochs", "1",
+                       "--predictive-samples", "2", "--refit-epochs", "1",
                        "--batch-size", "64", "--ml-init-epochs", "0"],
     "generative": ["--epochs", "1", "--hidden", "8", "--particles", "1", "--test-samples", "2",
                    "--test-points", "3", "--generated", "3", "--classifier-epochs", "1"],
@@ -384,7 +384,20 @@ def piece_argv(row: Row, seed: int, schedule: str, folder: Path, args) -> list[s
         argv += ["--device", args.device]
     if schedule == "tiny":
         argv += TINY[row.kind]
+        if row.kind == "classification" and _keeps_points(options):
+            argv += ["--coreset-size", "4"]
     return argv
+
+
+def _keeps_points(options: Sequence[str]) -> bool:
+    """Whether a command's methods keep points (its script's defaults do, when it names none):
+    a coreset size is refused for methods that keep none."""
+    from pyro_cl.app.methods import METHODS
+
+    if "--methods" not in options:
+        return True
+    names = options[options.index("--methods") + 1].split(",")
+    return any(METHODS[name].keeps_points for name in names if name in METHODS)
 
 
 def plan(args) -> list[Piece]:

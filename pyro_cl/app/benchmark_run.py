@@ -125,9 +125,9 @@ class BenchmarkRun:
             raise ValueError(f"unknown methods {unknown}; choose from {known}{hint}")
         if self.methods is not None and not self.method_names:
             raise ValueError("no methods given; choose from " + ", ".join(known))
-        keeping = [m for m in self.method_names if _keeps_points(METHODS[m])]
+        keeping = [m for m in self.method_names if METHODS[m].keeps_points]
         if self.coreset_size is not None and not keeping:
-            with_memory = [name for name in known if _keeps_points(METHODS[name])]
+            with_memory = [name for name in known if METHODS[name].keeps_points]
             raise ValueError(
                 f"a coreset size is given, but none of the methods {', '.join(self.method_names)} "
                 f"keeps points; choose one that does ({', '.join(with_memory)})"
@@ -293,13 +293,6 @@ class BenchmarkRun:
         label = f"{method}-{self.architecture}" if self.indian_buffet else method
         label = f"{label}-film" if self.film else label
         return f"{label}-single-head" if self.single_head else label
-
-
-def _keeps_points(method) -> bool:
-    """Whether ``method`` keeps data points whose number the run's coreset size sets (a memory,
-    or a function-space fitter's context points)."""
-    sized = method.memory is not None and "size" in accepted(method.memory)
-    return sized or method.context is not None
 
 
 def fill_unset(fields: dict, defaults: dict) -> dict:

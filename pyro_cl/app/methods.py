@@ -102,6 +102,13 @@ class Method:
         if self.streams not in ("tasks", "online"):
             raise ValueError(f"streams must be 'tasks' or 'online', got {self.streams!r}")
 
+    @property
+    def keeps_points(self) -> bool:
+        """Whether the method keeps data points whose number a run's coreset size sets: a
+        memory with a size, or a function-space fitter's context points."""
+        sized = self.memory is not None and "size" in accepted(self.memory)
+        return sized or self.context is not None
+
     def fitter_parameters(self) -> set[str]:
         """Names of the keyword arguments the method's fitter takes (none without one)."""
         return set() if self.fitter is None else accepted(self.fitter) - {"penalty", "context"}
