@@ -109,3 +109,40 @@ def test_bad_arguments_are_refused_in_the_users_terms():
         make_bayesian("not a net")
     with pytest.raises(ValueError, match="prior_scale"):
         make_bayesian(nn.Linear(2, 2), prior_scale=0.0)
+
+
+class WideCNN(nn.Module):
+    """A user's net whose widest activation is 16×8×8 = 1,024 elements a row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 16, 3, padding=1)
+        self.head = nn.Linear(16 * 8 * 8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(F.relu(self.conv(x.view(-1, 1, 8, 8))).flatten(1))
+
+
+def test_a_net_run_one_draw_at_a_time_predicts_whole_minibatches_per_draw():
+    """Its passes hold one draw, so they are sized for one: 600 inputs at 40 draws in
+    ⌈600/256⌉ = 3 passes a draw (120 forward calls, and one probe), not ⌈600/51⌉ = 12 passes a
+    draw as a budget divided by the 40 draws a vectorised pass would hold gives."""
+    learner = VCL(make_bayesian(WideCNN()), seed=0, **SMALL)
+    x = torch.randn(600, 64)
+    learner.observe((x[:20], torch.zeros(20, dtype=torch.long)))
+    rows = []
+    hook = learner.net.head.register_forward_hook(lambda m, i, o: rows.append(o.shape[-2]))
+    try:
+        samples = learner.predictive_samples(x, num_samples=40)
+    finally:
+        hook.remove()
+    assert samples.shape == (40, 600, 2)
+    assert len(rows) == 3 * 40 + 1 and max(rows) == 256
+    # and a caller's chunk is taken as given
+    rows.clear()
+    hook = learner.net.head.register_forward_hook(lambda m, i, o: rows.append(o.shape[-2]))
+    try:
+        learner.evaluate((x, torch.zeros(600, dtype=torch.long)), num_samples=2, chunk=600)
+    finally:
+        hook.remove()
+    assert rows == [600, 600]

@@ -79,7 +79,9 @@ def predictive_samples(
         which after a step holds the propagated posterior).
     :param x: inputs already checked and on the model's device.
     :param chunk: inputs per pass (default :func:`prediction_chunk` of the net's
-        :func:`widest_activation`).
+        :func:`widest_activation` and the draws a pass holds: all ``num_samples`` for nets that
+        broadcast over draws, one for nets run one draw at a time, such as ``make_bayesian``'s,
+        whose passes would otherwise shrink by ``num_samples`` for nothing).
     :raises ValueError: if an output is NaN or infinite (see :func:`check_finite_outputs`).
     """
     parts = []
@@ -91,7 +93,8 @@ def predictive_samples(
         if chunk is None:
             probe = partial(sample_outputs, model, sites, x[:1], task_id, 1)
             widest = widest_activation(model.net, probe, x.device) if len(x) > 1 else 1
-            chunk = prediction_chunk(widest, num_samples)
+            per_pass = num_samples if model.vectorized_particles else 1
+            chunk = prediction_chunk(widest, per_pass)
         for i in range(0, x.shape[0], chunk):
             set_random_state(x.device, rng)
             parts.append(sample_outputs(model, sites, x[i : i + chunk], task_id, num_samples))

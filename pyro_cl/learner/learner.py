@@ -543,9 +543,16 @@ class ContinualLearner:
                 self.model, sites, x, task_id, num_samples or self.num_predictive_samples, chunk
             )
 
-    def predict(self, x: torch.Tensor, task_id: int | None = None, num_samples: int | None = None):
-        """Class probabilities ``(1/S) Σ_s softmax(f(x; θ_s))`` (classification likelihoods)."""
-        samples = self.predictive_samples(x, task_id, num_samples)
+    def predict(
+        self,
+        x: torch.Tensor,
+        task_id: int | None = None,
+        num_samples: int | None = None,
+        chunk: int | None = None,
+    ):
+        """Class probabilities ``(1/S) Σ_s softmax(f(x; θ_s))`` (classification likelihoods),
+        ``chunk`` inputs at a time (as :meth:`predictive_samples`)."""
+        samples = self.predictive_samples(x, task_id, num_samples, chunk)
         return self.model.likelihood.predictive_probabilities(samples)
 
     def evaluate(
@@ -554,14 +561,17 @@ class ContinualLearner:
         task_id: int | None = None,
         num_samples: int | None = None,
         sites: dict | None = None,
+        chunk: int | None = None,
     ) -> dict[str, float]:
         """Accuracy (classification) and mean test log-likelihood on ``data = (x, y)``.
 
+        :param num_samples: posterior draws (default: the learner's ``num_predictive_samples``).
         :param sites: distributions or values of latent sites to predict with instead of
             :meth:`prediction_sites` (others come from their priors), e.g. a pruned posterior.
+        :param chunk: inputs per pass (default: sized by the net, see :meth:`predictive_samples`).
         """
         x, y, task_id = self.prepare_data(data, task_id)
-        samples = self._predictive_samples(x, task_id, num_samples, sites=sites)
+        samples = self._predictive_samples(x, task_id, num_samples, sites=sites, chunk=chunk)
         return self.model.likelihood.metrics(samples, y)
 
     # ------------------------------------------------------------------ state
