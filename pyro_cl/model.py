@@ -14,12 +14,36 @@ from pyro_cl.nn.heads import normalised_task_id
 from pyro_cl.nn.substitution import SubstitutableModule
 from pyro_cl.posterior import sample_sites
 
-__all__ = ["MODEL_CLASSES", "ROUTES", "SupervisedModel", "model_class_of"]
+__all__ = ["MODEL_CLASSES", "ROUTES", "SupervisedModel", "gathered_pairs", "model_class_of"]
 
 #: How losses, predictions and gradient statistics are computed: ``"fast"`` hands pyro_cl layers
 #: their site values directly (:mod:`pyro_cl.infer.site_values`), ``"pyro"`` runs model and guide
 #: as Pyro programs, ``"auto"`` takes the fast route whenever every site is in a pyro_cl layer.
 ROUTES = ("auto", "fast", "pyro")
+
+
+def gathered_pairs(
+    data: torch.utils.data.Dataset | torch.utils.data.DataLoader,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``(input, target)`` items of a ``Dataset`` (``TensorDataset``'s tensors as they
+    are) or the batches of a ``DataLoader``, as two tensors in their order.
+
+    :raises ValueError: for items that are not ``(input, target)`` pairs, or an empty set.
+    """
+    if isinstance(data, torch.utils.data.TensorDataset) and len(data.tensors) == 2:
+        return data.tensors[0], data.tensors[1]
+    if isinstance(data, torch.utils.data.DataLoader):
+        parts = list(data)
+        stack = torch.cat
+    else:
+        parts = [data[i] for i in range(len(data))]
+        stack = torch.stack
+    if not parts:
+        raise ValueError(f"the {type(data).__name__} is empty: it has no data points")
+    if not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in parts):
+        raise ValueError(f"the {type(data).__name__}'s items must be (input, target) pairs")
+    inputs, targets = zip(*parts, strict=True)
+    return stack([torch.as_tensor(v) for v in inputs]), stack([torch.as_tensor(v) for v in targets])
 
 
 class SupervisedModel:
@@ -142,9 +166,16 @@ class SupervisedModel:
         return task_id
 
     def split_data(self, data) -> tuple:
-        """A step's ``data`` as ``(inputs, targets)``: it must be that pair."""
+        """A step's ``data`` as ``(inputs, targets)``: that pair, or a PyTorch ``Dataset`` or
+        ``DataLoader`` of ``(input, target)`` items (gathered into two tensors in their order:
+        the fitters draw their own minibatches)."""
+        if isinstance(data, (torch.utils.data.Dataset, torch.utils.data.DataLoader)):
+            data = gathered_pairs(data)
         if not isinstance(data, (tuple, list)) or len(data) != 2:
-            raise ValueError("data must be a pair (inputs, targets)")
+            raise ValueError(
+                "data must be a pair (inputs, targets), or a torch Dataset or DataLoader of such "
+                f"pairs; got {type(data).__name__}"
+            )
         return data[0], data[1]
 
     def prepare_data(self, x, y, task_id) -> tuple[torch.Tensor, torch.Tensor | None, int]:
