@@ -57,7 +57,7 @@ def test_a_saved_learners_csv_logger_keeps_appending_after_load(tmp_path):
     resumed.observe(two_class_data(40, 4, seed=2))
     rows = _rows(path)
     assert len(rows) > before
-    assert open(path).read().count("wall_time,task,fit,step,name,value") == 1  # one header
+    assert open(path).read().count("run,wall_time,task,fit,step,name,value") == 1  # one header
 
 
 def test_a_tensorboard_logger_writes_event_files(tmp_path):
@@ -88,3 +88,36 @@ def test_the_command_line_logs_each_run_and_its_metrics(tmp_path):
         main(["run", "--tensorboard"])
     settings = json.loads((tmp_path / "out" / "results.json").read_text())["runs"][0]["settings"]
     assert "learning_rate" in settings
+
+
+def test_an_unwritable_csv_path_fails_before_the_step_and_the_step_is_not_taken(tmp_path):
+    (tmp_path / "taken").write_text("a file where the log's folder would be")
+    logger = CSVLogger(tmp_path / "taken" / "run.csv")
+    learner = VCL(BayesianMLP(4, [8], 2), seed=0, callbacks=[logger], **SMALL)
+    with pytest.raises(ValueError, match="the CSV log .*run.csv cannot be written"):
+        learner.observe(two_class_data(40, 4))
+    assert learner.tasks_seen == [] and learner.current_prior() == {}
+
+
+def test_a_resumed_run_keeps_its_id_and_counts_on_from_its_last_step(tmp_path):
+    path = tmp_path / "run.csv"
+    learner = VCL(BayesianMLP(4, [8], 2), seed=0, callbacks=[CSVLogger(path)], **SMALL)
+    learner.observe(two_class_data(40, 4))
+    learner.save(tmp_path / "state.pt")
+    last = max(int(r["step"]) for r in _rows(path))
+    resumed = VCL.load(tmp_path / "state.pt")
+    resumed.observe(two_class_data(40, 4, seed=2))
+    other = VCL(BayesianMLP(4, [8], 2), seed=1, callbacks=[CSVLogger(path)], **SMALL)
+    other.observe(two_class_data(40, 4))
+    rows = _rows(path)
+    runs = list(dict.fromkeys(r["run"] for r in rows))
+    assert len(runs) == 2  # the resumed run is the first run; a second learner is another
+    first = [int(r["step"]) for r in rows if r["run"] == runs[0]]
+    assert first == sorted(first) and max(first) > last  # no step counted twice
+
+
+def test_a_tensorboard_folder_that_cannot_be_made_is_named(tmp_path):
+    pytest.importorskip("tensorboard")
+    (tmp_path / "taken").write_text("a file")
+    with pytest.raises(ValueError, match="TensorBoard folder .*cannot be written"):
+        TensorBoardLogger(tmp_path / "taken" / "tb")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import os
 import time
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
@@ -81,10 +82,20 @@ class Logger(Callback, ABC):
     def on_task_end(self, learner, task_id: int, history: list[float]) -> None:
         self._emit("seconds/task", time.perf_counter() - self._task_start)
 
+    def state_dict(self) -> dict:
+        """The global step, so a saved learner's logger keeps counting after a load (and a
+        failed step, rolled back, leaves it where it was)."""
+        return {"step": self._step}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._step = int(state.get("step", 0))
+
 
 class CSVLogger(Logger):
-    """Appends one row per scalar to the CSV file ``path``: ``wall_time, task, fit, step, name,
-    value`` (the header when the file is new). Opened per write batch and flushed at every
+    """Appends one row per scalar to the CSV file ``path``: ``run, wall_time, task, fit, step,
+    name, value`` (the header when the file is new; ``run`` tells apart runs logged into one
+    file, and stays with a saved learner). The file is opened before every task, so a path that
+    cannot be written fails before the step (which is then not taken), and flushed at every
     task's end, so a crash loses at most the running task's rows.
 
     :param path: the CSV file (its folder is created).
@@ -92,16 +103,29 @@ class CSVLogger(Logger):
     """
 
     name = "csv_logger"
-    COLUMNS = ("wall_time", "task", "fit", "step", "name", "value")
+    COLUMNS = ("run", "wall_time", "task", "fit", "step", "name", "value")
 
     def __init__(self, path: str | os.PathLike, every_step: bool = False) -> None:
         super().__init__(every_step)
         self.path = str(path)
+        self.run = uuid.uuid4().hex[:8]
         self._rows: list[tuple] = []
 
     def write(self, name: str, value: float, step: int, task_id: int | None, fit: str) -> None:
         task = "" if task_id is None else task_id
-        self._rows.append((f"{time.time():.3f}", task, fit, step, name, value))
+        self._rows.append((self.run, f"{time.time():.3f}", task, fit, step, name, value))
+
+    def on_task_start(self, learner, task_id: int) -> None:
+        self._appended([])  # a path that cannot be written fails here, before the step
+        super().on_task_start(learner, task_id)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "run": self.run}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.run = str(state.get("run", self.run))
+        self._rows.clear()  # a rolled-back step's rows are not the run's
 
     def on_task_end(self, learner, task_id: int, history: list[float]) -> None:
         super().on_task_end(learner, task_id, history)
@@ -113,17 +137,28 @@ class CSVLogger(Logger):
 
     def flush(self) -> None:
         """Append the rows written so far to the file."""
-        if not self._rows:
-            return
+        if self._rows:
+            self._appended(self._rows)
+            self._rows.clear()
+
+    def _appended(self, rows: list[tuple]) -> None:
+        """Append ``rows`` (the header first in a new file).
+
+        :raises ValueError: naming the path, when it cannot be written.
+        """
         path = Path(self.path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        new = not path.exists() or path.stat().st_size == 0
-        with path.open("a", newline="", encoding="utf-8") as file:
-            writer = csv.writer(file)
-            if new:
-                writer.writerow(self.COLUMNS)
-            writer.writerows(self._rows)
-        self._rows.clear()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            new = not path.exists() or path.stat().st_size == 0
+            with path.open("a", newline="", encoding="utf-8") as file:
+                writer = csv.writer(file)
+                if new:
+                    writer.writerow(self.COLUMNS)
+                writer.writerows(rows)
+        except OSError as error:
+            raise ValueError(
+                f"the CSV log {self.path} cannot be written: {error.strerror or error}"
+            ) from error
 
 
 class TensorBoardLogger(Logger):
@@ -146,7 +181,13 @@ class TensorBoardLogger(Logger):
                 'TensorBoardLogger needs tensorboard: pip install "pyro_cl[tensorboard]"'
             ) from error
         self.log_dir = str(log_dir)
-        self._writer = SummaryWriter(self.log_dir)
+        try:
+            self._writer = SummaryWriter(self.log_dir)
+        except OSError as error:
+            raise ValueError(
+                f"the TensorBoard folder {self.log_dir} cannot be written: "
+                f"{error.strerror or error}"
+            ) from error
 
     def write(self, name: str, value: float, step: int, task_id: int | None, fit: str) -> None:
         self._writer.add_scalar(name, value, step)
