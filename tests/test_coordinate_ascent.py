@@ -46,7 +46,8 @@ def test_every_sweep_raises_the_bound_and_the_fixed_point_solves_the_mean_field_
 def test_the_closed_form_bound_equals_a_monte_carlo_estimate():
     x, y = regression(n=20, seed=1)
     prior = CoordinateAscentRegression(3, concentration=2.0, rate=1.0).prior
-    q, _ = fit_coordinate_ascent(x, y, prior, max_sweeps=3)
+    with pytest.warns(RuntimeWarning, match="without converging"):  # a q short of the optimum
+        q, _ = fit_coordinate_ascent(x, y, prior, max_sweeps=3)
     torch.manual_seed(0)
     w = q.weights.sample((200_000,))
     tau = q.precision.sample((200_000,))
@@ -159,3 +160,54 @@ def test_svi_with_a_gamma_factor_reaches_the_coordinate_ascent_solution():
         ContinualLearner(
             BayesianMLP(3, [4], 2), PrecisionGaussianLikelihood(), fitter=learner.fitter
         ).observe((x, y))
+
+
+def test_sweeps_that_end_before_convergence_say_so():
+    """Two nearly collinear columns: one-coordinate updates zig-zag along the ridge, so 20 sweeps
+    end far from the fixed point, and the fit warns instead of returning it as converged."""
+    from pyro_cl.fitters.coordinate_ascent import NormalGammaPosterior
+
+    generator = torch.Generator().manual_seed(0)
+    base = torch.randn(60, 1, generator=generator, dtype=torch.float64)
+    x = torch.cat(
+        [base, base + 1e-3 * torch.randn(60, 1, generator=generator, dtype=torch.float64)], 1
+    )
+    y = x @ torch.tensor([1.0, 1.0], dtype=torch.float64)
+    prior = NormalGammaPosterior(
+        torch.zeros(2, dtype=torch.float64),
+        torch.full((2,), 10.0, dtype=torch.float64),
+        torch.tensor(2.0, dtype=torch.float64),
+        torch.tensor(1.0, dtype=torch.float64),
+    )
+    with pytest.warns(RuntimeWarning, match="stopped after 20 sweeps without converging"):
+        fit_coordinate_ascent(x, y, prior, max_sweeps=20)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a well-conditioned problem converges without a word
+        fit_coordinate_ascent(*regression(), prior=_prior3(), max_sweeps=500)
+
+
+def _prior3():
+    from pyro_cl.fitters.coordinate_ascent import NormalGammaPosterior
+
+    double = torch.float64
+    return NormalGammaPosterior(
+        torch.zeros(3, dtype=double),
+        torch.full((3,), 2.0, dtype=double),
+        torch.tensor(2.0, dtype=double),
+        torch.tensor(1.0, dtype=double),
+    )
+
+
+def test_targets_too_large_to_square_diverge_and_the_learner_names_no_learning_rate():
+    from pyro_cl import DivergenceError
+
+    x, y = regression(20)
+    with pytest.raises(DivergenceError, match="standardise them"):
+        fit_coordinate_ascent(x, y * 1e200, _prior3())
+    learner = _cavi_learner()
+    with pytest.raises(DivergenceError) as error:
+        learner.observe((x.float(), y.float() * 1e30))
+    assert "learning rate" not in str(error.value)
+    assert learner.tasks_seen == []

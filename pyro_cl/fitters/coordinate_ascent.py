@@ -33,14 +33,17 @@ checkpoints and the rest of the library apply::
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import torch
 from torch.distributions import Gamma, Normal, kl_divergence
 
 from pyro_cl.checks import checked_count, checked_real
+from pyro_cl.finite import all_finite
 from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.nn.linear_regression import BayesianLinearRegression
@@ -132,6 +135,11 @@ def fit_coordinate_ascent(
 
     :returns: the fitted ``q`` and the bound after every sweep.
     :raises ValueError: if ``x`` is not ``(N, D)`` for the prior's ``D`` or ``y`` not ``(N,)``.
+    :raises DivergenceError: if the bound or ``q`` stops being finite (targets too large for
+        float64's squares).
+    :warns RuntimeWarning: when ``max_sweeps`` end before a sweep gains less than
+        ``tolerance``: one-coordinate updates crawl along strongly correlated inputs, and the
+        returned ``q`` is then not the fixed point.
     """
     x, y = x.to(torch.float64), y.to(torch.float64).reshape(-1)
     if x.dim() != 2 or x.shape[1] != prior.loc.shape[0] or x.shape[0] != y.shape[0]:
@@ -158,8 +166,22 @@ def fit_coordinate_ascent(
         expected_error = residual.square().sum() + (q.scale.square() * column_squares).sum()
         q.rate = prior.rate + 0.5 * expected_error
         history.append(evidence_lower_bound(x, y, q, prior))
+        if not math.isfinite(history[-1]) or not all_finite(q.loc) or not all_finite(q.rate):
+            raise DivergenceError(
+                f"coordinate ascent's bound is {history[-1]} after {len(history) - 1} sweeps: "
+                "the targets are too large for the updates' squares; standardise them"
+            )
         if history[-1] - history[-2] < tolerance:
             break
+    else:
+        warnings.warn(
+            f"coordinate ascent stopped after {max_sweeps} sweeps without converging: the last "
+            f"sweep still gained {history[-1] - history[-2]:.3g} nats (tolerance {tolerance:g}). "
+            "Strongly correlated inputs make one-coordinate updates slow; raise max_sweeps, "
+            "decorrelate the inputs, or fit with SVI",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return q, history
 
 
@@ -190,6 +212,7 @@ class CoordinateAscent(Fitter):
     """
 
     name = "coordinate_ascent"
+    uses_optimiser = False
 
     def __init__(self, max_sweeps: int = 500, tolerance: float = 1e-10) -> None:
         self.max_sweeps = checked_count(max_sweeps, "max_sweeps")

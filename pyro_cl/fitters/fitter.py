@@ -49,6 +49,10 @@ class Fitter(Registrable, kind="fitter"):
     #: encoders) along with the global sites; learners refuse such models otherwise.
     fits_local_guide: ClassVar[bool] = False
 
+    #: True when the fit runs the configuration's optimiser (Adam at its learning rate); a
+    #: closed-form fitter says False, so no error names a learning rate it never uses.
+    uses_optimiser: ClassVar[bool] = True
+
     #: True when the fit multiplies each point's log-likelihood by ``data.weights`` (Bayesian
     #: forgetting with a memory needs it); the learner refuses weighted data otherwise.
     takes_weights: ClassVar[bool] = False

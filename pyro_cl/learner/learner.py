@@ -306,12 +306,21 @@ class ContinualLearner:
                     self.times.append(time)
             except DivergenceError as error:  # name the parts that shaped the failed fit
                 raise DivergenceError(
-                    f"{error} (fitter {self.fitter!r}, transition {self.transition!r}, "
-                    f"learning rate {self.config.optimisation.learning_rate:g}); the learner "
-                    "is as it was before this step"
+                    f"{error} (fitter {self.fitter!r}, transition {self.transition!r}"
+                    f"{self._step_size()}); the learner is as it was before this step"
                 ) from error
             watchers.on_task_end(self, task_id, history)
         return history
+
+    def _step_size(self) -> str:
+        """The learning rate that shaped a fit, for an error message: the fitter's own (natural
+        gradients), the optimiser's, or none for a closed-form fitter."""
+        own = getattr(self.fitter, "learning_rate", None)
+        if own is not None:
+            return f", the fitter's learning rate {own:g}"
+        if self.fitter.uses_optimiser:
+            return f", learning rate {self.config.optimisation.learning_rate:g}"
+        return ""
 
     def _callbacks(self) -> list[Callback]:
         progress = [ProgressBar()] if self.config.display.progress else []
