@@ -248,3 +248,27 @@ def test_a_memory_over_its_budget_is_never_written_and_never_loaded(tmp_path):
     atomic_save(state, tmp_path / "edited.pt")
     with pytest.raises(CorruptFileError, match="size allows 10"):
         VCL.load(tmp_path / "edited.pt")
+
+
+def test_a_loaded_learner_starts_from_the_saved_prior_of_every_site(tmp_path):
+    """The handed-on prior is part of the file: after a load every site's prior — the Gaussian
+    weights' and the noise precision's Gamma — is the one saved, not the net's initial one."""
+    from pyro_cl import ContinualLearner, CoordinateAscent, PrecisionGaussianLikelihood
+    from pyro_cl.nn import BayesianLinearRegression
+
+    def learner():
+        net = BayesianLinearRegression(3, prior_scale=2.0, concentration=2.0, rate=1.0)
+        return ContinualLearner(
+            net, PrecisionGaussianLikelihood(), fitter=CoordinateAscent(), ml_init_epochs=0
+        )
+
+    x = torch.randn(30, 3)
+    fitted = learner()
+    fitted.observe((x, x @ torch.tensor([1.0, -1.0, 0.5]) + 0.3 * torch.randn(30)))
+    fitted.save(tmp_path / "regression.pt")
+    loaded = ContinualLearner.load(tmp_path / "regression.pt", net=learner().net)
+    saved, restored = fitted.current_prior(), loaded.current_prior()
+    assert saved.keys() == restored.keys() == {"weight", "noise_precision"}
+    for name in saved:
+        for parameter in ("mean", "variance"):
+            assert torch.equal(getattr(saved[name], parameter), getattr(restored[name], parameter))
