@@ -294,3 +294,38 @@ def test_a_target_is_predicted_from_all_its_parents_and_adapted_against_their_pr
         and torch.equal(seen[0][k].scale, combined[k].base_dist.scale)
         for k in seen[0]
     )
+
+
+def test_a_transition_along_a_longer_edge_gives_a_wider_prior(tmp_path):
+    """With a Wiener transition over edges of metadata length d (time constant 10°), a parent's
+    posterior reaches a domain with variance ``σ² + c² (d/τ) σ₀²``: a 30° target's prior is
+    wider than a 10° one's, and the means are the parent's."""
+    from pyro_cl.transitions import Wiener
+
+    angles = torch.tensor([0.0, 10.0, 30.0])
+    distances = (angles[:, None] - angles[None, :]).abs()
+    graph = GraphVCL(
+        learner(),
+        metadata_graph(angles, 20.0),
+        transition=Wiener(0.5, time_constant=10.0),
+        distances=distances,
+    )
+    graph.observe(0, rotated_domains([0.0])[0])
+    parent = graph.posteriors[0]
+    near, far = graph.prior_for(1, [0]), graph.prior_for(2, [0])
+    initial = graph.learner.initial_prior
+    for name, q in parent.items():
+        for prior, d in ((near, 10.0), (far, 30.0)):
+            expected = (
+                q.base_dist.scale.square()
+                + 0.25 * (d / 10.0) * initial[name].base_dist.scale.square()
+            )
+            torch.testing.assert_close(prior[name].base_dist.scale.square(), expected)
+            assert torch.equal(prior[name].base_dist.loc, q.base_dist.loc)
+        assert (far[name].base_dist.scale > near[name].base_dist.scale).all()
+    graph.save(tmp_path / "graph")
+    loaded = GraphVCL.load(tmp_path / "graph")
+    assert isinstance(loaded.transition, Wiener)
+    assert torch.equal(loaded.distances, distances)
+    with pytest.raises(ValueError, match="needs their lengths"):
+        GraphVCL(learner(), metadata_graph(angles, 20.0), transition=Wiener(0.5))

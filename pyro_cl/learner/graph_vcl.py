@@ -50,6 +50,8 @@ from pyro_cl.posterior import (
     posterior_to_state,
 )
 from pyro_cl.serialization import atomic_save, safe_load
+from pyro_cl.spec import from_spec
+from pyro_cl.transitions.base import Transition, TransitionContext
 from pyro_cl.transitions.combination import COMBINATIONS, combine_posteriors
 
 __all__ = ["GraphVCL", "HEADS", "PredictiveEntropy"]
@@ -89,6 +91,12 @@ class GraphVCL:
     :param how: one of :data:`~pyro_cl.transitions.combination.COMBINATIONS`.
     :param heads: one of :data:`HEADS`; ``"per_domain"`` needs a multi-head net with a head for
         every domain of ``weights``.
+    :param transition: moves each parent's posterior along its edge before the combination,
+        with ``Δt`` the edge's length in ``distances`` (a ``Wiener`` or ``OrnsteinUhlenbeck``
+        diffusion, or Bayesian forgetting): a far domain's prior is wider than a near one's.
+        Give the transition its ``time_constant`` (else one unit of ``distances`` is one).
+    :param distances: ``(K, K)`` edge lengths (e.g. ``|m_i - m_j|`` of the metadata, in the
+        transition's time units); needed with a transition.
     """
 
     def __init__(
@@ -97,7 +105,20 @@ class GraphVCL:
         weights: torch.Tensor,
         how: str = "product",
         heads: Literal["shared", "per_domain"] = "shared",
+        transition: Transition | None = None,
+        distances: torch.Tensor | None = None,
     ):
+        if (transition is None) != (distances is None):
+            raise ValueError("a transition along the edges needs their lengths (distances=)")
+        if distances is not None and (
+            distances.shape != weights.shape or not bool((distances >= 0).all())
+        ):
+            raise ValueError(
+                f"distances must be non-negative and {tuple(weights.shape)} like the weights, "
+                f"got {tuple(distances.shape)}"
+            )
+        if transition is not None:
+            transition.check(learner.net)
         if how not in COMBINATIONS:
             raise ValueError(f"how must be one of {COMBINATIONS}, got {how!r}")
         if heads not in HEADS:
@@ -117,6 +138,8 @@ class GraphVCL:
         self.weights = weights
         self.how = how
         self.heads = heads
+        self.transition = transition
+        self.distances = distances
         #: ``q_d`` of every domain fitted so far
         self.posteriors: dict[int, Posterior] = {}
         self._task_sites: dict[int, list[str]] = {}
@@ -166,8 +189,26 @@ class GraphVCL:
             raise KeyError(f"parents {missing} of domain {domain} have not been fitted yet")
         if weights is None:
             weights = [float(self.weights[domain, p]) for p in parents]
-        posteriors = [self._head_moved(self.posteriors[p], p, domain) for p in parents]
+        posteriors = [
+            self._along_edge(self._head_moved(self.posteriors[p], p, domain), p, domain)
+            for p in parents
+        ]
         return combine_posteriors(posteriors, weights, how or self.how)
+
+    def _along_edge(self, posterior: Posterior, source: int, domain: int) -> Posterior:
+        """``posterior`` moved by the graph's transition over the edge ``source → domain``
+        (``Δt`` its length); as it is without a transition or along an edge of length 0."""
+        if self.transition is None or float(self.distances[domain, source]) == 0.0:
+            return posterior
+        length = float(self.distances[domain, source])
+        context = TransitionContext(
+            elapsed=length,
+            time=length,
+            initial_prior=self.learner.initial_prior,
+            net=self.learner.net,
+            mean_lag=1.0,  # a transition without a time constant counts units of distance
+        )
+        return self.transition(posterior, context)
 
     def _sites_of(self, domain: int) -> list[str]:
         task = self.task_of(domain)
@@ -266,6 +307,8 @@ class GraphVCL:
             "weights": self.weights.detach().cpu(),
             "how": self.how,
             "heads": self.heads,
+            "transition": None if self.transition is None else self.transition.spec(),
+            "distances": None if self.distances is None else self.distances.detach().cpu(),
         }
         atomic_save(state, folder / "graph.pt", key)
 
@@ -285,7 +328,15 @@ class GraphVCL:
             learner_class = ContinualLearner.saved_class(folder / "learner.pt", key)
         learner = learner_class.load(folder / "learner.pt", net=net, key=key)
         state = safe_load(folder / "graph.pt", key=key)
-        graph = cls(learner, state["weights"], state["how"], state.get("heads", "shared"))
+        transition = state.get("transition")
+        graph = cls(
+            learner,
+            state["weights"],
+            state["how"],
+            state.get("heads", "shared"),
+            None if transition is None else from_spec(transition, "transition"),
+            state.get("distances"),
+        )
         graph.posteriors = {
             int(d): posterior_from_state(q, learner.device) for d, q in state["posteriors"].items()
         }
