@@ -97,3 +97,22 @@ def test_the_weather_by_year_domains_with_a_head_per_domain(tmp_path, monkeypatc
     assert 0.5 < majority["accuracy"] < 0.8 and majority["calibration_error"] >= 0
     with pytest.raises(SystemExit, match="pyro-cl domains: no weather/NEweather_data.csv"):
         main([*argv, "--data-root", str(tmp_path / "missing"), "--output", str(out)])
+
+
+def test_debiased_costs_remove_the_sampling_floor_and_grow_with_the_shift():
+    """Independent samples (not shifted copies of one): two samples of one distribution cost
+    clearly more than 0 raw, about 0 debiased; and the debiased cost is the squared shift, up to
+    the floor's noise."""
+    generator = torch.Generator().manual_seed(0)
+
+    def sample(shift: float) -> torch.Tensor:
+        return torch.randn(400, 3, generator=generator, dtype=torch.float64) + shift
+
+    samples = [sample(0.0), sample(0.0), sample(1.0), sample(2.0)]
+    raw = transport_costs(samples)
+    debiased = transport_costs(samples, debiased=True)
+    assert raw[0, 1] > 0.2  # the floor of 400 points in 3-D
+    assert debiased[0, 1] < 0.1 * raw[0, 1]
+    # a shift of d in each of the 3 coordinates is 3d² apart
+    expected = torch.tensor([3.0, 12.0], dtype=torch.float64)
+    torch.testing.assert_close(debiased[0, 2:], expected, atol=0.3, rtol=0)

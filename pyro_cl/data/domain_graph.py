@@ -62,12 +62,21 @@ def spanning_order(weights: torch.Tensor, roots: Sequence[int]) -> list[tuple[in
 
 
 def transport_costs(
-    samples: Sequence[torch.Tensor], epsilon: float | None = None, max_points: int = 500
+    samples: Sequence[torch.Tensor],
+    epsilon: float | None = None,
+    max_points: int = 500,
+    debiased: bool = False,
 ) -> torch.Tensor:
     """``(K, K)`` squared 2-Wasserstein distances between the domains' input samples, each
     ``(N_k, D)`` (at most ``max_points`` of each, the first ones), with uniform weights: exact
     (``ot.emd2``) or entropic (``ot.sinkhorn2`` with regularisation ``epsilon``, faster and
     biased upwards).
+
+    Between finite samples the distance is positive even for one distribution: two samples of
+    200 rotated digits at the same angle cost about 60% of a 10° hop (benchmarks/RESULTS.md).
+    ``debiased=True`` removes that floor: each sample is split in halves ``A`` and ``B``, and
+    ``C_ij = W(A_i, A_j) - ½ (W(A_i, B_i) + W(A_j, B_j))`` (clipped at 0), every term between
+    samples of the same size, so two samples of one domain cost about 0.
 
     :raises ImportError: naming the package when POT is missing.
     """
@@ -75,19 +84,28 @@ def transport_costs(
         import ot
     except ImportError as error:
         raise ImportError('transport costs need POT: pip install "pyro_cl[domains]"') from error
+
+    def distance(x: torch.Tensor, z: torch.Tensor) -> float:
+        cost = torch.cdist(x, z).square()
+        a = torch.full((len(x),), 1 / len(x), dtype=torch.float64)
+        b = torch.full((len(z),), 1 / len(z), dtype=torch.float64)
+        if epsilon is None:
+            return float(ot.emd2(a.numpy(), b.numpy(), cost.numpy()))
+        return float(ot.sinkhorn2(a.numpy(), b.numpy(), cost.numpy(), epsilon))
+
     clouds = [s.reshape(s.shape[0], -1)[:max_points].double() for s in samples]
+    halves = [(c[: len(c) // 2], c[len(c) // 2 :]) for c in clouds] if debiased else None
+    floors = [distance(a, b) for a, b in halves] if debiased else None
     k = len(clouds)
     costs = torch.zeros(k, k, dtype=torch.float64)
     for i in range(k):
         for j in range(i + 1, k):
-            cost = torch.cdist(clouds[i], clouds[j]).square()
-            a = torch.full((len(clouds[i]),), 1 / len(clouds[i]), dtype=torch.float64)
-            b = torch.full((len(clouds[j]),), 1 / len(clouds[j]), dtype=torch.float64)
-            if epsilon is None:
-                value = ot.emd2(a.numpy(), b.numpy(), cost.numpy())
+            if debiased:
+                value = distance(halves[i][0], halves[j][0]) - 0.5 * (floors[i] + floors[j])
+                value = max(value, 0.0)
             else:
-                value = ot.sinkhorn2(a.numpy(), b.numpy(), cost.numpy(), epsilon)
-            costs[i, j] = costs[j, i] = float(value)
+                value = distance(clouds[i], clouds[j])
+            costs[i, j] = costs[j, i] = value
     return costs
 
 
