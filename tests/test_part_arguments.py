@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import pyro_cl  # noqa: F401 (registers the built-in parts)
 import pyro_cl.baselines  # noqa: F401
+from pyro_cl.memory import RandomCoreset
 from pyro_cl.spec import REGISTRIES
 
 NUMBERS = (int, float, int | None, float | None)
@@ -49,10 +50,16 @@ NET_ARGUMENTS = {
 }
 
 
+#: Valid required arguments that are parts themselves.
+PART_ARGUMENTS = {"FunctionSpaceFitter": lambda: {"context": RandomCoreset(5)}}
+
+
 def _valid_required(cls) -> dict:
     """Plain valid values for the required arguments (the adaptation values, rates, sizes)."""
     if cls.__name__ in NET_ARGUMENTS:
         return dict(NET_ARGUMENTS[cls.__name__])
+    if cls.__name__ in PART_ARGUMENTS:
+        return PART_ARGUMENTS[cls.__name__]()
     hints = typing.get_type_hints(cls.__init__)
     required = {}
     for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:

@@ -11,7 +11,7 @@ from torch import nn
 
 from pyro_cl.checks import checked_count
 from pyro_cl.nn.conv import BayesianConv2d
-from pyro_cl.nn.film import film_layers
+from pyro_cl.nn.film import checked_film_settings, film_layers
 from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
 from pyro_cl.nn.rebuildable import RebuildableNet
@@ -74,8 +74,9 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
             "prior_scale": prior_scale,
             "local_reparameterization": local_reparameterization,
         }
-        if film_tasks:  # absent from older checkpoints' configs, which rebuild without FiLM
-            self._config.update(film_tasks=film_tasks, film_prior_scale=film_prior_scale)
+        film_tasks, film_prior_scale = checked_film_settings(film_tasks, film_prior_scale)
+        # older checkpoints' configs lack these and rebuild with the defaults: no FiLM layers
+        self._config.update(film_tasks=film_tasks, film_prior_scale=film_prior_scale)
         layer_options = {
             "prior_scale": prior_scale,
             "local_reparameterization": (local_reparameterization),
@@ -98,7 +99,7 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         self.heads = PyroModule[nn.ModuleList](
             [BayesianLinear(sizes[-1], out_features, **layer_options) for _ in range(heads)]
         )
-        self.num_film_tasks = 0 if film_tasks == 0 else checked_count(film_tasks, "film_tasks")
+        self.num_film_tasks = film_tasks
         widths = [conv.out_channels for conv in convs] + sizes[1:]
         maps = [True] * len(convs) + [False] * (len(sizes) - 1)
         self.film = film_layers(self.num_film_tasks, widths, maps, film_prior_scale)

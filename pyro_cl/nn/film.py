@@ -24,9 +24,10 @@ import torch
 from pyro.nn import PyroModule
 from torch import nn
 
+from pyro_cl.checks import checked_count, checked_real
 from pyro_cl.nn.layer import BayesianLayer
 
-__all__ = ["BayesianFiLM", "film_layers"]
+__all__ = ["BayesianFiLM", "checked_film_settings", "film_layers"]
 
 
 class BayesianFiLM(BayesianLayer):
@@ -125,3 +126,15 @@ def film_layers(
             for _ in range(tasks)
         ]
     )
+
+
+def checked_film_settings(tasks: int, prior_scale: float) -> tuple[int, float]:
+    """A net's ``film_tasks`` (0, or a positive count; not a bool) and ``film_prior_scale`` (a
+    positive real), checked whether or not FiLM layers are built.
+
+    :raises ValueError: naming the argument.
+    """
+    if isinstance(tasks, bool) or tasks != 0:
+        tasks = checked_count(tasks, "film_tasks (0 for no FiLM layers)")
+    prior_scale = checked_real(prior_scale, "film_prior_scale", 0, low_open=True)
+    return int(tasks), prior_scale

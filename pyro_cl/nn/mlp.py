@@ -9,7 +9,7 @@ from pyro.nn import PyroModule
 from torch import nn
 
 from pyro_cl.checks import checked_count, checked_real
-from pyro_cl.nn.film import film_layers
+from pyro_cl.nn.film import checked_film_settings, film_layers
 from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
 from pyro_cl.nn.moment_matching import ACTIVATIONS, moment_matched_prior_scales
@@ -91,9 +91,10 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
             "prior_scale": scales,
             "local_reparameterization": local_reparameterization,
         }
-        if film_tasks:  # absent from older checkpoints' configs, which rebuild without FiLM
-            self._config.update(film_tasks=film_tasks, film_prior_scale=film_prior_scale)
-        self.num_film_tasks = 0 if film_tasks == 0 else checked_count(film_tasks, "film_tasks")
+        film_tasks, film_prior_scale = checked_film_settings(film_tasks, film_prior_scale)
+        # older checkpoints' configs lack these and rebuild with the defaults: no FiLM layers
+        self._config.update(film_tasks=film_tasks, film_prior_scale=film_prior_scale)
+        self.num_film_tasks = film_tasks
         self.film = film_layers(self.num_film_tasks, hidden_sizes, False, film_prior_scale)
         self.hidden = PyroModule[nn.ModuleList](
             [
