@@ -106,6 +106,7 @@ def test_cli_runs_natural_gradient_methods_with_their_settings(tmp_path):
         "data_scale": 1.0,
         "compiled": False,
         "spread_samples": False,
+        "kl_weight": 1.0,
         "beta": 0.2,
         "momentum": 0.0,
         "curvature": "fisher",
