@@ -29,7 +29,9 @@ its labels only by the oracle. VCL at a short CPU schedule (:data:`SETTINGS`). M
   kernel-weighted; **moment-matched**: the same two posteriors' mixture, moment-matched;
 * **graph VCL + unsupervised step** — then :meth:`~pyro_cl.learner.graph_vcl.GraphVCL.adapt_unlabelled`
   on the target's training inputs (no labels: information maximisation in place of the likelihood);
-* **nearest domain** — the posterior of the nearest source (from graph VCL);
+* **nearest domain** — the posterior of the nearest source (from graph VCL, so a chain's);
+* **fresh fit, nearest source** — a new learner fitted on the nearest source alone: the baseline
+  a chain must beat to show it carried anything useful;
 * **uniform average** — the equal-weight product of all source posteriors;
 * **oracle** — VCL fitted on the target's own labels.
 
@@ -74,8 +76,8 @@ from pyro_cl.metrics import expected_calibration_error
 from pyro_cl.nn import BayesianMLP
 
 METHODS = ("majority class", "source only", "sequential VCL", "random order", "OT path", "graph VCL",
-           "graph VCL + unsupervised step", "nearest domain", "uniform average", "oracle",
-           "graph VCL, moment-matched")  # fmt: skip
+           "graph VCL + unsupervised step", "nearest domain", "fresh fit, nearest source",
+           "uniform average", "oracle", "graph VCL, moment-matched")  # fmt: skip
 #: The methods whose net has one head whatever ``--heads`` says (or no net at all).
 SHARED_BY_HEADS = ("majority class", "source only")
 SETTINGS = {"epochs": 300, "batch_size": None, "learning_rate": 1e-2, "num_particles": 2,
@@ -199,6 +201,8 @@ def run_heads(domains: Domains, seed: int, heads: str, costs: torch.Tensor) -> d
         scores["OT path"][target] = along.evaluate(test, task_id=task(path[-2]))
         scores["graph VCL"][target] = graph.evaluate(test, domain=t, parents=nearest)
         scores["nearest domain"][target] = graph.evaluate(test, domain=nearest[0])
+        alone = fitted([nearest[0]])
+        scores["fresh fit, nearest source"][target] = alone.evaluate(test, task_id=task(nearest[0]))
         graph.adapt_unlabelled(t, data[t][0], parents=nearest)
         scores["graph VCL + unsupervised step"][target] = graph.evaluate(test, domain=t)
         uniform = graph.prior_for(t, sources, weights=[1.0] * len(sources))
