@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 from pyro.distributions import Distribution, Normal
@@ -33,6 +33,7 @@ __all__ = [
     "prune_weights",
     "pruning_curve",
     "share_at_prior",
+    "shared_sites",
     "units_in_use",
 ]
 
@@ -148,13 +149,21 @@ def _per_weight_kl(
     """``KL(q(θ_i) ‖ p_0(θ_i))`` elementwise, for every Gaussian site in both."""
     kls = {}
     for name, distribution in posterior.items():
-        q, p = base_distribution(distribution), base_distribution(prior.get(name, distribution))
-        if name in prior and isinstance(q, Normal) and isinstance(p, Normal):
+        if name not in prior:
+            continue
+        q, p = base_distribution(distribution), base_distribution(prior[name])
+        if isinstance(q, Normal) and isinstance(p, Normal):
             kls[name] = torch.distributions.kl_divergence(
                 Normal(q.loc, q.scale, validate_args=False),
                 Normal(p.loc.expand_as(q.loc), p.scale.expand_as(q.scale), validate_args=False),
             )
     return kls
+
+
+def shared_sites(names: Iterable[str]) -> list[str]:
+    """The sites of ``names`` every task uses: not those of pyro_cl's output heads (``heads.…``)
+    or task-specific FiLM layers (``film.…``), which one task owns each."""
+    return [name for name in names if name.split(".", 1)[0] not in ("heads", "film")]
 
 
 def share_at_prior(

@@ -272,3 +272,17 @@ def test_a_loaded_learner_starts_from_the_saved_prior_of_every_site(tmp_path):
     for name in saved:
         for parameter in ("mean", "variance"):
             assert torch.equal(getattr(saved[name], parameter), getattr(restored[name], parameter))
+
+
+def test_a_base_class_load_rebuilds_the_subclass_a_file_was_saved_from(tmp_path):
+    """``ContinualLearner.load`` reads back a ``VCL`` as a ``VCL``; a class outside the file's
+    family is still refused."""
+    from pyro_cl import ContinualLearner
+    from pyro_cl.baselines import FineTuning
+
+    learner = VCL(BayesianMLP(4, [8], 2), epochs=2, seed=0)
+    learner.observe(two_class_data(20))
+    learner.save(tmp_path / "vcl.pt")
+    assert type(ContinualLearner.load(tmp_path / "vcl.pt")) is VCL
+    with pytest.raises(CorruptFileError, match="holds a VCL, not a FineTuning"):
+        FineTuning.load(tmp_path / "vcl.pt")

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pyro_cl.inspection import shared_sites
 from pyro_cl.metrics import (
     average_accuracy,
     average_accuracy_curve,
@@ -128,7 +129,7 @@ class RunResult:
         shares, units = self.details.get("share_at_prior"), self.details.get("units_in_use")
         if not shares:
             return None
-        hidden = [name for name in units[-1] if name.split(".", 1)[0] not in ("heads", "film")]
+        hidden = shared_sites(units[-1])
         return {
             "share_at_prior": float(np.mean([shares[-1][name] for name in hidden])),
             "units_in_use": int(sum(units[-1][name] for name in hidden)),

@@ -14,7 +14,13 @@ from pyro_cl.app.continual_run import Metric, Step, run_continual
 from pyro_cl.app.result import RunResult
 from pyro_cl.data.tasks import TaskStream
 from pyro_cl.infer.loggers import Logger
-from pyro_cl.inspection import PRUNED_KL, active_units, share_at_prior, units_in_use
+from pyro_cl.inspection import (
+    PRUNED_KL,
+    active_units,
+    share_at_prior,
+    shared_sites,
+    units_in_use,
+)
 from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.nn.structured import has_structured_sites
 
@@ -114,7 +120,7 @@ class Pruning(Metric):
 
     def describe(self, step: Step) -> str:
         shares, units = self.shares[step.index], self.units[step.index]
-        hidden = [shares[k] for k in units if k.split(".", 1)[0] not in ("heads", "film")]
+        hidden = [shares[name] for name in shared_sites(units)]
         return (
             f"{100 * float(np.mean(hidden)):.0f}% of hidden weights at the prior" if hidden else ""
         )

@@ -30,6 +30,7 @@ from pyro_cl.baselines.curvature import check_sample_count, diagonal_curvature
 from pyro_cl.checks import checked_real
 from pyro_cl.fitters.penalty import Penalty, check_strength, weighted_squared_distance
 from pyro_cl.infer.fit_context import FitContext
+from pyro_cl.infer.per_example import checked_curvature
 from pyro_cl.points import Points
 
 __all__ = ["EWC", "OnlineEWC"]
@@ -50,9 +51,7 @@ class EWC(Penalty):
     ) -> None:
         self.strength = check_strength(strength, "the penalty strength λ")
         self.fisher_samples = check_sample_count(fisher_samples, "fisher_samples")
-        if curvature not in ("fisher", "ggn"):
-            raise ValueError(f"curvature must be 'fisher' or 'ggn', got {curvature!r}")
-        self.curvature = curvature
+        self.curvature = checked_curvature(curvature)
         self.anchors: list[dict[str, torch.Tensor]] = []
         self.fishers: list[dict[str, torch.Tensor]] = []
 

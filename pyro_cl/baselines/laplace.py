@@ -32,7 +32,7 @@ from pyro_cl.fitters.point_fit import fit_point_estimate
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.infer.per_example import CURVATURES
+from pyro_cl.infer.per_example import checked_curvature
 from pyro_cl.posterior import base_distribution, read_priors
 
 __all__ = ["LaplacePropagation"]
@@ -69,8 +69,7 @@ class LaplacePropagation(Fitter):
         hessian_samples: int | None = None,
         predict: str = "mean",
     ) -> None:
-        if curvature not in CURVATURES or curvature is None:
-            raise ValueError(f"curvature must be 'ggn' or 'fisher', got {curvature!r}")
+        curvature = checked_curvature(curvature)
         if predict not in ("mean", "sample"):
             raise ValueError(f"predict must be 'mean' or 'sample', got {predict!r}")
         self.curvature = curvature

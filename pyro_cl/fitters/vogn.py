@@ -11,6 +11,7 @@ from pyro_cl.fitters.natural_gradient import (
     NaturalGradientUpdate,
     check_rate,
 )
+from pyro_cl.infer.per_example import checked_curvature
 from pyro_cl.kl import precision_kl
 
 __all__ = ["VOGN"]
@@ -84,11 +85,9 @@ class VOGN(NaturalGradientUpdate):
         super().__init__(
             learning_rate, num_samples, data_scale, compiled, spread_samples, kl_weight
         )
-        if curvature not in ("fisher", "ggn"):
-            raise ValueError(f"curvature must be 'fisher' or 'ggn', got {curvature!r}")
+        self.curvature = checked_curvature(curvature)
         self.beta = check_rate("beta", beta)
         self.momentum = checked_real(momentum, "momentum", 0, 1, high_open=True)
-        self.curvature = curvature
 
     def _initialise(self, state: NaturalGradientState, effective_size: float) -> None:
         if self.momentum:

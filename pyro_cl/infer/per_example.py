@@ -35,6 +35,7 @@ from pyro_cl.nn.effects import RecordLayers
 
 __all__ = [
     "CURVATURES",
+    "checked_curvature",
     "ExampleGradientSums",
     "GradientStatistics",
     "example_gradient_sums",
@@ -56,6 +57,17 @@ class GradientStatistics(NamedTuple):
     gradients: dict[str, torch.Tensor]
     #: ``{site: Σ_{s,n} curvature}`` of the site's shape, or ``None`` without curvature.
     squared: dict[str, torch.Tensor] | None
+
+
+def checked_curvature(curvature: object) -> str:
+    """``curvature`` if it names a curvature statistic (``"fisher"`` or ``"ggn"``), for the parts
+    that take one (VOGN, EWC, Laplace propagation).
+
+    :raises ValueError: naming the choices otherwise.
+    """
+    if curvature is None or curvature not in CURVATURES:
+        raise ValueError(f"curvature must be 'fisher' or 'ggn', got {curvature!r}")
+    return curvature
 
 
 def _check_curvature(curvature: str | None) -> None:

@@ -132,8 +132,10 @@ def _load(cls, path, net, device, key):
     state = safe_load(path, map_location=device or "cpu", key=key)
     if state.get("format") != FORMAT:
         raise ValueError(f"{path} is not a pyro_cl learner file of format {FORMAT}")
-    if state["learner"] != cls.__name__:
+    saved = cls.class_named(state["learner"])
+    if saved is None:
         raise TypeError(f"{path} holds a {state['learner']}, not a {cls.__name__}")
+    cls = saved
     if net is None:
         if state["net"] is None:
             raise ValueError("this learner's net is not a pyro_cl net: pass net=...")

@@ -316,16 +316,14 @@ class GraphVCL:
     def load(
         cls,
         folder: str | os.PathLike,
-        learner_class: type[ContinualLearner] | None = None,
+        learner_class: type[ContinualLearner] = ContinualLearner,
         net: torch.nn.Module | None = None,
         key: bytes | None = None,
     ) -> GraphVCL:
         """The graph learner :meth:`save` wrote to ``folder`` (``learner_class.load`` rebuilds the
-        learner, by default the class it was saved as; ``net``: a fresh net for nets pyro_cl
-        cannot rebuild; ``key``: the key it was signed with)."""
+        learner, as the subclass it was saved as; ``net``: a fresh net for nets pyro_cl cannot
+        rebuild; ``key``: the key it was signed with)."""
         folder = Path(folder)
-        if learner_class is None:
-            learner_class = ContinualLearner.saved_class(folder / "learner.pt", key)
         learner = learner_class.load(folder / "learner.pt", net=net, key=key)
         state = safe_load(folder / "graph.pt", key=key)
         transition = state.get("transition")

@@ -57,7 +57,6 @@ from pyro_cl.posterior import (
     install_prior,
     read_priors,
 )
-from pyro_cl.serialization import safe_load
 from pyro_cl.spec import tensors_to
 from pyro_cl.transitions.base import Identity, Transition, TransitionContext
 
@@ -99,28 +98,20 @@ class ContinualLearner:
     #: The parts a learner of this class uses where none is given.
     default_fitter: ClassVar[type[Fitter]] = ELBOFitter
     default_transition: ClassVar[type[Transition]] = Identity
-    #: Every learner class by the name a checkpoint records (:meth:`saved_class`).
+    #: Every learner class by the name a checkpoint records (:meth:`class_named`).
     _classes: ClassVar[dict[str, type]] = {}
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
         ContinualLearner._classes[cls.__name__] = cls
 
-    @staticmethod
-    def saved_class(path: str | os.PathLike, key: bytes | None = None) -> type[ContinualLearner]:
-        """The learner class a checkpoint was saved from (its ``load`` rebuilds it).
-
-        :raises ValueError: naming the file, for a class this process does not know (import the
-            module that defines it first).
-        """
-        name = safe_load(path, key=key).get("learner")
-        if name == ContinualLearner.__name__:
-            return ContinualLearner
-        if name not in ContinualLearner._classes:
-            raise ValueError(
-                f"{path} holds a {name}, a learner class this process has not imported"
-            )
-        return ContinualLearner._classes[name]
+    @classmethod
+    def class_named(cls, name: str) -> type[ContinualLearner] | None:
+        """The learner class of this one's family called ``name`` (itself or an imported
+        subclass; ``None`` for any other): what ``load`` rebuilds a checkpoint as, so that
+        ``ContinualLearner.load`` reads back a ``VCL``."""
+        found = cls if name == cls.__name__ else ContinualLearner._classes.get(name)
+        return found if found is not None and issubclass(found, cls) else None
 
     #: Whether this kind of learner needs a memory (the coreset-only baseline does).
     needs_memory: ClassVar[bool] = False

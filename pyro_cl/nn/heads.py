@@ -71,7 +71,3 @@ class MultiHead:
         if not self.num_film_tasks:
             return None
         return self.film[normalised_task_id(task_id)]
-
-    def film_sites(self, names: list[str]) -> list[str]:
-        """The sites among ``names`` of a task's FiLM layers (``film.<task>.…``)."""
-        return [name for name in names if name.split(".", 1)[0] == "film"]
