@@ -6,7 +6,8 @@ Sources rotated 0°, 10°, ..., 60° are fitted in order by one single-head lear
 benchmark's net and settings, ``pyro_cl.app.domain_benchmark``); after each source the learner's
 accuracy on that source's test set is its *just-fitted* accuracy, set against a fresh fit of the
 same source alone (the plasticity the chain keeps), and after the last one its accuracy on the
-unseen 70°, 80° and 90° targets. Variants, each a part of the same learner: VCL; tempered VCL
+unseen 70°, 80° and 90° targets. Variants, each a part of the same learner: fine-tuning (a point
+estimate, no prior: the forgetting the chain induces); VCL; tempered VCL
 (``kl_weight`` β); a Wiener transition between sources (one time unit a source, so a posterior
 widens as the chain moves on); task-specific FiLM layers (a set per source; the targets read
 the last source's); function-space VI at 40 random context points a source. Writes
@@ -24,10 +25,12 @@ import numpy as np
 
 from pyro_cl import VCL, ELBOFitter, FunctionSpaceFitter, Wiener
 from pyro_cl.app.domain_benchmark import SETTINGS, rotating_digits
+from pyro_cl.baselines import FineTuning
 from pyro_cl.memory import RandomCoreset
 from pyro_cl.nn import BayesianMLP
 
 VARIANTS = {
+    "fine-tuning": {"learner": FineTuning},
     "vcl": {},
     "vcl β=0.1": {"fitter": lambda: ELBOFitter(kl_weight=0.1)},
     "vcl + wiener(0.3)": {"transition": lambda: Wiener(0.3, time_constant=1.0)},
@@ -40,7 +43,7 @@ def learner(domains, seed: int, variant: dict, film_tasks: int = 0) -> VCL:
     inputs = domains.data[0][0].shape[1]
     net = BayesianMLP(inputs, list(domains.hidden), domains.classes, film_tasks=film_tasks)
     parts = {name: make() for name, make in variant.items() if name in ("fitter", "transition")}
-    return VCL(net, seed=seed, **parts, **SETTINGS)
+    return variant.get("learner", VCL)(net, seed=seed, **parts, **SETTINGS)
 
 
 def run_variant(domains, seed: int, variant: dict) -> dict:
@@ -93,12 +96,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--output", default="results/domain_chain")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), help="default: all")
     args = parser.parse_args(argv)
+    variants = {name: VARIANTS[name] for name in args.variants or VARIANTS}
     results: dict[str, list] = {"fresh fit of each source": []}
     for seed in args.seeds:
         domains = rotating_digits(seed)
         results["fresh fit of each source"].append(fresh_fits(domains, seed))
-        for name, variant in VARIANTS.items():
+        for name, variant in variants.items():
             results.setdefault(name, []).append(run_variant(domains, seed, variant))
             print(f"seed {seed}: {name} done", flush=True)
     output = Path(args.output)
