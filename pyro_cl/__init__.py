@@ -25,7 +25,7 @@ from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.learner import VCL, ContinualLearner, GraphVCL
+from pyro_cl.learner import VCL, ContinualLearner, GraphVCL, LearnerBank, OnlineClassifier
 from pyro_cl.likelihoods import (
     BernoulliLikelihood,
     CategoricalLikelihood,
@@ -66,6 +66,8 @@ __all__ = [
     "FineTuning",
     "FitProblem",
     "GraphVCL",
+    "LearnerBank",
+    "OnlineClassifier",
     "Fitter",
     "FunctionSpaceFitter",
     "GaussianLikelihood",

@@ -237,6 +237,28 @@ MUTATIONS = [
         "return self.kl_weight",
         ("tests/test_function_space.py",),
     ),
+    # the bank of learners and prediction at a time
+    Mutation(
+        "bank: evidence from the uncarried posterior (the drift ignored)",
+        "pyro_cl/learner/bank.py",
+        "evidence = self.member_log_likelihoods(data, task_id, time).sum(1)",
+        "evidence = self.member_log_likelihoods(data, task_id, None).sum(1)",
+        ("tests/test_learner_bank.py",),
+    ),
+    Mutation(
+        "bank: the discount dropped",
+        "pyro_cl/learner/bank.py",
+        "log_weights = self.discount * self.log_weights + evidence",
+        "log_weights = self.log_weights + evidence",
+        ("tests/test_learner_bank.py",),
+    ),
+    Mutation(
+        "learner: prior_at leaves the transition's side effects in place",
+        "pyro_cl/learner/learner.py",
+        "            before.restore_into(self)\n",
+        "            pass\n",
+        ("tests/test_learner_bank.py",),
+    ),
     # checkpoints
     Mutation(
         "checkpoint: the saved prior not re-installed on load",

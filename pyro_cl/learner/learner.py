@@ -44,7 +44,7 @@ from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.prediction import predictive_samples
 from pyro_cl.infer.random_stream import RandomStream
 from pyro_cl.learner.checkpoint import learner_state, load_learner, save_learner
-from pyro_cl.learner.state import transaction
+from pyro_cl.learner.state import LearnerState, transaction
 from pyro_cl.likelihoods import Likelihood
 from pyro_cl.memory.model_view import ModelView
 from pyro_cl.memory.protocol import Memory, MemoryUpdate
@@ -518,11 +518,48 @@ class ContinualLearner:
         task_id: int | None = None,
         num_samples: int | None = None,
         chunk: int | None = None,
+        time: float | None = None,
     ) -> torch.Tensor:
         """Net outputs for ``num_samples`` posterior draws: shape ``(S, N, outputs)``, computed
-        ``chunk`` inputs at a time (default: :func:`~pyro_cl.infer.prediction.prediction_chunk`)."""
+        ``chunk`` inputs at a time (default: :func:`~pyro_cl.infer.prediction.prediction_chunk`).
+
+        :param time: predict for this time, after the last step's: draws from :meth:`prior_at`
+            (the posterior carried to ``time`` by the transition) instead of the posterior.
+        """
         x, _, task_id = self.model.prepare_data(x, None, task_id)
-        return self._predictive_samples(x.to(self.device), task_id, num_samples, chunk=chunk)
+        x = x.to(self.device)
+        sites = None if time is None else self._sites_at(time, x, task_id)
+        return self._predictive_samples(x, task_id, num_samples, sites=sites, chunk=chunk)
+
+    def prior_at(self, time: float) -> dict:
+        """The prior a step at ``time`` would start from: the transition of the current posterior
+        over ``Δt = time - t_last`` (Kurle et al. 2020, eqs. 13-14), ``{site: distribution}`` for
+        every trained site (``{}`` before the first step), as detached copies. The learner is
+        left as it was (a transition that changes the net's hyperparameters is undone)."""
+        time = self._check_time(time)
+        if not self.times or self.point_estimate:
+            return {}
+        before = LearnerState.of(self)
+        try:
+            carried = self.transition(self.current_prior(), self._transition_context(time))
+            return {name: detach_distribution(q) for name, q in carried.items()}
+        finally:
+            before.restore_into(self)
+
+    def _sites_at(self, time: float, x: torch.Tensor, task_id: int) -> dict:
+        """What predicts at ``time``: the carried posterior, or the point values of a fitter that
+        predicts with them (whatever the time); a memory's refit is not carried forward."""
+        with exclusive_mode(self.net, training=False):
+            own = self.prediction_sites(x[:1], task_id)
+        if self.fitter.predicts_with_mean:
+            self._check_time(time)
+            return own
+        if own:
+            raise ValueError(
+                "predicting at a time carries the propagated posterior forward; this learner "
+                "predicts with its memory's refit: predict without a time"
+            )
+        return self.prior_at(time)
 
     def _predictive_samples(
         self,
@@ -549,10 +586,11 @@ class ContinualLearner:
         task_id: int | None = None,
         num_samples: int | None = None,
         chunk: int | None = None,
+        time: float | None = None,
     ):
         """Class probabilities ``(1/S) Σ_s softmax(f(x; θ_s))`` (classification likelihoods),
-        ``chunk`` inputs at a time (as :meth:`predictive_samples`)."""
-        samples = self.predictive_samples(x, task_id, num_samples, chunk)
+        ``chunk`` inputs at a time, for ``time`` if given (as :meth:`predictive_samples`)."""
+        samples = self.predictive_samples(x, task_id, num_samples, chunk, time)
         return self.model.likelihood.predictive_probabilities(samples)
 
     def evaluate(
@@ -562,6 +600,7 @@ class ContinualLearner:
         num_samples: int | None = None,
         sites: dict | None = None,
         chunk: int | None = None,
+        time: float | None = None,
     ) -> dict[str, float]:
         """Accuracy (classification) and mean test log-likelihood on ``data = (x, y)``.
 
@@ -569,8 +608,13 @@ class ContinualLearner:
         :param sites: distributions or values of latent sites to predict with instead of
             :meth:`prediction_sites` (others come from their priors), e.g. a pruned posterior.
         :param chunk: inputs per pass (default: sized by the net, see :meth:`predictive_samples`).
+        :param time: predict for this time (see :meth:`predictive_samples`); not with ``sites``.
         """
         x, y, task_id = self.prepare_data(data, task_id)
+        if time is not None:
+            if sites is not None:
+                raise ValueError("give sites or a time to predict at, not both")
+            sites = self._sites_at(time, x, task_id)
         samples = self._predictive_samples(x, task_id, num_samples, sites=sites, chunk=chunk)
         return self.model.likelihood.metrics(samples, y)
 

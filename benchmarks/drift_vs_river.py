@@ -1,0 +1,364 @@
+"""Drifting streams against river: pyro_cl's online learners beside river's, one protocol.
+
+Every learner sees the same time steps (the stream presets' sizes: 1000 rows, then 100 a step)
+and predicts every row of a step before any of its labels is read
+(:mod:`pyro_cl.app.one_step_ahead`); river's learners then learn the step one row at a time,
+ours as one step. Scored: one-step-ahead accuracy, log-likelihood (probabilities floored at
+1e-6) and expected calibration error over the last half of the steps (and over all steps), and
+seconds per step.
+
+Learners:
+
+* river (``pip install river``): logistic regression on standardised inputs, Hoeffding adaptive
+  tree, adaptive random forest (ARF, 10 trees, ADWIN), Gaussian naive Bayes, the majority class
+  so far;
+* pyro_cl: for each transition family (Bayesian forgetting, Wiener, OU) a bank of learners
+  (:class:`pyro_cl.learner.bank.LearnerBank`) whose members are online VB (strength 0) and the
+  family at each ``--strengths`` value. Each member is scored on its own (the fixed strengths;
+  the best of them *in hindsight* is a number no online learner could have chosen) and the bank
+  is scored as its evidence-weighted model average (the strength chosen online).
+
+Streams: ``weather`` and ``elec2`` (real, from ``--data-root``), ``sea`` (river's SEA concepts,
+abrupt switches every 5000 rows, 10% label noise) and ``hyperplane`` (river's rotating
+hyperplane, gradual drift).
+
+    OMP_NUM_THREADS=1 python benchmarks/drift_vs_river.py --stream weather --seeds 0 1 2 \\
+        --data-root ../shared/data --output results/drift_vs_river
+    python benchmarks/drift_vs_river.py --table results/drift_vs_river   # the tables, the figure
+
+One folder per stream, learner and seed, each with its ``scores.json`` (skipped when present, so
+a stopped run resumes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pyro_cl.app.one_step_ahead import (
+    OnStream,
+    RiverOnStream,
+    StreamScores,
+    one_step_ahead,
+    summary,
+)
+from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
+from pyro_cl.data.streams import OnlineStream, drift_stream
+from pyro_cl.learner.bank import LearnerBank
+from pyro_cl.transitions.base import Identity
+from pyro_cl.transitions.diffusion import OrnsteinUhlenbeck, Wiener
+from pyro_cl.transitions.forgetting import BayesianForgetting
+
+FAMILIES = {"forgetting": BayesianForgetting, "wiener": Wiener, "ou": OrnsteinUhlenbeck}
+RIVER_LEARNERS = ("river-logistic", "river-hat", "river-arf", "river-naive-bayes", "majority")
+SYNTHETIC_ROWS = 20_000
+
+
+# ---------------------------------------------------------------------------- streams
+def _synthetic(name: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    from river.datasets import synth
+
+    if name == "sea":  # concepts 0 → 1 → 2 → 3, switching abruptly every quarter
+        quarter = SYNTHETIC_ROWS // 4
+        rows = [
+            row
+            for variant in range(4)
+            for row in synth.SEA(variant=variant, noise=0.1, seed=seed + variant).take(quarter)
+        ]
+    else:
+        stream = synth.Hyperplane(
+            seed=seed, n_features=10, n_drift_features=5, mag_change=0.001, sigma=0.1
+        )
+        rows = list(stream.take(SYNTHETIC_ROWS))
+    x = np.array([[row[k] for k in sorted(row)] for row, _ in rows], dtype=np.float64)
+    y = np.array([int(label) for _, label in rows])
+    return x, y
+
+
+def make_stream(name: str, data_root: str, seed: int, num_steps: int | None) -> OnlineStream:
+    """The stream ``name``: a real one from its preset, a synthetic one from river's generators
+    at ``seed`` (with the weather preset's sizes)."""
+    if name in ("sea", "hyperplane"):
+        x, y = _synthetic(name, seed)
+        return drift_stream(x, y, None, 1000, 100, num_steps, name=name)
+    return STREAM_PRESETS[name].stream(data_root, num_steps=num_steps)
+
+
+# ---------------------------------------------------------------------------- learners
+def river_learner(name: str, seed: int):
+    from river import compose, dummy, forest, linear_model, naive_bayes, preprocessing, tree
+
+    if name == "river-logistic":
+        return compose.Pipeline(preprocessing.StandardScaler(), linear_model.LogisticRegression())
+    if name == "river-hat":
+        return tree.HoeffdingAdaptiveTreeClassifier(seed=seed)
+    if name == "river-arf":
+        return forest.ARFClassifier(seed=seed)
+    if name == "river-naive-bayes":
+        return naive_bayes.GaussianNB()
+    return dummy.PriorClassifier()
+
+
+def pyro_bank(family: str, stream: OnlineStream, args, seed: int) -> LearnerBank:
+    """Online VB and ``family`` at each strength, one learner each, as one bank."""
+    preset = STREAM_PRESETS.get(stream.name, STREAM_PRESETS["weather"])
+    transitions = {"online VB": Identity()}
+    for strength in args.strengths:
+        transitions[f"{family} {strength:g}"] = FAMILIES[family](strength)
+    members = {
+        label: make_online_learner(
+            "none",  # online VB without a memory, adapted by the transition
+            stream,
+            tuple(args.hidden),
+            0,
+            preset.term_samples,
+            seed=seed,
+            transition=transition,
+            epochs=args.iterations,
+            first_epochs=args.first_iterations,
+            num_particles=args.particles,
+            num_predictive_samples=args.predictive_samples,
+            learning_rate=args.learning_rate,
+        )
+        for label, transition in transitions.items()
+    }
+    return LearnerBank(members, discount=args.discount)
+
+
+class BankOnStream(OnStream):
+    """The bank under the protocol, keeping every member's own predictions of each step too
+    (so each fixed strength is scored from the same run): at the step's time (the members'
+    posteriors carried there by their transitions, what the bank predicts with) and, for
+    comparison with Kurle et al.'s metric, with the last posteriors."""
+
+    def __init__(self, bank: LearnerBank) -> None:
+        super().__init__(bank)
+        self.members = {label: StreamScores() for label in bank.members}
+        self.members_at_posterior = {label: StreamScores() for label in bank.members}
+        self.weights: list[dict[str, float]] = []
+
+    def predict_proba(self, x: np.ndarray, time: float) -> np.ndarray:
+        bank = self.learner
+        inputs = torch.as_tensor(x, dtype=torch.float32)
+        samples = bank.member_samples(inputs, None, time)
+        self._own = {
+            "at time": [
+                bank.likelihood.predictive_probabilities(s).double().numpy() for s in samples
+            ],
+            "at posterior": [
+                bank.likelihood.predictive_probabilities(s).double().numpy()
+                for s in bank.member_samples(inputs, None, None)
+            ],
+        }
+        self.weights.append(bank.weights)
+        return bank.mixed_probabilities(samples).numpy()
+
+    def learn(self, x: np.ndarray, y: np.ndarray, time: float) -> None:
+        if hasattr(self, "_own"):
+            for kind, members in (
+                ("at time", self.members),
+                ("at posterior", self.members_at_posterior),
+            ):
+                for scores, probabilities in zip(members.values(), self._own[kind], strict=True):
+                    seen = probabilities[np.arange(len(y)), y]
+                    scores.accuracy.append(float((probabilities.argmax(1) == y).mean()))
+                    scores.log_likelihood.append(float(np.log(np.maximum(seen, 1e-6)).mean()))
+                    scores.probabilities.append(probabilities)
+                    scores.labels.append(np.asarray(y))
+            del self._own
+        super().learn(x, y, time)
+
+
+# ---------------------------------------------------------------------------- runs
+def _write(folder: Path, scores: StreamScores, extra: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "summary": summary(scores, 0.5),
+        "summary_all_steps": summary(scores, 1.0),
+        "accuracy": scores.accuracy,
+        "log_likelihood": scores.log_likelihood,
+        "times": scores.times,
+        **extra,
+    }
+    (folder / "scores.json").write_text(json.dumps(payload, indent=1))
+
+
+def _member_scores(scores: StreamScores, bank_scores: StreamScores, members: int) -> StreamScores:
+    """A member's own scores, with the bank's times and its seconds divided by the number of
+    members (they run together, one after another; a member alone costs about that share)."""
+    scores.predict_seconds = [s / members for s in bank_scores.predict_seconds]
+    scores.learn_seconds = [s / members for s in bank_scores.learn_seconds]
+    scores.times = bank_scores.times
+    return scores
+
+
+def run(args, stream_name: str, seed: int) -> None:
+    stream = make_stream(stream_name, args.data_root, seed, args.num_steps)
+    base = Path(args.output) / stream_name
+    context = {
+        "command": " ".join(sys.argv),
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "torch_threads": torch.get_num_threads(),
+        "steps": len(stream.steps),
+    }
+    for name in args.learners:
+        folder = base / name / f"seed{seed}"
+        if (folder / "scores.json").exists():
+            continue
+        start = time.perf_counter()
+        if name in FAMILIES:
+            torch.manual_seed(seed)
+            adapter = BankOnStream(pyro_bank(name, stream, args, seed))
+            scores = one_step_ahead(adapter, stream, progress=_progress(name, stream))
+            extra = {**context, "weights": adapter.weights, "settings": _settings(args)}
+            for label, member in adapter.members.items():
+                tag = "online-vb" if label == "online VB" else label.replace(" ", "-")
+                member = _member_scores(member, scores, len(adapter.members))
+                at_posterior = adapter.members_at_posterior[label]
+                kurle = {
+                    "at_posterior": summary(
+                        _member_scores(at_posterior, scores, len(adapter.members)), 0.5
+                    )
+                }
+                _write(base / tag / f"seed{seed}", member, {**extra, **kurle})
+            _write(folder, scores, {**extra, "learner": f"{name} bank"})
+        else:
+            import river
+
+            model = RiverOnStream(river_learner(name, seed), stream.num_outputs)
+            scores = one_step_ahead(model, stream, progress=_progress(name, stream))
+            _write(folder, scores, {**context, "river": river.__version__})
+        result = summary(scores)
+        print(
+            f"{stream_name} {name} seed {seed}: accuracy {result['accuracy']:.3f}, "
+            f"log-likelihood {result['log_likelihood']:.3f}, ECE {result['calibration_error']:.3f}"
+            f" ({time.perf_counter() - start:.0f} s)",
+            flush=True,
+        )
+
+
+def _settings(args) -> dict:
+    names = ("hidden", "iterations", "first_iterations", "particles", "predictive_samples")
+    return {n: getattr(args, n) for n in (*names, "learning_rate", "strengths", "discount")}
+
+
+def _progress(name: str, stream: OnlineStream):
+    if not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(stream.steps), desc=name, leave=False)
+
+    def update(index, scores):
+        bar.update(1)
+        if index == len(stream.steps) - 1:
+            bar.close()
+
+    return update
+
+
+# ---------------------------------------------------------------------------- tables
+def table(output: Path) -> str:
+    """Markdown tables per stream (mean ± std over seeds) and the accuracy-over-time figures."""
+    lines = []
+    for stream_folder in sorted(p for p in output.iterdir() if p.is_dir()):
+        rows = {}
+        for learner in sorted(p for p in stream_folder.iterdir() if p.is_dir()):
+            runs = [json.loads(f.read_text()) for f in sorted(learner.glob("seed*/scores.json"))]
+            if runs:
+                rows[learner.name] = runs
+        if not rows:
+            continue
+        lines += [
+            f"\n**{stream_folder.name}** ({rows[next(iter(rows))][0]['steps']} steps)\n",
+            "| learner | seeds | accuracy | log-likelihood | ECE | accuracy, all steps | "
+            "log-lik., all steps | s/step |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        order = sorted(
+            rows, key=lambda n: -np.mean([r["summary"]["log_likelihood"] for r in rows[n]])
+        )
+        for name in order:
+            runs = rows[name]
+            cells = [name, str(len(runs))]
+            for part, key in (
+                ("summary", "accuracy"),
+                ("summary", "log_likelihood"),
+                ("summary", "calibration_error"),
+                ("summary_all_steps", "accuracy"),
+                ("summary_all_steps", "log_likelihood"),
+                ("summary", "seconds_per_step"),
+            ):
+                values = np.array([r[part][key] for r in runs])
+                digits = 2 if key == "seconds_per_step" else 3
+                spread = f" ± {values.std():.{digits}f}" if len(values) > 1 else ""
+                cells.append(f"{values.mean():.{digits}f}{spread}")
+            lines.append("| " + " | ".join(cells) + " |")
+        _figure(stream_folder, rows)
+    return "\n".join(lines)
+
+
+def _figure(folder: Path, rows: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [n for n in rows if n in (*RIVER_LEARNERS[:3], "online-vb", *FAMILIES)]
+    figure, axis = plt.subplots(figsize=(8, 4))
+    for name in shown:
+        accuracy = np.mean([r["accuracy"] for r in rows[name]], axis=0)
+        window = max(1, len(accuracy) // 20)
+        smooth = np.convolve(accuracy, np.ones(window) / window, mode="valid")
+        label = f"{name} bank" if name in FAMILIES else name
+        axis.plot(np.arange(len(smooth)) + window, smooth, label=label, lw=1.2)
+    axis.axvline(len(accuracy) / 2, color="grey", ls=":", lw=1)
+    axis.set_xlabel("time step")
+    axis.set_ylabel(f"one-step-ahead accuracy ({window}-step mean)")
+    axis.set_title(f"{folder.name}: one-step-ahead accuracy over time")
+    axis.legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    figure.savefig(folder / "accuracy_over_time.png", dpi=130)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stream", nargs="+", default=["weather"],
+                        choices=["weather", "elec2", "sea", "hyperplane"])  # fmt: skip
+    parser.add_argument("--learners", nargs="+", default=[*RIVER_LEARNERS, *FAMILIES],
+                        choices=[*RIVER_LEARNERS, *FAMILIES])  # fmt: skip
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--strengths", type=float, nargs="+", default=[0.003, 0.01, 0.03, 0.1])
+    parser.add_argument("--discount", type=float, default=1.0)
+    parser.add_argument("--hidden", type=int, nargs="*", default=[16, 16])
+    parser.add_argument("--iterations", type=int, default=100)
+    parser.add_argument("--first-iterations", type=int, default=1000)
+    parser.add_argument("--particles", type=int, default=10)
+    parser.add_argument("--predictive-samples", type=int, default=100)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--num-steps", type=int, help="only the first steps (a quick check)")
+    parser.add_argument("--data-root", default="data")
+    parser.add_argument("--output", default="results/drift_vs_river")
+    parser.add_argument("--table", type=Path, help="print the tables of a finished output folder")
+    args = parser.parse_args(argv)
+    if args.table is not None:
+        print(table(args.table))
+        return 0
+    for stream in args.stream:
+        for seed in args.seeds:
+            run(args, stream, seed)
+    print(table(Path(args.output)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

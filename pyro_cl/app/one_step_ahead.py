@@ -1,0 +1,174 @@
+"""The one-step-ahead protocol on a drifting stream, for any learner: ours or another library's.
+
+At every time step after the first, the learner predicts the class probabilities of every row of
+the step *before any of its labels is read*; then the labels are read, the predictions scored,
+and the learner learns the step (a pyro_cl learner as one step, an online learner from river one
+row at a time, in order). The first step is learnt without being scored. A learner is anything
+with
+
+* ``predict_proba(x: ndarray (N, D), time: float) -> ndarray (N, C)`` (``time``: the step's) and
+* ``learn(x: ndarray (N, D), y: ndarray (N,), time: float) -> None``;
+
+:class:`OnStream` makes one of a :class:`~pyro_cl.learner.ContinualLearner` or a
+:class:`~pyro_cl.learner.bank.LearnerBank`, :class:`RiverOnStream` of a river classifier (any
+object with river's ``predict_proba_one`` / ``learn_one``).
+
+Scores are per step: accuracy, the mean log-likelihood of the labels (probabilities floored at
+``floor``, so a learner that gives a seen label probability 0 is charged ``log floor``, not
+``-inf``), and the seconds spent predicting and learning; :func:`summary` averages them over the
+last fraction of the steps and adds the expected calibration error of those steps' predictions.
+"""
+
+from __future__ import annotations
+
+import time as clock
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from pyro_cl.data.streams import OnlineStream
+from pyro_cl.metrics import expected_calibration_error
+
+__all__ = [
+    "OnStream",
+    "RiverOnStream",
+    "StepLearner",
+    "StreamScores",
+    "one_step_ahead",
+    "summary",
+]
+
+
+class StepLearner(Protocol):
+    def predict_proba(self, x: np.ndarray, time: float) -> np.ndarray: ...
+
+    def learn(self, x: np.ndarray, y: np.ndarray, time: float) -> None: ...
+
+
+class OnStream:
+    """A pyro_cl learner (or bank) under the protocol: one ``observe`` per time step.
+
+    :param at_time: predict a step with the posterior carried to the step's time by the
+        learner's transition (its prior for that step); ``False`` predicts with the last
+        posterior, as Kurle et al. (2020, section 6) score their one-step-ahead LML.
+    """
+
+    def __init__(self, learner, at_time: bool = True) -> None:
+        self.learner = learner
+        self.at_time = at_time
+
+    def predict_proba(self, x: np.ndarray, time: float) -> np.ndarray:
+        inputs = torch.as_tensor(x, dtype=torch.float32)
+        when = time if self.at_time else None
+        return self.learner.predict(inputs, time=when).detach().cpu().double().numpy()
+
+    def learn(self, x: np.ndarray, y: np.ndarray, time: float) -> None:
+        data = (torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.long))
+        self.learner.observe(data, time=time)
+
+
+class RiverOnStream:
+    """A river classifier under the protocol: rows as ``{column index: value}`` dicts, learnt one
+    at a time in the stream's order; a class it has not seen yet gets probability 0 (before the
+    floor), and a model with no opinion yet predicts uniformly.
+
+    :param num_classes: the stream's classes ``0 .. C-1``.
+    """
+
+    def __init__(self, model, num_classes: int) -> None:
+        self.model = model
+        self.num_classes = num_classes
+
+    def predict_proba(self, x: np.ndarray, time: float) -> np.ndarray:
+        out = np.zeros((len(x), self.num_classes))
+        for n, row in enumerate(x):
+            opinion = self.model.predict_proba_one(_row(row))
+            for label, probability in opinion.items():
+                out[n, int(label)] = probability
+        totals = out.sum(1, keepdims=True)
+        return np.where(totals > 0, out / np.where(totals > 0, totals, 1.0), 1 / self.num_classes)
+
+    def learn(self, x: np.ndarray, y: np.ndarray, time: float) -> None:
+        for row, label in zip(x, y, strict=True):
+            self.model.learn_one(_row(row), int(label))
+
+
+def _row(values: np.ndarray) -> dict[int, float]:
+    return {i: float(v) for i, v in enumerate(values)}
+
+
+@dataclass
+class StreamScores:
+    """Per scored step: ``accuracy``, ``log_likelihood`` (mean over its rows), ``predict_seconds``
+    and ``learn_seconds`` (every step, the first included), ``times``; and every scored row's
+    predicted probabilities and label, for the calibration error."""
+
+    accuracy: list[float] = field(default_factory=list)
+    log_likelihood: list[float] = field(default_factory=list)
+    predict_seconds: list[float] = field(default_factory=list)
+    learn_seconds: list[float] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    probabilities: list[np.ndarray] = field(default_factory=list)
+    labels: list[np.ndarray] = field(default_factory=list)
+
+
+def one_step_ahead(
+    learner: StepLearner, stream: OnlineStream, floor: float = 1e-6, progress=None
+) -> StreamScores:
+    """Run ``learner`` over ``stream`` under the protocol (see the module docstring).
+
+    :param progress: called with ``(step index, scores so far)`` after every step (e.g. a
+        progress bar's update).
+    """
+    scores = StreamScores()
+    for step in stream.steps:
+        x = step.x.detach().cpu().numpy()
+        if step.index > 0:
+            start = clock.perf_counter()
+            probabilities = np.asarray(learner.predict_proba(x, step.time), dtype=np.float64)
+            scores.predict_seconds.append(clock.perf_counter() - start)
+            labels = _labels(step.y)  # read only now: the step is predicted
+            if probabilities.shape[0] != len(labels):
+                raise ValueError(
+                    f"the learner predicted {probabilities.shape[0]} rows of a {len(labels)}-row step"
+                )
+            seen = probabilities[np.arange(len(labels)), labels]
+            scores.accuracy.append(float((probabilities.argmax(1) == labels).mean()))
+            scores.log_likelihood.append(float(np.log(np.maximum(seen, floor)).mean()))
+            scores.times.append(step.time)
+            scores.probabilities.append(probabilities)
+            scores.labels.append(labels)
+        start = clock.perf_counter()
+        learner.learn(x, _labels(step.y), step.time)
+        scores.learn_seconds.append(clock.perf_counter() - start)
+        if progress is not None:
+            progress(step.index, scores)
+    return scores
+
+
+def _labels(y) -> np.ndarray:
+    if isinstance(y, torch.Tensor):
+        y = y.detach().cpu().numpy()
+    return np.asarray(y, dtype=np.int64)
+
+
+def summary(scores: StreamScores, fraction: float = 0.5) -> dict[str, float]:
+    """Accuracy, log-likelihood and expected calibration error over the last ``fraction`` of the
+    scored steps, and the seconds per step (predicting and learning) over all of them."""
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    if not scores.accuracy:
+        raise ValueError("no step was scored: the stream has one step only")
+    first = len(scores.accuracy) - max(1, int(round(fraction * len(scores.accuracy))))
+    probabilities = torch.as_tensor(np.concatenate(scores.probabilities[first:]))
+    labels = torch.as_tensor(np.concatenate(scores.labels[first:]))
+    seconds = np.add(scores.predict_seconds, scores.learn_seconds[1:]).mean()
+    return {
+        "accuracy": float(np.mean(scores.accuracy[first:])),
+        "log_likelihood": float(np.mean(scores.log_likelihood[first:])),
+        "calibration_error": expected_calibration_error(probabilities, labels),
+        "seconds_per_step": float(seconds),
+        "steps": len(scores.accuracy) - first,
+    }
