@@ -4,7 +4,7 @@ PYTHON ?= python3
 .PHONY: demo test lint docs mutations
 
 demo:
-	$(PYTHON) -m pip install -e .
+	$(PYTHON) -m pip install -e ".[app]"
 	pyro-cl run --output results/demo
 
 test:

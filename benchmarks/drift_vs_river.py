@@ -82,13 +82,30 @@ def _synthetic(name: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def make_stream(name: str, data_root: str, seed: int, num_steps: int | None) -> OnlineStream:
-    """The stream ``name``: a real one from its preset, a synthetic one from river's generators
-    at ``seed`` (with the weather preset's sizes)."""
+#: The cycles a stream's time stamps carry (in rows): a year of days for weather, a day and a
+#: week of half-hours for elec2.
+CYCLES = {"weather": (365.25,), "elec2": (48.0, 336.0)}
+
+
+def make_stream(
+    name: str, data_root: str, seed: int, num_steps: int | None, cyclic: bool = False
+) -> OnlineStream:
+    """The stream ``name``: a real one from its preset's table, a synthetic one from river's
+    generators at ``seed`` (with the weather preset's sizes); with ``cyclic``, a sine and cosine
+    of every cycle of the time stamp are added as features (for every learner alike)."""
     if name in ("sea", "hyperplane"):
         x, y = _synthetic(name, seed)
-        return drift_stream(x, y, None, 1000, 100, num_steps, name=name)
-    return STREAM_PRESETS[name].stream(data_root, num_steps=num_steps)
+        times = None
+    else:
+        preset = STREAM_PRESETS[name]
+        x, y, times = preset.load(data_root, False)
+    if cyclic:
+        if name not in CYCLES:
+            raise ValueError(f"the {name} stream has no time cycles to encode")
+        stamps = np.arange(len(x), dtype=np.float64) if times is None else times
+        angles = [2 * np.pi * stamps / period for period in CYCLES[name]]
+        x = np.column_stack([x, *[f(a) for a in angles for f in (np.sin, np.cos)]])
+    return drift_stream(x, y, times, 1000, 100, num_steps, name=name)
 
 
 # ---------------------------------------------------------------------------- learners
@@ -200,7 +217,7 @@ def _member_scores(scores: StreamScores, bank_scores: StreamScores, members: int
 
 
 def run(args, stream_name: str, seed: int) -> None:
-    stream = make_stream(stream_name, args.data_root, seed, args.num_steps)
+    stream = make_stream(stream_name, args.data_root, seed, args.num_steps, args.cyclic)
     base = Path(args.output) / stream_name
     context = {
         "command": " ".join(sys.argv),
@@ -345,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--particles", type=int, default=10)
     parser.add_argument("--predictive-samples", type=int, default=100)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--cyclic", action="store_true", help="add sin/cos of the time's cycles")
     parser.add_argument("--num-steps", type=int, help="only the first steps (a quick check)")
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--output", default="results/drift_vs_river")

@@ -81,3 +81,48 @@ def test_the_documentation_site_builds_with_warnings_as_errors(tmp_path):
     assert built.returncode == 0, built.stderr[-4000:]
     for page in ("index", "api", "architecture", "which_method", "tutorials/vcl_quickstart"):
         assert (tmp_path / "html" / f"{page}.html").stat().st_size > 0, page
+
+
+#: Runs with matplotlib, scikit-learn and torchvision unimportable, as in a core-only install.
+WITHOUT_EXTRAS = """
+import sys
+for name in ("matplotlib", "sklearn", "torchvision"):
+    sys.modules[name] = None  # import raises ImportError, as if not installed
+import torch
+import pyro_cl
+from pyro_cl.app import cli  # the command line imports; only what plots or downloads needs more
+from pyro_cl.nn import BayesianMLP
+x = torch.randn(40, 3)
+learner = pyro_cl.VCL(BayesianMLP(3, [8], 2), epochs=2, progress=False, seed=0)
+learner.observe((x, (x[:, 0] > 0).long()))
+print(learner.evaluate((x, (x[:, 0] > 0).long()))["accuracy"])
+from pyro_cl.data import split_digits
+try:
+    split_digits()
+except ImportError as error:
+    print(error)
+"""
+
+
+def test_the_core_install_fits_a_net_without_the_app_extras():
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_EXTRAS], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    accuracy, message = done.stdout.strip().splitlines()
+    assert 0.0 <= float(accuracy) <= 1.0
+    assert message.startswith("the embedded 8x8 digits needs scikit-learn")
+    assert '".[app]"' in message
+
+
+def test_the_command_line_says_in_one_line_which_extra_is_missing():
+    code = (
+        "import sys\nsys.modules['sklearn'] = None\n"
+        "from pyro_cl.app.cli import main\nmain(['run', '--methods', 'vcl'])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "pyro-cl run: the embedded 8x8 digits needs scikit-learn, which is not installed: "
+        'pip install -e ".[app]" in a clone of pyro_cl (or pip install scikit-learn)'
+    ]

@@ -28,6 +28,7 @@ from pyro_cl.app.presets import DEFAULT_PRESET, PRESETS
 from pyro_cl.app.runner import run_benchmark
 from pyro_cl.app.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
 from pyro_cl.app.stream_presets import STREAM_PRESETS
+from pyro_cl.extras import MissingExtra
 from pyro_cl.guides import REINIT_POLICIES
 from pyro_cl.infer.config import INIT_MEANS, TrainingConfig
 from pyro_cl.infer.data_parallel import init_from_environment, is_writer
@@ -562,12 +563,12 @@ def _transition(args: argparse.Namespace) -> Transition | None:
 @contextlib.contextmanager
 def command_line_errors(program: str, debug: bool = False) -> Iterator[None]:
     """Turn a user's mistake (a ValueError: bad options or data files; an OSError: missing or
-    unreadable files) into a one-line message and exit status 1 instead of a traceback; with
+    unreadable files; an optional dependency not installed) into a one-line message and exit status 1 instead of a traceback; with
     ``debug`` (``--debug``) the traceback is kept. Anything else is a bug and keeps its
     traceback."""
     try:
         yield
-    except (ValueError, OSError, DivergenceError, OverflowError) as error:
+    except (ValueError, OSError, DivergenceError, OverflowError, MissingExtra) as error:
         if debug:
             raise
         message = " ".join(str(error).split())  # one line, whatever the error's text

@@ -59,7 +59,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torchvision.transforms.functional as TF
 
 from pyro_cl import VCL
 from pyro_cl.app.plotting import _pyplot, _save
@@ -71,6 +70,7 @@ from pyro_cl.data.domain_graph import (
     transport_costs,
 )
 from pyro_cl.data.drift_data import load_weather
+from pyro_cl.extras import require
 from pyro_cl.learner.graph_vcl import HEADS, GraphVCL
 from pyro_cl.metrics import expected_calibration_error
 from pyro_cl.nn import BayesianMLP
@@ -126,7 +126,9 @@ def rotating_digits(seed: int, data_root: Path | None = None, per_domain: int = 
 
 def _rotate(x: np.ndarray, angle: float) -> torch.Tensor:
     images = torch.from_numpy(x).reshape(-1, 1, 8, 8)
-    return TF.rotate(images, angle, interpolation=TF.InterpolationMode.BILINEAR).reshape(-1, 64)
+    functional = require("torchvision.transforms.functional", "rotating the digits")
+    bilinear = functional.InterpolationMode.BILINEAR
+    return functional.rotate(images, angle, interpolation=bilinear).reshape(-1, 64)
 
 
 def weather_years(seed: int, data_root: Path | None = None, targets: int = 5) -> Domains:

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from pyro_cl.app.result import RunResult
+from pyro_cl.extras import require
 from pyro_cl.metrics import average_accuracy_curve
 
 __all__ = [
@@ -129,9 +130,7 @@ class _Figures:
 
     @staticmethod
     def subplots(nrows: int = 1, ncols: int = 1, figsize=None, **kwargs):
-        from matplotlib.figure import Figure
-
-        figure = Figure(figsize=figsize)
+        figure = require("matplotlib.figure", "plotting").Figure(figsize=figsize)
         return figure, figure.subplots(nrows, ncols, **kwargs)
 
 

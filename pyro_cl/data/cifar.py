@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from pyro_cl.data.tasks import TaskStream, split_tasks
+from pyro_cl.extras import require
 
 __all__ = ["load_cifar10", "load_cifar100", "split_cifar", "split_cifar10"]
 
@@ -57,9 +58,8 @@ def _load(root, folder: str, npz: str, binary_files, label_bytes: int, download:
     root = Path(root)
     binary = root / folder
     if not binary.is_dir() and download:
-        from torchvision.datasets.utils import download_and_extract_archive
-
-        download_and_extract_archive(_URLS[folder], str(root))
+        utils = require("torchvision.datasets.utils", f"downloading {folder}")
+        utils.download_and_extract_archive(_URLS[folder], str(root))
     if binary.is_dir():
         train_files, test_files = binary_files
         train = _read_binary([binary / f for f in train_files], label_bytes)

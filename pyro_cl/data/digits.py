@@ -6,15 +6,16 @@ import numpy as np
 
 from pyro_cl.data.mnist import SPLIT_MNIST_CLASSES
 from pyro_cl.data.tasks import TaskStream, permuted_tasks, split_tasks
+from pyro_cl.extras import require
 
 __all__ = ["load_digits", "split_digits", "permuted_digits"]
 
 
 def load_digits(test_fraction: float = 0.25, seed: int = 0):
     """The 8x8 digits, pixels scaled to [0, 1], split into train/test by a seeded shuffle."""
-    from sklearn.datasets import load_digits as sklearn_digits
+    datasets = require("sklearn.datasets", "the embedded 8x8 digits")
 
-    bunch = sklearn_digits()
+    bunch = datasets.load_digits()
     x = (bunch.data / 16.0).astype(np.float32)
     y = bunch.target.astype(np.int64)
     order = np.random.default_rng(seed).permutation(len(y))

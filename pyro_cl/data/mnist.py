@@ -8,6 +8,7 @@ import numpy as np
 
 from pyro_cl.data.idx import find_idx, read_idx
 from pyro_cl.data.tasks import TaskStream, permuted_tasks, split_tasks
+from pyro_cl.extras import require
 
 __all__ = ["load_mnist", "permuted_mnist", "split_mnist", "SPLIT_MNIST_CLASSES"]
 
@@ -40,9 +41,8 @@ def load_idx_dataset(root: str | Path, dataset: str = "MNIST", download: bool = 
             raise FileNotFoundError(
                 f"no {dataset} IDX files under {Path(root)}; pass download=True to fetch them"
             )
-        import torchvision.datasets
-
-        getattr(torchvision.datasets, dataset)(str(root), train=True, download=True)
+        datasets = require("torchvision.datasets", f"downloading {dataset}")
+        getattr(datasets, dataset)(str(root), train=True, download=True)
         folder = _raw_folder(root, dataset)
     splits = []
     for images_stem, labels_stem in _FILES.values():

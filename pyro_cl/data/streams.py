@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from pyro_cl.checks import checked_count
+from pyro_cl.extras import require
 
 __all__ = [
     "OnlineStream",
@@ -250,7 +251,7 @@ def two_moons_stream(
 ) -> OnlineStream:
     """The two-moons toy of section 6.1 (figure 3): 150 points at ``t_0`` and 15 per later step,
     drawn with :func:`sklearn.datasets.make_moons`; inputs standardised, 20% held out."""
-    from sklearn.datasets import make_moons
+    make_moons = require("sklearn.datasets", "the two-moons stream").make_moons
 
     total = first_size + step_size * (num_steps - 1)
     x, y = make_moons(int(np.ceil(total / 0.8)) + 1, noise=noise, random_state=seed)
