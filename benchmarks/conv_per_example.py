@@ -1,4 +1,4 @@
-"""Split CIFAR's VOGN step (issue 31): the per-example squared kernel gradients of the conv layers,
+"""Split CIFAR's VOGN step: the per-example squared kernel gradients of the conv layers,
 as one convolution grouped by example (the library's) against a product with unfolded patches (the
 library's before, kept here as the reference), side by side in one process.
 

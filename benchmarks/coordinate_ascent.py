@@ -1,4 +1,4 @@
-"""Mean-field coordinate ascent against SVI on the same model and family (issue 29): Bayesian
+"""Mean-field coordinate ascent against SVI on the same model and family: Bayesian
 linear regression with an unknown noise precision, ``q(w, τ) = Π_d N(μ_d, s_d²) Gamma(a, b)``.
 
 * **CAVI** — :func:`pyro_cl.fitters.coordinate_ascent.fit_coordinate_ascent`, closed-form factor

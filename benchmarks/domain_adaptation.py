@@ -1,4 +1,4 @@
-"""Predictive domain adaptation on rotating digits (issue 29): ``pyro-cl domains`` as a script
+"""Predictive domain adaptation on rotating digits: ``pyro-cl domains`` as a script
 (:mod:`pyro_cl.app.domain_benchmark` says what runs).
 
     python benchmarks/domain_adaptation.py --seeds 0 1 2 --output results/domain-adaptation

@@ -1,4 +1,4 @@
-"""Does the weather ordering move as each time step's fit gets longer? (issue 30)
+"""Does the weather ordering move as each time step's fit gets longer?
 
 Reads sweep folders of ``drift_paper.py --part sweep`` run at several ``--iterations`` (Adam
 steps per later time step) and draws the one-step-ahead LML (last 50% of the steps) against the

@@ -1,4 +1,4 @@
-"""GRS's Gaussian factors (issue 31): every candidate point's factor under the fitted ``q̃`` (Kurle
+"""GRS's Gaussian factors: every candidate point's factor under the fitted ``q̃`` (Kurle
 et al. 2020, eq. 5a/5b), with a linear layer's weighted per-example sums ``Σ_s g_{s,n,o} x_{s,n,i}
 A_{s,o,i}`` as matrix products where the inputs are shared and one output unit at a time where
 they are not (the library's, :func:`~pyro_cl.nn.linear.outer_product_sums`) against an einsum

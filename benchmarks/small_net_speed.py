@@ -1,4 +1,4 @@
-"""The small-net many-sample regime (issue 31): one Adam iteration of online VB on Kurle et al.'s
+"""The small-net many-sample regime: one Adam iteration of online VB on Kurle et al.'s
 nets, pyro_cl against a hand-written loop, side by side in one process.
 
 Rows (Kurle et al. 2020, table 2's sizes):

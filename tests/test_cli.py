@@ -406,3 +406,15 @@ def test_a_coreset_size_for_methods_that_keep_no_points_is_refused_by_name():
     # a method that keeps points takes it, and so does a function-space fitter's context
     assert BenchmarkRun(methods=["vcl", "vcl-random"], coreset_size=5).resolved_coreset_size == 5
     assert BenchmarkRun(methods=["fsvi"], coreset_size=5).resolved_coreset_size == 5
+
+
+def test_the_thread_count_leaves_busy_cores_alone(monkeypatch):
+    from pyro_cl.app import cli
+
+    monkeypatch.setattr(cli.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    for load, threads in ((0.1, 4), (1.2, 3), (2.6, 1), (9.0, 1)):
+        monkeypatch.setattr(cli.os, "getloadavg", lambda load=load: (load, load, load))
+        assert cli.chosen_threads(None) == threads
+    assert cli.chosen_threads(3) == 3
+    with pytest.raises(ValueError, match="--threads"):
+        cli.chosen_threads(0)

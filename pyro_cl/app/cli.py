@@ -13,6 +13,8 @@ import typing
 from collections.abc import Iterator
 from pathlib import Path
 
+import torch
+
 from pyro_cl import __version__
 from pyro_cl.app.benchmark_run import ARCHITECTURES, BenchmarkRun, fill_unset
 from pyro_cl.app.domain_benchmark import add_domain_arguments, run_domain_benchmark
@@ -68,7 +70,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_domain_arguments(domains)
     commands.add_parser("list", help="list benchmarks, methods and the registered parts")
+    for command in (run, stream, domains):
+        command.add_argument(
+            "--threads",
+            type=int,
+            help="torch's CPU threads (default: the cores not busy with other work, from the "
+            "load average; at least 1)",
+        )
     return parser
+
+
+def chosen_threads(requested: int | None) -> int:
+    """``requested``, else the cores no other work is using: the cores this process may run on
+    less the last minute's load average, rounded, at least 1 (two multi-threaded torch jobs on
+    the same cores slow each other far more than twice)."""
+    if requested is not None:
+        if isinstance(requested, bool) or requested < 1:
+            raise ValueError(f"--threads must be a positive integer, got {requested}")
+        return requested
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        busy = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average on this platform
+        busy = 0.0
+    return max(1, min(cores or 1, round((cores or 1) - busy)))
 
 
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
@@ -611,6 +636,9 @@ def silenced(silent: bool) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command != "list":
+        with command_line_errors(f"pyro-cl {args.command}"):
+            torch.set_num_threads(chosen_threads(args.threads))
     if args.command == "run":
         with command_line_errors("pyro-cl run", args.debug):
             run, silent = join_data_parallel(benchmark_run_from_args(args))
