@@ -93,7 +93,8 @@ def test_a_user_module_tree_runs_on_pyros_route_one_draw_at_a_time():
 @pytest.mark.parametrize(
     ("module", "message"),
     [
-        (nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)), r"1 \(BatchNorm1d\)"),
+        (nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)), r"1 \(BatchNorm1d"),
+        (nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4, affine=False)), "batch statistics"),
         (nn.Sequential(nn.Conv2d(2, 2, 3, groups=2)), r"0 \(Conv2d with groups"),
         (nn.Sequential(nn.Conv2d(1, 2, (3, 5))), r"0 \(Conv2d with a non-square"),
         (nn.Sequential(nn.ReLU()), "no nn.Linear or nn.Conv2d layer"),
@@ -146,3 +147,33 @@ def test_a_net_run_one_draw_at_a_time_predicts_whole_minibatches_per_draw():
     finally:
         hook.remove()
     assert rows == [600, 600]
+
+
+class TiedNet(nn.Module):
+    """One hidden layer applied twice (tied weights), and a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(4, 4)
+        self.again = self.first
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.again(torch.relu(self.first(x)))))
+
+
+def test_a_layer_used_twice_stays_one_bayesian_layer():
+    net = make_bayesian(TiedNet())
+    assert net.first is net.again and isinstance(net.first, BayesianLinear)
+    learner = VCL(net, seed=0, **SMALL)
+    x = torch.randn(30, 4)
+    learner.observe((x, (x[:, 0] > 0).long()))
+    tied = [name for name in learner.current_prior() if name.endswith(".weight")]
+    assert len(tied) == 2  # the tied layer's and the head's, not three
+
+
+def test_one_weight_shared_by_two_layers_is_refused_by_name():
+    user = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+    user[2].weight = user[0].weight
+    with pytest.raises(ValueError, match=r"0.weight and 2.weight \(one weight tied"):
+        make_bayesian(user)

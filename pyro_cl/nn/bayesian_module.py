@@ -15,7 +15,11 @@ is multi-head (the model passes the task on), as for any ``PyroModule``.
 
 Layers with parameters that have no Bayesian counterpart here (batch norm, embeddings, grouped or
 dilated convolutions, a bare ``nn.Parameter``) are refused by name: their parameters would be
-neither fitted by the learner nor handed on.
+neither fitted by the learner nor handed on. Batch norm is refused even without parameters
+(``affine=False``): its batch statistics are neither a posterior nor handed on, and a trace of
+one example breaks it. Tied weights stay tied: a layer used at two places of the tree becomes
+one Bayesian layer (one set of sites) used at both; one weight tensor shared by two different
+layers is refused by name (share the layer instead).
 """
 
 from __future__ import annotations
@@ -62,7 +66,8 @@ def make_bayesian(
     if isinstance(net, nn.Linear | nn.Conv2d):
         net = _bayesian_layer(net, "the net", options)
     else:
-        refused = [*_replace_layers(net, "", options), *_bare_parameters(net)]
+        refused = [*_tied_parameters(net), *_bare_parameters(net)]
+        refused += _replace_layers(net, "", options, {})
         if refused:
             raise ValueError(
                 "make_bayesian turns nn.Linear and nn.Conv2d layers into Bayesian ones; these "
@@ -77,21 +82,44 @@ def make_bayesian(
     return net
 
 
-def _replace_layers(parent: nn.Module, prefix: str, options: dict) -> list[str]:
+def _replace_layers(parent: nn.Module, prefix: str, options: dict, done: dict) -> list[str]:
     """Swap every linear and convolutional child of ``parent`` (recursively) for its Bayesian
-    layer; return a description of each child with parameters that cannot be swapped."""
+    layer, the same one wherever a layer appears twice (``done``: id of a replaced layer → its
+    Bayesian layer); return a description of each child that cannot be swapped."""
     refused = []
-    for name, child in list(parent.named_children()):
+    for name, child in list(parent._modules.items()):  # named_children skips a repeat
         path = f"{prefix}{name}"
-        if isinstance(child, nn.Linear | nn.Conv2d):
+        if child is None:
+            continue
+        if id(child) in done:
+            setattr(parent, name, done[id(child)])
+        elif isinstance(child, nn.Linear | nn.Conv2d):
             try:
-                setattr(parent, name, _bayesian_layer(child, path, options))
+                done[id(child)] = _bayesian_layer(child, path, options)
+                setattr(parent, name, done[id(child)])
             except ValueError as error:
                 refused.append(str(error))
+        elif isinstance(child, nn.modules.batchnorm._BatchNorm):
+            refused.append(f"{path} ({type(child).__name__}: batch statistics)")
         elif next(child.parameters(recurse=False), None) is not None:
             refused.append(f"{path} ({type(child).__name__})")
         else:
-            refused += _replace_layers(child, f"{path}.", options)
+            refused += _replace_layers(child, f"{path}.", options, done)
+    return refused
+
+
+def _tied_parameters(net: nn.Module) -> list[str]:
+    """One parameter tensor held by two different layers (``b.weight = a.weight``)."""
+    holders: dict[int, list[tuple[str, nn.Module]]] = {}
+    for path, module in net.named_modules(remove_duplicate=False):
+        for name, parameter in module.named_parameters(recurse=False):
+            holders.setdefault(id(parameter), []).append((f"{path}.{name}".lstrip("."), module))
+    refused = []
+    for places in holders.values():
+        modules = {id(module) for _, module in places}
+        if len(modules) > 1:
+            names = " and ".join(path for path, _ in places)
+            refused.append(f"{names} (one weight tied between two layers: share the layer instead)")
     return refused
 
 
