@@ -151,7 +151,7 @@ def test_cli_builds_a_transition_from_its_registered_options(tmp_path):
         (["--transition", "child_concentration_growth"], "needs --transition-factor"),
         (["--transition", "child_concentration_growth", "--transition-factor", "2"], "H-IBP"),
         (["--methods", "vcl,nope"], "unknown methods ['nope']"),
-        (["--benchmark", "split-digits", "--num-tasks", "3"], "fixed number of tasks"),
+        (["--benchmark", "split-digits", "--num-tasks", "9"], "split digits has 5 tasks"),
         (["--device", "nonsense"], "unknown device 'nonsense'"),
         (["--init-precision", "0"], "--init-precision must be positive"),
         (["--seeds", "0", "-1"], "seeds must be integers"),
@@ -418,3 +418,11 @@ def test_the_thread_count_leaves_busy_cores_alone(monkeypatch):
     assert cli.chosen_threads(3) == 3
     with pytest.raises(ValueError, match="--threads"):
         cli.chosen_threads(0)
+
+
+def test_num_tasks_on_a_fixed_stream_runs_its_first_tasks(tmp_path, capsys):
+    main(["run", "--benchmark", "split-digits", "--num-tasks", "2", "--methods", "finetune",
+          "--epochs", "1", "--no-progress", "--output", str(tmp_path)])  # fmt: skip
+    assert "split digits: 2 tasks" in capsys.readouterr().out
+    (run,) = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert len(run["step_names"]) == 2 and len(run["matrices"]["accuracy"]) == 2

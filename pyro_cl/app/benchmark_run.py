@@ -27,6 +27,7 @@ import torch
 from pyro_cl.app.methods import METHODS, method_names
 from pyro_cl.app.part_options import accepted, check_taken
 from pyro_cl.app.presets import DEFAULT_PRESET, PRESETS, Preset
+from pyro_cl.data.tasks import TaskStream
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.nn import BayesianCNN, BayesianMLP, IndianBuffetMLP, VAEDecoder
@@ -148,10 +149,6 @@ class BenchmarkRun:
             TrainingConfig().replace(**self.resolved_training())
         except TypeError as error:
             raise ValueError(str(error)) from error
-        if self.num_tasks is not None and not self.preset.takes_num_tasks:
-            raise ValueError(
-                f"{self.benchmark} has a fixed number of tasks; num_tasks is for permuted streams"
-            )
         if self.net is not None and self.net not in ARCHITECTURES:
             raise ValueError(f"unknown net {self.net!r}; choose from {ARCHITECTURES}")
         if (self.architecture == "vae") != (self.preset.architecture == "vae"):
@@ -261,6 +258,14 @@ class BenchmarkRun:
             )
         net_class = IndianBuffetMLP if self.indian_buffet else BayesianMLP
         return net_class(stream.in_features, hidden, stream.num_classes, **common)
+
+    def task_stream(self, seed: int) -> TaskStream:
+        """The benchmark's stream for ``seed``: ``num_tasks`` tasks of a permuted stream, or the
+        first ``num_tasks`` of a fixed one (a quick run)."""
+        stream = self.preset.stream(str(self.data_root), seed, self.num_tasks, self.download)
+        if self.num_tasks is not None and not self.preset.takes_num_tasks:
+            stream = stream.first(self.num_tasks)
+        return stream
 
     @property
     def resolved_device(self) -> str:

@@ -242,7 +242,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--refit-epochs", type=int, help="epochs of the coreset refit (default: epochs)"
     )
     parser.add_argument("--hidden", type=int, nargs="+", help="hidden layer widths")
-    parser.add_argument("--num-tasks", type=int, help="tasks of a permuted stream")
+    parser.add_argument(
+        "--num-tasks",
+        type=int,
+        help="tasks of a permuted stream, or the first tasks of a fixed one (a quick run)",
+    )
     parser.add_argument("--epochs", type=int, help="epochs per task (default: the benchmark's)")
     parser.add_argument("--first-epochs", type=int, help="epochs of the first task")
     parser.add_argument("--batch-size", type=int, help="0 means the whole task")

@@ -73,7 +73,7 @@ def run_generative_benchmark(run: BenchmarkRun) -> list[RunResult]:
         check_writable(output)
     results = []
     for seed in run.seeds if run.seeds is not None else (0,):
-        stream = run.preset.stream(str(run.data_root), seed, run.num_tasks, run.download)
+        stream = run.task_stream(seed)
         path = None if output is None else output / f"classifier_seed{seed}.pt"
         classifier, accuracy = judge_classifier(
             stream, classifier_epochs, device, path, seed, run.progress

@@ -37,7 +37,7 @@ def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
         check_writable(output)
     results = []
     for seed in run.seeds if run.seeds is not None else (0,):
-        stream = run.preset.stream(str(run.data_root), seed, run.num_tasks, run.download)
+        stream = run.task_stream(seed)
         if run.validation is not None:
             stream = stream.validation(run.validation, seed)
         print(

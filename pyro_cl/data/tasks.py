@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -55,6 +56,17 @@ class TaskStream:
 
     def __getitem__(self, index: int) -> Task:
         return self.tasks[index]
+
+    def first(self, count: int) -> TaskStream:
+        """The stream of its first ``count`` tasks (a quick run of a long benchmark).
+
+        :raises ValueError: unless ``1 <= count <= len(self)``.
+        """
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= len(self):
+            raise ValueError(
+                f"{self.name} has {len(self)} tasks: choose 1 to {len(self)}, not {count!r}"
+            )
+        return dataclasses.replace(self, tasks=self.tasks[:count])
 
     def validation(self, fraction: float = 0.1, seed: int = 0) -> TaskStream:
         """The same stream with each task's test set replaced by a random ``fraction`` of its
