@@ -1,4 +1,4 @@
-"""Predictive domain adaptation (issue 29): sources with labels, targets known by their metadata,
+"""Predictive domain adaptation: sources with labels, targets known by their metadata,
 every method predicting each target without its labels (the oracle aside).
 
 Two streams of domains with metadata:
@@ -33,7 +33,12 @@ its labels only by the oracle. VCL at a short CPU schedule (:data:`SETTINGS`). M
 * **fresh fit, nearest source** — a new learner fitted on the nearest source alone: the baseline
   a chain must beat to show it carried anything useful;
 * **uniform average** — the equal-weight product of all source posteriors;
-* **oracle** — VCL fitted on the target's own labels.
+* **oracle** — VCL fitted on the target's own labels;
+* **self-training, target only** — the source-only fit, then one self-training step
+  (:func:`~pyro_cl.learner.self_training.self_train`: its confident predictions of the target's
+  unlabelled inputs fitted as labels) on the target; **gradual self-training** — the same steps
+  along every target in metadata order up to this one (Kumar et al. 2020), the posterior so far
+  the prior of each.
 
 "One model or several" (``--heads shared per_domain``): with one shared head every domain runs
 the same net; with per-domain heads domain ``d`` has head ``d``, sequential VCL and the OT path
@@ -72,14 +77,17 @@ from pyro_cl.data.domain_graph import (
 from pyro_cl.data.drift_data import load_weather
 from pyro_cl.extras import require
 from pyro_cl.learner.graph_vcl import HEADS, GraphVCL
+from pyro_cl.learner.self_training import self_train
 from pyro_cl.metrics import expected_calibration_error
 from pyro_cl.nn import BayesianMLP
 
 METHODS = ("majority class", "source only", "sequential VCL", "random order", "OT path", "graph VCL",
            "graph VCL + unsupervised step", "nearest domain", "fresh fit, nearest source",
-           "uniform average", "oracle", "graph VCL, moment-matched")  # fmt: skip
+           "uniform average", "oracle", "graph VCL, moment-matched", "self-training, target only",
+           "gradual self-training")  # fmt: skip
 #: The methods whose net has one head whatever ``--heads`` says (or no net at all).
-SHARED_BY_HEADS = ("majority class", "source only")
+SHARED_BY_HEADS = ("majority class", "source only", "self-training, target only",
+                   "gradual self-training")  # fmt: skip
 SETTINGS = {"epochs": 300, "batch_size": None, "learning_rate": 1e-2, "num_particles": 2,
             "ml_init_epochs": 20, "num_predictive_samples": 20, "progress": False}  # fmt: skip
 
@@ -231,17 +239,25 @@ def run_seed(domains: Domains, seed: int, heads: list[str]) -> dict:
     """Every method for every ``heads`` setting on one seed: ``{"scores": {heads: {method:
     {target: metrics}}}, "costs", "paths"}`` (source only, one shared head, in every setting)."""
     data, sources = domains.data, domains.sources
-    pooled = learner(domains, seed, "shared")
-    pooled.observe(
-        (torch.cat([data[s][0] for s in sources]), torch.cat([data[s][1] for s in sources]))
+    source_data = (
+        torch.cat([data[s][0] for s in sources]),
+        torch.cat([data[s][1] for s in sources]),
     )
-    labels = torch.cat([data[s][1] for s in sources])
+
+    def source_fit() -> VCL:  # one VI fit on all sources pooled
+        fit = learner(domains, seed, "shared")
+        fit.observe(source_data)
+        return fit
+
+    pooled = source_fit()
+    labels = source_data[1]
     frequencies = torch.bincount(labels, minlength=domains.classes).double() / len(labels)
     shared = {
         "majority class": {
             domains.metadata[t]: _majority(frequencies, data[t][3]) for t in domains.targets
         },
         "source only": {domains.metadata[t]: pooled.evaluate(data[t][2:]) for t in domains.targets},
+        **self_training(domains, source_fit, pooled),
     }
     costs = transport_costs([data[d][0] for d in data], max_points=200)
     scores = {}
@@ -252,6 +268,21 @@ def run_seed(domains: Domains, seed: int, heads: list[str]) -> dict:
         for t in domains.targets
     }
     return {"scores": scores, "costs": costs.tolist(), "paths": paths}
+
+
+def self_training(domains: Domains, source_fit: Callable[[], VCL], pooled: VCL) -> dict:
+    """Kumar et al.'s rows: from the pooled source fit, self-training on each target's unlabelled
+    inputs directly, and gradually along the targets in metadata order (each an intermediate
+    domain of the next); each target scored after its own step. ``pooled`` is changed."""
+    data, metadata = domains.data, domains.metadata
+    direct, gradual = {}, {}
+    for t in domains.targets:
+        fit = source_fit()
+        self_train(fit, data[t][0])
+        direct[metadata[t]] = fit.evaluate(data[t][2:])
+        self_train(pooled, data[t][0])
+        gradual[metadata[t]] = pooled.evaluate(data[t][2:])
+    return {"self-training, target only": direct, "gradual self-training": gradual}
 
 
 def _majority(frequencies: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
