@@ -4,6 +4,7 @@ import pickle
 import random
 import re
 import stat
+from pathlib import Path
 
 import pytest
 import torch
@@ -172,15 +173,21 @@ def _resave_with_valid_digest(path, edit):
     "edit, message",
     [
         (
-            lambda s: s["guide_state"]["loc.hidden/0/weight"].fill_(float("nan")),
+            lambda s: s["state"]["guide"]["loc.hidden/0/weight"].fill_(float("nan")),
             "not finite",
         ),
-        (lambda s: s["guide_state"]["loc.hidden/0/weight"].fill_(1e30), "leaves [-1e+06, 1e+06]"),
-        (lambda s: s.__setitem__("times", [0.0, -1.0]), "finite and increasing"),
-        (lambda s: s.__setitem__("times", [0.0, float("nan")]), "finite and increasing"),
-        (lambda s: s["coreset"]["task_ids"].fill_(7), "tasks never observed: [7]"),
+        (
+            lambda s: s["state"]["guide"]["loc.hidden/0/weight"].fill_(1e30),
+            "leaves [-1e+06, 1e+06]",
+        ),
+        (lambda s: s["state"].__setitem__("times", [0.0, -1.0]), "finite and increasing"),
+        (lambda s: s["state"].__setitem__("times", [0.0, float("nan")]), "finite and increasing"),
+        (lambda s: s["state"]["memory_points"]["task_ids"].fill_(7), "tasks never observed: [7]"),
         (lambda s: s["parts"]["memory"].__setitem__("size", 1), "where its size allows 1"),
-        (lambda s: s["coreset"]["y"].fill_(7), "labels outside its heads' 2 classes"),
+        (
+            lambda s: s["state"]["memory_points"]["y"].fill_(7),
+            "labels outside its heads' 2 classes",
+        ),
     ],
 )
 def test_an_edited_checkpoint_with_a_recomputed_digest_is_refused_naming_the_file(
@@ -242,9 +249,9 @@ def test_a_memory_over_its_budget_is_never_written_and_never_loaded(tmp_path):
     learner.memory_points = good
     learner.save(tmp_path / "ok.pt")
     state = safe_load(tmp_path / "ok.pt")
-    state["coreset"]["x"] = torch.cat([state["coreset"]["x"], state["coreset"]["x"][:1]])
-    for name in ("y", "task_ids", "times"):
-        state["coreset"][name] = torch.cat([state["coreset"][name], state["coreset"][name][:1]])
+    points = state["state"]["memory_points"]
+    for name in ("x", "y", "task_ids", "times"):
+        points[name] = torch.cat([points[name], points[name][:1]])
     atomic_save(state, tmp_path / "edited.pt")
     with pytest.raises(CorruptFileError, match="size allows 10"):
         VCL.load(tmp_path / "edited.pt")
@@ -286,3 +293,20 @@ def test_a_base_class_load_rebuilds_the_subclass_a_file_was_saved_from(tmp_path)
     assert type(ContinualLearner.load(tmp_path / "vcl.pt")) is VCL
     with pytest.raises(CorruptFileError, match="holds a VCL, not a FineTuning"):
         FineTuning.load(tmp_path / "vcl.pt")
+
+
+def test_a_checkpoint_of_the_earlier_format_loads_and_resumes_as_saved():
+    """tests/data/learner_format2.pt was written by the format-2 code (a multi-head VCL with a
+    random coreset after two steps); the expected file holds its posterior and the posterior
+    after one more step, taken by the format-2 code from that file."""
+    data = Path(__file__).parent / "data"
+    expected = torch.load(data / "learner_format2_expected.pt")
+    learner = VCL.load(data / "learner_format2.pt")
+    for when in ("before", "after"):
+        for name, (loc, scale) in expected[when].items():
+            q = learner.current_prior()[name].base_dist
+            assert torch.equal(q.loc, loc) and torch.equal(q.scale, scale), (when, name)
+        if when == "before":
+            x = expected["x"]
+            learner.observe((x, (x[:, 2] > 0).long()), task_id=1)
+    assert learner.times == expected["times"] and len(learner.memory_points) == expected["memory"]

@@ -1,10 +1,13 @@
 """Checkpoints: a learner as a file of tensors and plain containers, and back.
 
-A checkpoint holds every part's spec (rebuilt from the registry on load, :mod:`pyro_cl.spec`),
-the net's weights, the priors, the guide, every part's state, the bookkeeping, the memory's
-points, the prediction posteriors and the random streams, so a loaded learner continues exactly
-where the saved one stopped. Files are written atomically and read without unpickling code
-(:mod:`pyro_cl.serialization`).
+A checkpoint holds what builds the learner — every part's spec (rebuilt from the registry on load,
+:mod:`pyro_cl.spec`), the training configuration, the seed, the net's parameters and the initial
+prior — and what its steps changed: the :class:`~pyro_cl.learner.state.LearnerState` (the guide,
+the priors and buffers, every part's state, the bookkeeping, the memory's points, the prediction
+posteriors, the random streams), the same value a step's transaction restores. So a loaded
+learner continues exactly where the saved one stopped. Files are written atomically and read
+without unpickling code (:mod:`pyro_cl.serialization`). Files of the earlier format
+(``pyro_cl.learner/2``, which listed the state's stores one by one) still load.
 """
 
 from __future__ import annotations
@@ -16,23 +19,19 @@ import torch
 
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import is_writer, writer_barrier
-from pyro_cl.learner.state import LearnerStores
+from pyro_cl.learner.state import LearnerState, LearnerStores
 from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.nn.exclusive import MODEL_LOCK
-from pyro_cl.points import Points
-from pyro_cl.posterior import (
-    distribution_parameters,
-    install_prior,
-    posterior_from_state,
-    posterior_to_state,
-)
+from pyro_cl.posterior import distribution_parameters, posterior_from_state, posterior_to_state
 from pyro_cl.serialization import CorruptFileError, atomic_save, check_key, safe_load
 from pyro_cl.spec import check_rebuildable, from_spec
 
 __all__ = ["FORMAT", "check_meaning", "learner_state", "load_learner", "save_learner"]
 
 #: The format written in every checkpoint (a file of another format is refused).
-FORMAT = "pyro_cl.learner/2"
+FORMAT = "pyro_cl.learner/3"
+#: Earlier formats that still load.
+EARLIER_FORMATS = ("pyro_cl.learner/2",)
 
 LearnerType = TypeVar("LearnerType", bound=LearnerStores)
 
@@ -51,7 +50,7 @@ def learner_state(learner: LearnerStores) -> dict:
         "format": FORMAT,
         "learner": type(learner).__name__,
         "net": net_spec,
-        "net_state": learner.net.state_dict(),
+        "net_parameters": dict(learner.net.named_parameters()),
         "likelihood": check_rebuildable(learner.model.likelihood, "likelihood"),
         "parts": {
             "fitter": specs["fitter"],
@@ -59,23 +58,11 @@ def learner_state(learner: LearnerStores) -> dict:
             "memory": specs.get("memory"),
             "callbacks": [specs[f"callback {i}"] for i in range(len(learner.callbacks.callbacks))],
         },
-        "part_states": learner.part_states(),
         "refit_per_task": learner.refit_per_task,
         "config": learner.config.state(),
-        "prior": posterior_to_state(learner.current_prior()),
         "initial_prior": posterior_to_state(learner.initial_prior),
-        "trained_sites": list(learner.trained_sites),
-        "guide_state": learner.guide.state_dict(),
-        "tasks_seen": list(learner.tasks_seen),
-        "times": list(learner.times),
-        "coreset": None if learner.memory_points is None else learner.memory_points.state(),
-        "prediction_posteriors": [
-            [key, posterior_to_state(posterior)]
-            for key, posterior in learner.prediction_posteriors.items()
-        ],
         "seed": learner.seed,
-        "rng": learner.random.state(),
-        "prediction_rng": learner.prediction_random.state(),
+        "state": LearnerState.of(learner).to_state(),
     }
 
 
@@ -130,16 +117,17 @@ def load_learner(
 
 def _load(cls, path, net, device, key):
     state = safe_load(path, map_location=device or "cpu", key=key)
-    if state.get("format") != FORMAT:
+    if state.get("format") not in (FORMAT, *EARLIER_FORMATS):
         raise ValueError(f"{path} is not a pyro_cl learner file of format {FORMAT}")
     saved = cls.class_named(state["learner"])
     if saved is None:
         raise TypeError(f"{path} holds a {state['learner']}, not a {cls.__name__}")
     cls = saved
+    weights = _net_weights(state)
     if net is None:
         if state["net"] is None:
             raise ValueError("this learner's net is not a pyro_cl net: pass net=...")
-        net = _net_matching_its_weights(state["net"], state["net_state"], path)
+        net = _net_matching_its_weights(state["net"], weights, path)
     parts = state["parts"]
     learner = cls(
         net,
@@ -153,25 +141,39 @@ def _load(cls, path, net, device, key):
         refit_per_task=state["refit_per_task"],
         seed=state["seed"],
     )
-    learner.net.load_state_dict(state["net_state"])
-    install_prior(learner.net, posterior_from_state(state["prior"], learner.device))
+    learner.net.load_state_dict(weights)
     learner.initial_prior = posterior_from_state(state["initial_prior"], learner.device)
-    learner.guide.load_state_dict(state["guide_state"])
-    learner.guide.to(learner.device)
-    learner.load_part_states(state["part_states"])
-    learner.trained_sites = list(state["trained_sites"])
-    learner.tasks_seen = list(state["tasks_seen"])
-    learner.times = [float(t) for t in state["times"]]
-    if state["coreset"] is not None:
-        learner.memory_points = Points.from_state(state["coreset"], learner.device)
-    learner.prediction_posteriors = {
-        int(key): posterior_from_state(posterior, learner.device)
-        for key, posterior in state["prediction_posteriors"]
-    }
-    learner.random.load_state(state["rng"])
-    if "prediction_rng" in state:  # files saved before prediction had a stream of its own
-        learner.prediction_random.load_state(state["prediction_rng"])
+    if state["format"] == "pyro_cl.learner/2":
+        state["state"] = _state_of_format_2(state, learner)
+    LearnerState.from_state(state["state"], learner.device).restore_into(learner)
     return learner
+
+
+def _net_weights(state: dict) -> dict:
+    """The net's ``state_dict`` the file holds: its parameters and its buffers."""
+    if state["format"] == "pyro_cl.learner/2":
+        return state["net_state"]
+    return {**state["net_parameters"], **state["state"]["buffers"]}
+
+
+def _state_of_format_2(state: dict, learner: LearnerStores) -> dict:
+    """A format-2 file's stores, listed one by one there, as a :class:`LearnerState`'s state
+    (the priors of its trained sites; the buffers from its net's weights)."""
+    buffers = {name: state["net_state"][name] for name, _ in learner.net.named_buffers()}
+    return {
+        "guide": state["guide_state"],
+        "priors": state["prior"],
+        "buffers": buffers,
+        "parts": state["part_states"],
+        "trained_sites": state["trained_sites"],
+        "tasks_seen": state["tasks_seen"],
+        "times": state["times"],
+        "memory_points": state["coreset"],
+        "prediction_posteriors": state["prediction_posteriors"],
+        "random": state["rng"],
+        # files saved before prediction had a stream of its own keep the fresh one
+        "prediction_random": state.get("prediction_rng", learner.prediction_random.state()),
+    }
 
 
 def check_meaning(learner: LearnerStores) -> None:

@@ -62,7 +62,6 @@ from pyro_cl.transitions.base import Identity, Transition, TransitionContext
 
 __all__ = ["ALL_TASKS", "ContinualLearner"]
 
-_FORMAT = "pyro_cl.learner/2"
 
 #: Key of the single prediction posterior of a learner that refits on the whole memory at once.
 ALL_TASKS = -1

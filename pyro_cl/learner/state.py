@@ -1,4 +1,4 @@
-"""A learner's state as one value, and a step as a transaction over it.
+"""A learner's state as one value: a step's transaction and a checkpoint's body.
 
 Everything a step may change lives in a few stores: the guide's parameters, the net's priors
 (the running posterior) and buffers (e.g. H-IBP's per-task concentrations), every part's state
@@ -6,6 +6,8 @@ Everything a step may change lives in a few stores: the guide's parameters, the 
 memory's points, the prediction posteriors and the random streams (training's and prediction's).
 :meth:`LearnerState.of` copies all of them out as one value and :meth:`LearnerState.restore_into`
 puts it back, so a step that fails leaves the learner exactly as it was (:func:`transaction`).
+The same value, as tensors and plain containers (:meth:`LearnerState.to_state`), is what a
+checkpoint stores (:mod:`pyro_cl.learner.checkpoint`): the stores are listed here once.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.random_stream import RandomStream
 from pyro_cl.model import SupervisedModel
 from pyro_cl.points import Points
-from pyro_cl.posterior import Posterior, detach_distribution, install_prior, read_priors
+from pyro_cl.posterior import (
+    Posterior,
+    detach_distribution,
+    install_prior,
+    posterior_from_state,
+    posterior_to_state,
+    read_priors,
+)
 from pyro_cl.spec import Registrable
 
 __all__ = ["LearnerState", "LearnerStores", "transaction"]
@@ -94,12 +103,53 @@ class LearnerState:
             prediction_random=learner.prediction_random.state(),
         )
 
+    def to_state(self) -> dict:
+        """Tensors and plain containers only (a checkpoint's body, :mod:`pyro_cl.serialization`)."""
+        return {
+            "guide": self.guide,
+            "priors": posterior_to_state(self.priors),
+            "buffers": self.buffers,
+            "parts": self.parts,
+            "trained_sites": self.trained_sites,
+            "tasks_seen": self.tasks_seen,
+            "times": self.times,
+            "memory_points": None if self.memory_points is None else self.memory_points.state(),
+            "prediction_posteriors": [
+                [key, posterior_to_state(posterior)]
+                for key, posterior in self.prediction_posteriors.items()
+            ],
+            "random": self.random,
+            "prediction_random": self.prediction_random,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict, device: torch.device) -> LearnerState:
+        """The value :meth:`to_state` wrote, its tensors on ``device``."""
+        points = state["memory_points"]
+        return cls(
+            guide=state["guide"],
+            priors=posterior_from_state(state["priors"], device),
+            buffers=state["buffers"],
+            parts=state["parts"],
+            trained_sites=list(state["trained_sites"]),
+            tasks_seen=[int(task) for task in state["tasks_seen"]],
+            times=[float(time) for time in state["times"]],
+            memory_points=None if points is None else Points.from_state(points, device),
+            prediction_posteriors={
+                int(key): posterior_from_state(posterior, device)
+                for key, posterior in state["prediction_posteriors"]
+            },
+            random=state["random"],
+            prediction_random=state["prediction_random"],
+        )
+
     def restore_into(self, learner: LearnerStores) -> None:
         learner.guide.restore(self.guide)
-        install_prior(learner.net, self.priors)
+        learner.guide.to(learner.device)
         with torch.no_grad():
             for name, buffer in learner.net.named_buffers():
                 buffer.copy_(self.buffers[name])
+        install_prior(learner.net, self.priors)
         learner.load_part_states(self.parts)
         learner.trained_sites = list(self.trained_sites)
         learner.tasks_seen = list(self.tasks_seen)
