@@ -29,15 +29,17 @@ def test_a_csv_logger_writes_every_epochs_loss_and_every_fits_time(tmp_path):
     learner.observe(two_class_data(60, 4, column=1, seed=1), task_id=1)
     rows = _rows(path)
     losses = [r for r in rows if r["name"] == "loss"]
-    # task 0: 2 epochs of maximum-likelihood start and 3 of the fit; task 1: 3
-    assert len(losses) == 2 + 3 + 3
-    assert [int(r["step"]) for r in losses] == list(range(1, 9))  # one global step across tasks
+    start = [r for r in rows if r["name"] == "loss/ml_initialisation"]
+    # task 0: 2 epochs of maximum-likelihood start (a series of its own) and 3 of the fit;
+    # task 1: 3; one global step across tasks and fits
+    assert len(start) == 2 and len(losses) == 3 + 3
+    assert [int(r["step"]) for r in start + losses] == list(range(1, 9))
     assert {r["task"] for r in losses} == {"0", "1"}
     assert all(torch.isfinite(torch.tensor(float(r["value"]))) for r in losses)
     assert sum(r["name"] == "seconds/task" for r in rows) == 2
     assert sum(r["name"] == "seconds/fit" for r in rows) == 3  # ML start, two propagations
+    assert {r["fit"] for r in start} == {"ML initialisation"}
     assert {r["fit"] for r in losses} == {
-        "ML initialisation",
         "ELBOFitter, step 1 (task 0)",
         "ELBOFitter, step 2 (task 1)",
     }
@@ -71,8 +73,8 @@ def test_a_tensorboard_logger_writes_event_files(tmp_path):
     events.Reload()
     names = events.Tags()["scalars"]
     assert "seconds/task" in names and "seconds/fit" in names
-    losses = events.Scalars("loss")
-    assert sorted(event.step for event in losses) == [1, 2, 3, 4, 5]  # 2 ML + 3 fit epochs
+    assert [event.step for event in events.Scalars("loss/ml_initialisation")] == [1, 2]
+    assert sorted(event.step for event in events.Scalars("loss")) == [3, 4, 5]  # the fit's
 
 
 def test_the_command_line_logs_each_run_and_its_metrics(tmp_path):
@@ -84,6 +86,9 @@ def test_the_command_line_logs_each_run_and_its_metrics(tmp_path):
         rows = _rows(tmp_path / "logs" / name)
         accuracies = [r for r in rows if r["name"] == "metric/mean_accuracy"]
         assert len(accuracies) == 5  # one per task of split digits
+        # the accuracy matrix: task j's accuracy after every step from j on
+        for j in range(1, 6):
+            assert sum(r["name"] == f"metric/accuracy/task{j}" for r in rows) == 6 - j
     with pytest.raises(SystemExit, match="tensorboard needs a log_dir"):
         main(["run", "--tensorboard"])
     settings = json.loads((tmp_path / "out" / "results.json").read_text())["runs"][0]["settings"]

@@ -65,10 +65,13 @@ class AccuracyMatrix(Metric):
         return f"mean accuracy {100 * self.scalars(step)['mean_accuracy']:.2f}%"
 
     def scalars(self, step: Step) -> dict[str, float]:
+        """The means over the tasks so far, and row ``i`` of the accuracy matrix (each task's
+        accuracy after step ``i``: a logger draws the matrix as one curve per task)."""
         i = step.index
         return {
             "mean_accuracy": float(np.mean(self.accuracy[i, : i + 1])),
             "mean_log_likelihood": float(np.mean(self.log_likelihood[i, : i + 1])),
+            **{f"accuracy/task{j + 1}": float(self.accuracy[i, j]) for j in range(i + 1)},
         }
 
     def record(self, result: RunResult) -> None:

@@ -3,10 +3,11 @@ them — a CSV file (always available) or TensorBoard (the ``tensorboard`` extra
 
 Every logger records, as scalars with a global step that keeps counting across tasks:
 
-* ``loss`` — each epoch's mean loss of every fit (a step's propagation, a coreset refit, a
-  maximum-likelihood start: the CSV's ``fit`` column says which), or each optimiser step's with
-  ``every_step=True`` (which reads the loss every step: one host synchronisation per step on a
-  GPU);
+* ``loss`` — each epoch's mean loss of a step's fit (the objective of its fitter, e.g. the
+  negative ELBO), or each optimiser step's with ``every_step=True`` (which reads the loss every
+  step: one host synchronisation per step on a GPU); the other fits, whose losses are of other
+  objectives and scales, get series of their own (:data:`OTHER_FITS`: ``loss/ml_initialisation``,
+  ``loss/coreset_refit``, ``loss/unsupervised_step``; the CSV's ``fit`` column names every fit);
 * ``seconds/fit`` — the wall time of every fit, and ``seconds/task`` of every ``observe``;
 * whatever :meth:`Logger.log_metrics` is given (the app's runner passes each step's accuracy
   or log-likelihood; a user may pass ``learner.evaluate(...)``'s dictionary).
@@ -28,7 +29,16 @@ from pathlib import Path
 from pyro_cl.infer.callbacks import Callback, StepInfo
 from pyro_cl.infer.data_parallel import is_writer
 
-__all__ = ["CSVLogger", "Logger", "TensorBoardLogger"]
+__all__ = ["CSVLogger", "Logger", "OTHER_FITS", "TensorBoardLogger"]
+
+#: Fits that are not a step's own fit, by how their description starts, and the loss series of
+#: each: their losses are of other objectives (a maximum-likelihood start's mean negative
+#: log-likelihood beside an ELBO) and would make one series unreadable.
+OTHER_FITS = {
+    "ML initialisation": "loss/ml_initialisation",
+    "coreset refit": "loss/coreset_refit",
+    "unsupervised step": "loss/unsupervised_step",
+}
 
 
 class Logger(Callback, ABC):
@@ -42,6 +52,7 @@ class Logger(Callback, ABC):
         self._step = 0  # the global step of the scalars: epochs (or optimiser steps) so far
         self._task: int | None = None
         self._fit = ""
+        self._series = "loss"
         self._fit_start = self._task_start = 0.0
 
     @abstractmethod
@@ -64,16 +75,18 @@ class Logger(Callback, ABC):
 
     def on_fit_start(self, description: str, epochs: int) -> None:
         self._fit, self._fit_start = description, time.perf_counter()
+        starts = [s for start, s in OTHER_FITS.items() if description.startswith(start)]
+        self._series = starts[0] if starts else "loss"
 
     def on_step(self, info: StepInfo) -> None:
         if self.every_step:
             self._step += 1
-            self._emit("loss", float(info.loss))
+            self._emit(self._series, float(info.loss))
 
     def on_epoch_end(self, epoch: int, loss: float) -> None:
         if not self.every_step:
             self._step += 1
-            self._emit("loss", loss)
+            self._emit(self._series, loss)
 
     def on_fit_end(self) -> None:
         self._emit("seconds/fit", time.perf_counter() - self._fit_start)
