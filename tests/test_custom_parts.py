@@ -313,3 +313,27 @@ def test_time_stamps_must_increase():
         learner.observe(two_class_data(40, 4), time=float("nan"))
     learner.observe(two_class_data(40, 4))  # default: one after the last
     assert learner.times == [1.5, 2.5]
+
+
+class SingleHeadOnlyMemory(Memory):
+    """A user's memory that knows it cannot serve a multi-head net, and says so when the
+    learner is built: its own compatibility check."""
+
+    name = "single_head_only_test_memory"
+
+    def select(self, candidates, size, view):
+        return torch.arange(size)
+
+    def check_parts(self, parts):
+        super().check_parts(parts)
+        if parts.model.multi_head:
+            raise ValueError("SingleHeadOnlyMemory serves single-head nets only")
+
+
+def test_a_users_part_refuses_a_combination_when_the_learner_is_built():
+    net = BayesianMLP(4, [8], 2, heads=2)
+    with pytest.raises(ValueError, match="single-head nets only"):
+        VCL(net, memory=SingleHeadOnlyMemory(3))
+    learner = VCL(net, epochs=1, progress=False)  # the refused learner did not keep the net
+    learner.observe(two_class_data(20, 4), task_id=0)
+    VCL(BayesianMLP(4, [8], 2), memory=SingleHeadOnlyMemory(3), epochs=1, progress=False)

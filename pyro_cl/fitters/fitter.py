@@ -25,6 +25,7 @@ from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
+from pyro_cl.infer.parts import Parts
 from pyro_cl.points import Points
 from pyro_cl.posterior import Posterior, base_distribution, distribution_parameters
 from pyro_cl.spec import Registrable
@@ -56,6 +57,20 @@ class Fitter(Registrable, kind="fitter"):
     #: True when the fit multiplies each point's log-likelihood by ``data.weights`` (Bayesian
     #: forgetting with a memory needs it); the learner refuses weighted data otherwise.
     takes_weights: ClassVar[bool] = False
+
+    def check_parts(self, parts: Parts) -> None:
+        """Refuse, when the learner is built, parts this fitter cannot work with (default: a
+        model with amortised local sites, unless :attr:`fits_local_guide`).
+
+        :raises ValueError: naming the part and why.
+        """
+        model = parts.model
+        if getattr(model, "local_guide", None) is not None and not self.fits_local_guide:
+            raise ValueError(
+                f"{type(self).__name__} does not train the amortised encoders of "
+                f"{type(model).__name__}; use ELBOFitter, PointEstimateFitter or "
+                "LaplacePropagation"
+            )
 
     def prepare(
         self,

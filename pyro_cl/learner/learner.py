@@ -41,6 +41,7 @@ from pyro_cl.infer.data_parallel import (
 from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
+from pyro_cl.infer.parts import Parts
 from pyro_cl.infer.prediction import predictive_samples
 from pyro_cl.infer.random_stream import RandomStream
 from pyro_cl.learner.checkpoint import learner_state, load_learner, save_learner
@@ -145,25 +146,6 @@ class ContinualLearner:
         self.memory = _checked_part(memory, Memory, "memory")
         if self.memory is None and self.needs_memory:
             raise ValueError(f"{type(self).__name__} needs a memory, e.g. RandomCoreset(200)")
-        if (
-            self.memory is not None
-            and self.memory.order == "after"
-            and not self.transition.propagates
-        ):
-            raise ValueError(
-                f"{type(self.memory).__name__} chooses its points after the step's fit, and the "
-                f"{type(self.transition).__name__} transition fits nothing: use another transition"
-            )
-        if (
-            self.memory is not None
-            and self.memory.needs_point_fitter
-            and not self.fitter.point_estimate
-        ):
-            raise ValueError(
-                f"{type(self.memory).__name__} fits old points again, which "
-                f"{type(self.fitter).__name__}'s prior already holds (each would count "
-                "twice): use it with a point estimate, e.g. FineTuning"
-            )
         self.callbacks = CallbackList(callbacks)
         _claim(net, self)
         model_class = model_class_of(net)
@@ -172,9 +154,10 @@ class ContinualLearner:
             likelihood or model_class.default_likelihood(),
             self.config.monte_carlo.elbo,
         )
-        if self.model.local_guide is not None:
-            self._check_local_guide_support()
-        self.transition.check(self.net)
+        parts = Parts(self.model, self.fitter, self.transition, self.memory)
+        for part in (self.fitter, self.transition, self.memory):
+            if part is not None:
+                part.check_parts(parts)  # each part refuses what it cannot work with
         with self.random.scope():
             self.guide = MeanFieldGuide(
                 self.model,
@@ -196,21 +179,6 @@ class ContinualLearner:
         self.memory_points: Points | None = None
         #: ``q_t`` per task (or under ``ALL_TASKS``): the refit posteriors used for prediction.
         self.prediction_posteriors: dict[int, dict[str, Distribution]] = {}
-
-    def _check_local_guide_support(self) -> None:
-        """A model with amortised local sites (a generative model's encoders) needs a fitter
-        that trains them, and no memory (coresets score labelled points).
-
-        :raises ValueError: naming the part that cannot take it.
-        """
-        if not self.fitter.fits_local_guide:
-            raise ValueError(
-                f"{type(self.fitter).__name__} does not train the amortised encoders of "
-                f"{type(self.model).__name__}; use ELBOFitter, PointEstimateFitter or "
-                "LaplacePropagation"
-            )
-        if self.memory is not None:
-            raise ValueError(f"{type(self.model).__name__} takes no memory (coreset)")
 
     @property
     def net(self) -> torch.nn.Module:

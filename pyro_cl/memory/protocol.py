@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import torch
 
+from pyro_cl.infer.parts import Parts
 from pyro_cl.points import Points
 from pyro_cl.spec import Registrable
 
@@ -99,6 +100,29 @@ class Memory(Registrable, ABC, kind="memory"):
             )
         self.size = size
         self.budget = budget
+
+    def check_parts(self, parts: Parts) -> None:
+        """Refuse, when the learner is built, parts this memory cannot work with: a transition
+        that fits nothing for a memory choosing after the fit, a fitter with a posterior for a
+        memory whose points only a point estimate may replay, a model with amortised local
+        sites (a memory scores labelled points).
+
+        :raises ValueError: naming the part and why.
+        """
+        name = type(self).__name__
+        if self.order == "after" and not parts.transition.propagates:
+            raise ValueError(
+                f"{name} chooses its points after the step's fit, and the "
+                f"{type(parts.transition).__name__} transition fits nothing: use another transition"
+            )
+        if self.needs_point_fitter and not parts.fitter.point_estimate:
+            raise ValueError(
+                f"{name} fits old points again, which {type(parts.fitter).__name__}'s prior "
+                "already holds (each would count twice): use it with a point estimate, e.g. "
+                "FineTuning"
+            )
+        if getattr(parts.model, "local_guide", None) is not None:
+            raise ValueError(f"{type(parts.model).__name__} takes no memory (coreset)")
 
     @abstractmethod
     def select(self, candidates: Points, size: int, view: ModelView | None) -> torch.Tensor:

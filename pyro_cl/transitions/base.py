@@ -42,6 +42,7 @@ import torch
 from pyro.distributions import Normal
 
 from pyro_cl.checks import LARGEST_REAL, checked_real
+from pyro_cl.infer.parts import Parts
 from pyro_cl.nn.ibp_mask import IBPMask
 from pyro_cl.nn.module_walks import modules_of_type
 from pyro_cl.posterior import Posterior, base_distribution, read_priors
@@ -109,6 +110,11 @@ class Transition(Registrable, ABC, kind="transition"):
 
         :raises TypeError: naming what the net lacks.
         """
+
+    def check_parts(self, parts: Parts) -> None:
+        """Refuse, when the learner is built, parts this transition cannot work with (default:
+        :meth:`check` of the model's net)."""
+        self.check(parts.model.net)
 
     def likelihood_weights(
         self, ages: torch.Tensor, context: TransitionContext
