@@ -151,3 +151,59 @@ def test_a_film_learner_saves_and_resumes_identically(tmp_path):
         runs.append({k: v.mean for k, v in learner.current_prior().items()})
     for name in runs[0]:
         torch.testing.assert_close(runs[0][name], runs[1][name], rtol=0, atol=0)
+
+
+class UserNet(torch.nn.Module):
+    """A user's multi-head net, to be made Bayesian with FiLM after its hidden layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+        self.heads = torch.nn.ModuleList(torch.nn.Linear(8, 2) for _ in range(2))
+
+    def forward(self, x, task_id=0):
+        return self.heads[task_id](self.body(x))
+
+
+def test_film_after_a_user_layer_is_the_identity_at_its_prior_and_owned_by_its_task():
+    from pyro_cl.nn import make_bayesian
+
+    net = make_bayesian(UserNet(), film_tasks=2, film_after=["body.0"])
+    plain = make_bayesian(UserNet())
+    means = prior_means(net)
+    assert torch.equal(means["body.0.film.1.weight"], torch.ones(8))
+    assert torch.equal(means["body.0.film.1.bias"], torch.zeros(8))
+    # at the FiLM prior means the net is the plain one with the same shared weights
+    shared = {name: torch.randn_like(v) for name, v in means.items() if ".film." not in name}
+    values = {**shared, **{n: v for n, v in means.items() if ".film." in n}}
+    renamed = {name.replace("body.0.layer.", "body.0."): v for name, v in shared.items()}
+    x = torch.randn(5, 4)
+    with substitute_sites(net, values):
+        with_film = net(x, task_id=1)
+    with substitute_sites(plain, renamed):
+        assert torch.allclose(with_film, plain(x, task_id=1))
+    # task 1's FiLM layers are not touched by task 0's step, and the other way round
+    learner = VCL(net, epochs=5, batch_size=20, seed=0, progress=False)
+    learner.observe(data(0), task_id=0)
+    trained = set(learner.guide.site_names)
+    assert {"body.0.film.0.weight", "body.0.film.0.bias"} <= trained
+    assert not any(name.startswith("body.0.film.1.") for name in trained)
+    before = learner.guide.locs(["body.0.film.0.weight"])["body.0.film.0.weight"].clone()
+    learner.observe(data(1), task_id=1)
+    assert torch.equal(learner.guide.locs(["body.0.film.0.weight"])["body.0.film.0.weight"], before)
+
+
+def test_film_on_a_user_net_is_refused_where_it_cannot_work():
+    from pyro_cl.nn import make_bayesian
+
+    with pytest.raises(ValueError, match="not a linear or conv layer"):
+        make_bayesian(UserNet(), film_tasks=2, film_after=["body.1"])
+    with pytest.raises(ValueError, match="must take task_id"):
+        make_bayesian(torch.nn.Sequential(torch.nn.Linear(4, 2)), film_tasks=2, film_after=["0"])
+    with pytest.raises(ValueError, match="not a single layer"):
+        make_bayesian(torch.nn.Linear(4, 2), film_tasks=2, film_after=["x"])
+    with pytest.raises(ValueError, match="both film_tasks and"):
+        make_bayesian(UserNet(), film_after=["body.0"])
+    net = make_bayesian(UserNet(), film_tasks=1, film_after=["body.0"])
+    with pytest.raises(ValueError, match="task 1 has no FiLM layer"):
+        net(torch.randn(2, 4), task_id=1)

@@ -25,12 +25,15 @@ layers is refused by name (share the layer instead).
 from __future__ import annotations
 
 import copy
+import inspect
+from collections.abc import Sequence
 
 from pyro.nn.module import PyroModule, to_pyro_module_
 from torch import nn
 
 from pyro_cl.checks import checked_real
 from pyro_cl.nn.conv import BayesianConv2d
+from pyro_cl.nn.film import TaskFiLM, TaskSlot, checked_film_settings
 from pyro_cl.nn.linear import BayesianLinear
 
 __all__ = ["make_bayesian"]
@@ -41,6 +44,9 @@ def make_bayesian(
     prior_scale: float = 1.0,
     prior_loc: float = 0.0,
     local_reparameterization: bool = True,
+    film_tasks: int = 0,
+    film_after: Sequence[str] = (),
+    film_prior_scale: float = 1.0,
 ) -> PyroModule:
     """A Bayesian copy of ``module`` (``module`` itself is left as it was).
 
@@ -49,9 +55,16 @@ def make_bayesian(
     :param local_reparameterization: what the layers do when the fast route hands them Gaussian
         weights (see :mod:`pyro_cl.nn.local_reparam`); this net runs on Pyro's route, where each
         draw is a plain weight tensor.
+    :param film_tasks: task-specific FiLM layers (GVCL, :mod:`pyro_cl.nn.film`) for this many
+        tasks, after each layer named in ``film_after`` (paths as in ``named_modules``, e.g.
+        ``"body.0"``; linear or convolutional layers). Such a layer's sites move under
+        ``<path>.layer.``, its FiLM sites are ``<path>.film.<task>.weight`` and ``.bias``;
+        the net's ``forward`` must take ``task_id``.
+    :param film_prior_scale: the FiLM sites' prior standard deviation (around the identity).
     :raises TypeError: if ``module`` is not an ``nn.Module``.
     :raises ValueError: naming every layer whose parameters cannot be made Bayesian, or if the
-        net has no linear or convolutional layer at all.
+        net has no linear or convolutional layer at all; for FiLM layers after a path that is
+        not such a layer, or a net whose ``forward`` takes no ``task_id``.
     """
     if not isinstance(module, nn.Module):
         raise TypeError(f"make_bayesian takes a torch.nn.Module, got {type(module).__name__}")
@@ -63,7 +76,10 @@ def make_bayesian(
         "prior_scale": prior_scale,
         "local_reparameterization": local_reparameterization,
     }
+    film_tasks, film_prior_scale = checked_film_settings(film_tasks, film_prior_scale)
     if isinstance(net, nn.Linear | nn.Conv2d):
+        if film_tasks or film_after:
+            raise ValueError("FiLM layers follow hidden layers of a net, not a single layer")
         net = _bayesian_layer(net, "the net", options)
     else:
         refused = [*_tied_parameters(net), *_bare_parameters(net)]
@@ -73,6 +89,8 @@ def make_bayesian(
                 "make_bayesian turns nn.Linear and nn.Conv2d layers into Bayesian ones; these "
                 "have parameters it cannot: " + "; ".join(refused)
             )
+        if film_tasks or film_after:  # before the conversion, which would reorder a Sequential
+            _add_film(net, film_tasks, list(film_after), film_prior_scale)
         to_pyro_module_(net)
     if not any(isinstance(m, BayesianLinear | BayesianConv2d) for m in net.modules()):
         raise ValueError(
@@ -80,6 +98,30 @@ def make_bayesian(
         )
     net.broadcasts_particles = False
     return net
+
+
+def _add_film(net: nn.Module, tasks: int, paths: list[str], prior_scale: float) -> None:
+    """A :class:`~pyro_cl.nn.film.TaskFiLM` at each of ``paths``, told the task by a
+    :class:`~pyro_cl.nn.film.TaskSlot` hook on ``net``."""
+    if not tasks or not paths:
+        raise ValueError("FiLM layers need both film_tasks and the film_after layers they follow")
+    if "task_id" not in inspect.signature(net.forward).parameters:
+        raise ValueError(
+            "FiLM layers are per task: the net's forward must take task_id (forward(x, task_id))"
+        )
+    modules = dict(net.named_modules())
+    slot = TaskSlot()
+    for path in paths:
+        layer = modules.get(path)
+        if not isinstance(layer, BayesianLinear | BayesianConv2d):
+            raise ValueError(f"film_after names {path!r}, which is not a linear or conv layer")
+        parent_path, _, name = path.rpartition(".")
+        parent = modules[parent_path] if parent_path else net
+        convolutional = isinstance(layer, BayesianConv2d)
+        features = layer.out_channels if convolutional else layer.out_features
+        film = TaskFiLM(layer, features, tasks, slot, convolutional, prior_scale)
+        setattr(parent, name, film)
+    net.register_forward_pre_hook(slot, with_kwargs=True)
 
 
 def _replace_layers(parent: nn.Module, prefix: str, options: dict, done: dict) -> list[str]:

@@ -14,6 +14,11 @@ are the sites ``weight`` and ``bias`` of a :class:`BayesianFiLM`, with priors ``
 their posterior is never the prior of another task: only the task that owns them fits them.
 
 For convolutional feature maps ``(..., C, H, W)`` the scale and shift act per channel.
+
+A net of pyro_cl's (``BayesianMLP``, ``BayesianCNN``) builds its FiLM layers itself
+(``film_tasks=``); a user's net made Bayesian gets them after the layers it names
+(``make_bayesian(net, film_tasks=5, film_after=["body.0"])``): each named layer becomes a
+:class:`TaskFiLM`, and a :class:`TaskSlot` hook on the net tells them the task the net runs.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from torch import nn
 from pyro_cl.checks import checked_count, checked_real
 from pyro_cl.nn.layer import BayesianLayer
 
-__all__ = ["BayesianFiLM", "checked_film_settings", "film_layers"]
+__all__ = ["BayesianFiLM", "TaskFiLM", "TaskSlot", "checked_film_settings", "film_layers"]
 
 
 class BayesianFiLM(BayesianLayer):
@@ -138,3 +143,52 @@ def checked_film_settings(tasks: int, prior_scale: float) -> tuple[int, float]:
         tasks = checked_count(tasks, "film_tasks (0 for no FiLM layers)")
     prior_scale = checked_real(prior_scale, "film_prior_scale", 0, low_open=True)
     return int(tasks), prior_scale
+
+
+class TaskSlot:
+    """The task a net runs, for its :class:`TaskFiLM` layers: a forward pre-hook of the net
+    (``net.register_forward_pre_hook(slot, with_kwargs=True)``) that reads the ``task_id`` the
+    net is called with."""
+
+    def __init__(self) -> None:
+        self.task = 0
+
+    def __call__(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        task = kwargs.get("task_id", args[1] if len(args) > 1 else 0)
+        if torch.is_tensor(task) and task.numel() > 1:
+            if (task != task.flatten()[0]).any():
+                raise ValueError("FiLM layers are per task: a batch must hold one task's points")
+            task = task.flatten()[0]
+        self.task = int(task)
+
+
+class TaskFiLM(PyroModule):
+    """``film[t](layer(x))``: a user's layer followed by the FiLM layer of the task ``t`` that
+    ``slot`` says the net runs.
+
+    :param layer: the layer (its sites keep their names under ``layer.``).
+    :param features: its output units (or channels, with ``channels=True``).
+    :param tasks: how many tasks have FiLM layers.
+    """
+
+    def __init__(
+        self,
+        layer: nn.Module,
+        features: int,
+        tasks: int,
+        slot: TaskSlot,
+        channels: bool = False,
+        prior_scale: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.layer = layer
+        self.film = PyroModule[nn.ModuleList](
+            [BayesianFiLM(features, channels, prior_scale) for _ in range(tasks)]
+        )
+        self.slot = slot
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        task = self.slot.task
+        if not 0 <= task < len(self.film):
+            raise ValueError(f"task {task} has no FiLM layer: the net has {len(self.film)}")
+        return self.film[task](self.layer(x))
