@@ -329,3 +329,43 @@ def test_a_transition_along_a_longer_edge_gives_a_wider_prior(tmp_path):
     assert torch.equal(loaded.distances, distances)
     with pytest.raises(ValueError, match="needs their lengths"):
         GraphVCL(learner(), metadata_graph(angles, 20.0), transition=Wiener(0.5))
+
+
+def test_the_unsupervised_step_holds_the_predicted_class_proportions_unless_told_uniform():
+    """A target with 20% positives: with the uniform class prior of information maximisation as
+    published the step pushes the predicted positive rate toward a half; with the prior's own
+    predicted proportions it stays near where the source left it."""
+    from pyro_cl.learner.graph_vcl import PredictiveEntropy
+
+    outputs = torch.randn(3, 5, 2)
+    labels = torch.zeros(5, dtype=torch.long)
+    prior = torch.tensor([0.8, 0.2])
+    p = outputs.softmax(-1)
+    mean = p.mean(-2, keepdim=True)
+    expected = (p * p.log()).sum(-1) - (mean * (mean.log() - prior.log())).sum(-1)
+    torch.testing.assert_close(PredictiveEntropy(prior).log_prob(outputs, labels), expected)
+
+    generator = torch.Generator().manual_seed(1)
+
+    def imbalanced(shift: float, n: int = 400):
+        y = (torch.rand(n, generator=generator) < 0.2).long()
+        x = torch.randn(n, 2, generator=generator) * 0.8 + torch.stack([2.0 * y - 1, 0 * y], 1)
+        return x + shift, y
+
+    angles = torch.tensor([0.0, 10.0, 20.0])
+    rates = {}
+    for how in ("uniform", "predicted"):
+        graph = GraphVCL(
+            VCL(BayesianMLP(2, [8], 2), seed=0, **{**SMALL, "epochs": 40, "learning_rate": 0.05}),
+            metadata_graph(angles, 20.0),
+        )
+        graph.observe(0, imbalanced(0.0))
+        graph.observe(1, imbalanced(0.1), parents=[0])
+        target_x, _ = imbalanced(0.3)
+        graph.adapt_unlabelled(2, target_x, parents=[1], epochs=80, class_prior=how)
+        predicted = graph.learner.predict(target_x, sites=graph.posteriors[2])
+        rates[how] = float((predicted.argmax(-1) == 1).double().mean())
+    assert abs(rates["predicted"] - 0.2) < 0.08
+    assert rates["uniform"] > rates["predicted"] + 0.1
+    with pytest.raises(ValueError, match="class_prior"):
+        graph.adapt_unlabelled(2, target_x, parents=[1], class_prior="balanced")

@@ -62,23 +62,36 @@ HEADS = ("shared", "per_domain")
 
 class PredictiveEntropy(CategoricalLikelihood):
     """The unsupervised step's stand-in for a likelihood, which reads the inputs' predictions and
-    never a label: per point ``H(p̄) - H(p(y | x_n, θ))``, with ``p̄`` the batch's mean prediction
-    (information maximisation: Krause et al. 2010; SHOT, Liang et al. 2020). The second term is
-    entropy minimisation (Grandvalet and Bengio 2005), which moves the class boundaries of ``q``
-    away from where the target's inputs lie densely; alone it is maximised by predicting one class
-    for everything, which the first term, the entropy of the predicted class proportions,
-    forbids. In the ELBO the KL term keeps ``q`` near the prior its source neighbours gave: a
-    Bayesian, regularised self-training step. Chosen over a generative component because it
-    needs nothing beyond the classifier itself; a minibatch's ``p̄`` estimates the whole set's."""
+    never a label: per point ``-KL(p̄ ‖ π) - H(p(y | x_n, θ))``, with ``p̄`` the batch's mean
+    prediction and ``π`` a class prior (information maximisation: Krause et al. 2010; SHOT, Liang
+    et al. 2020, whose ``H(p̄)`` is this with a uniform ``π``, up to a constant). The second term
+    is entropy minimisation (Grandvalet and Bengio 2005), which moves the class boundaries of
+    ``q`` away from where the target's inputs lie densely; alone it is maximised by predicting one
+    class for everything, which the first term forbids by holding the predicted class
+    proportions to ``π``. A uniform ``π`` pushes an imbalanced target toward balanced predictions
+    (weather: rain on 28% of days predicted on 50%); :meth:`GraphVCL.adapt_unlabelled` takes
+    ``π`` from the prior's own predictive on the target's inputs. In the ELBO the KL term keeps
+    ``q`` near the prior its source neighbours gave: a Bayesian, regularised self-training step.
+    Chosen over a generative component because it needs nothing beyond the classifier itself; a
+    minibatch's ``p̄`` estimates the whole set's.
+
+    :param class_prior: ``π``, class probabilities (``None``: uniform).
+    """
 
     name = "predictive_entropy"
+
+    def __init__(self, class_prior: torch.Tensor | None = None) -> None:
+        self.class_prior = class_prior
 
     def log_prob(self, outputs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         log_p = F.log_softmax(outputs, dim=-1)
         negative_entropy = (log_p.exp() * log_p).sum(-1)  # -H(p_n), whatever y holds
         mean = log_p.exp().mean(-2, keepdim=True)  # p̄ per Monte Carlo draw
-        marginal_entropy = -(mean * mean.clamp_min(1e-12).log()).sum(-1)
-        return negative_entropy + marginal_entropy
+        log_mean = mean.clamp_min(1e-12).log()
+        if self.class_prior is None:  # -KL(p̄ ‖ uniform) = H(p̄) - log K; the constant dropped
+            return negative_entropy - (mean * log_mean).sum(-1)
+        log_prior = self.class_prior.to(mean).clamp_min(1e-12).log()
+        return negative_entropy - (mean * (log_mean - log_prior)).sum(-1)
 
 
 class GraphVCL:
@@ -241,7 +254,12 @@ class GraphVCL:
         return history
 
     def adapt_unlabelled(
-        self, domain: int, x: torch.Tensor, parents: Sequence[int] = (), epochs: int | None = None
+        self,
+        domain: int,
+        x: torch.Tensor,
+        parents: Sequence[int] = (),
+        epochs: int | None = None,
+        class_prior: str = "predicted",
     ) -> list[float]:
         """The unsupervised step on a target's inputs ``x`` alone: fit ``q`` from the parents'
         combined prior (the learner's current prior without parents) to the ELBO whose
@@ -249,11 +267,21 @@ class GraphVCL:
         no labels; the learner's own steps and bookkeeping are untouched.
 
         :param epochs: the fit's epochs (default: the learner's).
+        :param class_prior: ``"predicted"``: the class proportions the starting prior predicts
+            on ``x`` (the step sharpens boundaries without moving them); ``"uniform"``: balanced
+            classes (information maximisation as published).
         """
+        if class_prior not in ("predicted", "uniform"):
+            raise ValueError(f"class_prior is 'predicted' or 'uniform', not {class_prior!r}")
         learner = self.learner
         self._checked(domain, parents, new=True)
         prior = self.prior_for(domain, parents) if parents else None
-        model = SupervisedModel(learner.net, PredictiveEntropy(), learner.config.monte_carlo.elbo)
+        proportions = None
+        if class_prior == "predicted":  # what the starting prior predicts on the target
+            task = self.task_of(domain)
+            proportions = learner.predict(x, task, sites=prior).mean(0).detach()
+        likelihood = PredictiveEntropy(proportions)
+        model = SupervisedModel(learner.net, likelihood, learner.config.monte_carlo.elbo)
         context = FitContext(model, learner.config, learner.device, CallbackList())
         x = x.to(learner.device)
         placeholder = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)  # never read

@@ -486,16 +486,22 @@ class ContinualLearner:
         num_samples: int | None = None,
         chunk: int | None = None,
         time: float | None = None,
+        sites: dict | None = None,
     ) -> torch.Tensor:
         """Net outputs for ``num_samples`` posterior draws: shape ``(S, N, outputs)``, computed
         ``chunk`` inputs at a time (default: :func:`~pyro_cl.infer.prediction.prediction_chunk`).
 
         :param time: predict for this time, after the last step's: draws from :meth:`prior_at`
             (the posterior carried to ``time`` by the transition) instead of the posterior.
+        :param sites: distributions or values of latent sites to draw from instead (as
+            :meth:`evaluate`'s); not with ``time``.
         """
         x, _, task_id = self.model.prepare_data(x, None, task_id)
         x = x.to(self.device)
-        sites = None if time is None else self._sites_at(time, x, task_id)
+        if time is not None:
+            if sites is not None:
+                raise ValueError("give sites or a time to predict at, not both")
+            sites = self._sites_at(time, x, task_id)
         return self._predictive_samples(x, task_id, num_samples, sites=sites, chunk=chunk)
 
     def prior_at(self, time: float) -> dict:
@@ -554,10 +560,12 @@ class ContinualLearner:
         num_samples: int | None = None,
         chunk: int | None = None,
         time: float | None = None,
+        sites: dict | None = None,
     ):
         """Class probabilities ``(1/S) Σ_s softmax(f(x; θ_s))`` (classification likelihoods),
-        ``chunk`` inputs at a time, for ``time`` if given (as :meth:`predictive_samples`)."""
-        samples = self.predictive_samples(x, task_id, num_samples, chunk, time)
+        ``chunk`` inputs at a time, for ``time`` or from ``sites`` if given (as
+        :meth:`predictive_samples`)."""
+        samples = self.predictive_samples(x, task_id, num_samples, chunk, time, sites)
         return self.model.likelihood.predictive_probabilities(samples)
 
     def evaluate(
