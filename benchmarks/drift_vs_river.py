@@ -305,7 +305,8 @@ def table(output: Path) -> str:
         )
         for name in order:
             runs = rows[name]
-            cells = [name, str(len(runs))]
+            label = f"{name}: strength chosen online (bank)" if name in FAMILIES else name
+            cells = [label, str(len(runs))]
             for part, key in (
                 ("summary", "accuracy"),
                 ("summary", "log_likelihood"),
@@ -319,8 +320,28 @@ def table(output: Path) -> str:
                 spread = f" ± {values.std():.{digits}f}" if len(values) > 1 else ""
                 cells.append(f"{values.mean():.{digits}f}{spread}")
             lines.append("| " + " | ".join(cells) + " |")
+        lines += _hindsight(rows)
         _figure(stream_folder, rows)
     return "\n".join(lines)
+
+
+def _hindsight(rows: dict) -> list[str]:
+    """Each bank's log-likelihood against its best member's, a strength no online learner could
+    have chosen (last half of the steps, mean over seeds)."""
+
+    def mean(name: str) -> float:
+        return float(np.mean([r["summary"]["log_likelihood"] for r in rows[name]]))
+
+    lines = []
+    for family in FAMILIES:
+        members = [n for n in rows if n == "online-vb" or n.startswith(f"{family}-")]
+        if family in rows and members:
+            best = max(members, key=mean)
+            lines.append(
+                f"\n{family} bank {mean(family):.4f} against the best fixed strength in "
+                f"hindsight ({best}) {mean(best):.4f}: {mean(family) - mean(best):+.4f} nats"
+            )
+    return lines
 
 
 def _figure(folder: Path, rows: dict) -> None:
