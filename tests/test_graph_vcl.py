@@ -334,7 +334,7 @@ def test_a_transition_along_a_longer_edge_gives_a_wider_prior(tmp_path):
 def test_the_unsupervised_step_holds_the_predicted_class_proportions_unless_told_uniform():
     """A target with 20% positives: with the uniform class prior of information maximisation as
     published the step pushes the predicted positive rate toward a half; with the prior's own
-    predicted proportions it stays near where the source left it."""
+    predicted proportions, or the proportions given, it stays near a fifth."""
     from pyro_cl.learner.graph_vcl import PredictiveEntropy
 
     outputs = torch.randn(3, 5, 2)
@@ -354,7 +354,7 @@ def test_the_unsupervised_step_holds_the_predicted_class_proportions_unless_told
 
     angles = torch.tensor([0.0, 10.0, 20.0])
     rates = {}
-    for how in ("uniform", "predicted"):
+    for how in ("uniform", "predicted", torch.tensor([4.0, 1.0])):  # the last: 80/20 as given
         graph = GraphVCL(
             VCL(BayesianMLP(2, [8], 2), seed=0, **{**SMALL, "epochs": 40, "learning_rate": 0.05}),
             metadata_graph(angles, 20.0),
@@ -364,8 +364,11 @@ def test_the_unsupervised_step_holds_the_predicted_class_proportions_unless_told
         target_x, _ = imbalanced(0.3)
         graph.adapt_unlabelled(2, target_x, parents=[1], epochs=80, class_prior=how)
         predicted = graph.learner.predict(target_x, sites=graph.posteriors[2])
-        rates[how] = float((predicted.argmax(-1) == 1).double().mean())
-    assert abs(rates["predicted"] - 0.2) < 0.08
+        rates[how if isinstance(how, str) else "given"] = float(
+            (predicted.argmax(-1) == 1).double().mean()
+        )
+    assert abs(rates["predicted"] - 0.2) < 0.08 and abs(rates["given"] - 0.2) < 0.08
     assert rates["uniform"] > rates["predicted"] + 0.1
+    graph.posteriors.pop(2)
     with pytest.raises(ValueError, match="class_prior"):
         graph.adapt_unlabelled(2, target_x, parents=[1], class_prior="balanced")

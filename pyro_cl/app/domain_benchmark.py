@@ -29,6 +29,8 @@ its labels only by the oracle. VCL at a short CPU schedule (:data:`SETTINGS`). M
   kernel-weighted; **moment-matched**: the same two posteriors' mixture, moment-matched;
 * **graph VCL + unsupervised step** — then :meth:`~pyro_cl.learner.graph_vcl.GraphVCL.adapt_unlabelled`
   on the target's training inputs (no labels: information maximisation in place of the likelihood);
+  **+ unsupervised step, sources' class prior** — the same step holding the predicted class
+  proportions to the sources' label frequencies instead of uniform ones;
 * **nearest domain** — the posterior of the nearest source (from graph VCL, so a chain's);
 * **fresh fit, nearest source** — a new learner fitted on the nearest source alone: the baseline
   a chain must beat to show it carried anything useful;
@@ -82,7 +84,8 @@ from pyro_cl.metrics import expected_calibration_error
 from pyro_cl.nn import BayesianMLP
 
 METHODS = ("majority class", "source only", "sequential VCL", "random order", "OT path", "graph VCL",
-           "graph VCL + unsupervised step", "nearest domain", "fresh fit, nearest source",
+           "graph VCL + unsupervised step", "+ unsupervised step, sources' class prior",
+           "nearest domain", "fresh fit, nearest source",
            "uniform average", "oracle", "graph VCL, moment-matched", "self-training, target only",
            "gradual self-training")  # fmt: skip
 #: The methods whose net has one head whatever ``--heads`` says (or no net at all).
@@ -179,10 +182,12 @@ def learner(domains: Domains, seed: int, heads: str) -> VCL:
     return VCL(net, seed=seed, **SETTINGS)
 
 
-def run_heads(domains: Domains, seed: int, heads: str, costs: torch.Tensor) -> dict:
+def run_heads(
+    domains: Domains, seed: int, heads: str, costs: torch.Tensor, frequencies: torch.Tensor
+) -> dict:
     """``{method: {target: metrics}}`` of every method but those without heads
     (:data:`SHARED_BY_HEADS`) for one ``heads`` setting; ``costs`` are the domains' transport
-    costs."""
+    costs, ``frequencies`` the sources' label frequencies."""
     data, sources, metadata = domains.data, domains.sources, domains.metadata
     weights = metadata_graph(torch.tensor(metadata), bandwidth=domains.bandwidth)
     graph = GraphVCL(learner(domains, seed, heads), weights, heads=heads)
@@ -215,6 +220,9 @@ def run_heads(domains: Domains, seed: int, heads: str, costs: torch.Tensor) -> d
         scores["fresh fit, nearest source"][target] = alone.evaluate(test, task_id=task(nearest[0]))
         graph.adapt_unlabelled(t, data[t][0], parents=nearest)
         scores["graph VCL + unsupervised step"][target] = graph.evaluate(test, domain=t)
+        graph.posteriors.pop(t)  # the same step again, holding the sources' class proportions
+        graph.adapt_unlabelled(t, data[t][0], parents=nearest, class_prior=frequencies)
+        scores["+ unsupervised step, sources' class prior"][target] = graph.evaluate(test, domain=t)
         uniform = graph.prior_for(t, sources, weights=[1.0] * len(sources))
         scores["uniform average"][target] = graph.learner.evaluate(test, task(t), sites=uniform)
         scores["oracle"][target] = oracle.evaluate(test, task_id=task(t))
@@ -262,7 +270,7 @@ def run_seed(domains: Domains, seed: int, heads: list[str]) -> dict:
     costs = transport_costs([data[d][0] for d in data], max_points=200)
     scores = {}
     for setting in heads:
-        scores[setting] = {**shared, **run_heads(domains, seed, setting, costs)}
+        scores[setting] = {**shared, **run_heads(domains, seed, setting, costs, frequencies)}
     paths = {
         domains.metadata[t]: [domains.metadata[i] for i in transport_path(costs, t, domains)]
         for t in domains.targets

@@ -259,7 +259,7 @@ class GraphVCL:
         x: torch.Tensor,
         parents: Sequence[int] = (),
         epochs: int | None = None,
-        class_prior: str = "predicted",
+        class_prior: str | torch.Tensor = "uniform",
     ) -> list[float]:
         """The unsupervised step on a target's inputs ``x`` alone: fit ``q`` from the parents'
         combined prior (the learner's current prior without parents) to the ELBO whose
@@ -267,19 +267,16 @@ class GraphVCL:
         no labels; the learner's own steps and bookkeeping are untouched.
 
         :param epochs: the fit's epochs (default: the learner's).
-        :param class_prior: ``"predicted"``: the class proportions the starting prior predicts
-            on ``x`` (the step sharpens boundaries without moving them); ``"uniform"``: balanced
-            classes (information maximisation as published).
+        :param class_prior: the class proportions the step holds the target's predictions to:
+            ``"uniform"`` (balanced classes, information maximisation as published),
+            ``"predicted"`` (what the starting prior predicts on ``x``: the step sharpens the
+            boundaries without moving the proportions), or class probabilities, e.g. the
+            sources' label frequencies.
         """
-        if class_prior not in ("predicted", "uniform"):
-            raise ValueError(f"class_prior is 'predicted' or 'uniform', not {class_prior!r}")
         learner = self.learner
         self._checked(domain, parents, new=True)
         prior = self.prior_for(domain, parents) if parents else None
-        proportions = None
-        if class_prior == "predicted":  # what the starting prior predicts on the target
-            task = self.task_of(domain)
-            proportions = learner.predict(x, task, sites=prior).mean(0).detach()
+        proportions = self._class_proportions(class_prior, x, domain, prior)
         likelihood = PredictiveEntropy(proportions)
         model = SupervisedModel(learner.net, likelihood, learner.config.monte_carlo.elbo)
         context = FitContext(model, learner.config, learner.device, CallbackList())
@@ -308,6 +305,24 @@ class GraphVCL:
             install_prior(learner.net, posterior)
         self.posteriors[domain] = posterior
         return history
+
+    def _class_proportions(
+        self, class_prior: str | torch.Tensor, x: torch.Tensor, domain: int, prior
+    ) -> torch.Tensor | None:
+        """:meth:`adapt_unlabelled`'s ``π`` (``None``: uniform)."""
+        if torch.is_tensor(class_prior):
+            proportions = class_prior.detach().to(self.learner.device, torch.float32)
+            if proportions.dim() != 1 or (proportions < 0).any() or not proportions.sum() > 0:
+                raise ValueError("class_prior must be a vector of class probabilities")
+            return proportions / proportions.sum()
+        if class_prior == "uniform":
+            return None
+        if class_prior == "predicted":  # what the starting prior predicts on the target
+            predicted = self.learner.predict(x, self.task_of(domain), sites=prior)
+            return predicted.mean(0).detach()
+        raise ValueError(
+            f"class_prior is 'uniform', 'predicted' or class probabilities, not {class_prior!r}"
+        )
 
     def evaluate(
         self, data, domain: int | None = None, parents: Sequence[int] = ()
