@@ -28,4 +28,5 @@ autodoc_member_order = "bysource"
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_typehints = "description"
 autodoc_inherit_docstrings = False  # torch.autograd.Function's own docs link into torch's
-suppress_warnings = ["myst.header", "ref.python"]  # a class is found under its module and its package
+# ref.python: a class is found under its module and its package
+suppress_warnings = ["myst.header", "ref.python"]
