@@ -184,11 +184,7 @@ class BankOnStream(OnStream):
                 ("at posterior", self.members_at_posterior),
             ):
                 for scores, probabilities in zip(members.values(), self._own[kind], strict=True):
-                    seen = probabilities[np.arange(len(y)), y]
-                    scores.accuracy.append(float((probabilities.argmax(1) == y).mean()))
-                    scores.log_likelihood.append(float(np.log(np.maximum(seen, 1e-6)).mean()))
-                    scores.probabilities.append(probabilities)
-                    scores.labels.append(np.asarray(y))
+                    scores.score(probabilities, np.asarray(y))
             del self._own
         super().learn(x, y, time)
 

@@ -88,12 +88,15 @@ def chosen_threads(requested: int | None) -> int:
         if isinstance(requested, bool) or requested < 1:
             raise ValueError(f"--threads must be a positive integer, got {requested}")
         return requested
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if hasattr(os, "sched_getaffinity"):
+        cores = len(os.sched_getaffinity(0))
+    else:
+        cores = os.cpu_count() or 1
     try:
         busy = os.getloadavg()[0]
     except (AttributeError, OSError):  # no load average on this platform
         busy = 0.0
-    return max(1, min(cores or 1, round((cores or 1) - busy)))
+    return max(1, min(cores, round(cores - busy)))
 
 
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
@@ -592,9 +595,9 @@ def _transition(args: argparse.Namespace) -> Transition | None:
 @contextlib.contextmanager
 def command_line_errors(program: str, debug: bool = False) -> Iterator[None]:
     """Turn a user's mistake (a ValueError: bad options or data files; an OSError: missing or
-    unreadable files; an optional dependency not installed) into a one-line message and exit status 1 instead of a traceback; with
-    ``debug`` (``--debug``) the traceback is kept. Anything else is a bug and keeps its
-    traceback."""
+    unreadable files; an optional dependency not installed) into a one-line message and exit
+    status 1 instead of a traceback; with ``debug`` (``--debug``) the traceback is kept. Anything
+    else is a bug and keeps its traceback."""
     try:
         yield
     except (ValueError, OSError, DivergenceError, OverflowError, MissingExtra) as error:

@@ -32,6 +32,7 @@ from pyro_cl.data.streams import OnlineStream
 from pyro_cl.metrics import expected_calibration_error
 
 __all__ = [
+    "FLOOR",
     "OnStream",
     "RiverOnStream",
     "StepLearner",
@@ -39,6 +40,10 @@ __all__ = [
     "one_step_ahead",
     "summary",
 ]
+
+
+#: The smallest probability a label is charged at: ``log FLOOR`` for a probability of 0.
+FLOOR = 1e-6
 
 
 class StepLearner(Protocol):
@@ -113,9 +118,18 @@ class StreamScores:
     probabilities: list[np.ndarray] = field(default_factory=list)
     labels: list[np.ndarray] = field(default_factory=list)
 
+    def score(self, probabilities: np.ndarray, labels: np.ndarray, floor: float = FLOOR) -> None:
+        """Record one step's predicted probabilities ``(N, C)`` of its ``labels``: accuracy and
+        the mean log-likelihood, each probability floored at ``floor``."""
+        seen = probabilities[np.arange(len(labels)), labels]
+        self.accuracy.append(float((probabilities.argmax(1) == labels).mean()))
+        self.log_likelihood.append(float(np.log(np.maximum(seen, floor)).mean()))
+        self.probabilities.append(probabilities)
+        self.labels.append(labels)
+
 
 def one_step_ahead(
-    learner: StepLearner, stream: OnlineStream, floor: float = 1e-6, progress=None
+    learner: StepLearner, stream: OnlineStream, floor: float = FLOOR, progress=None
 ) -> StreamScores:
     """Run ``learner`` over ``stream`` under the protocol (see the module docstring).
 
@@ -134,12 +148,8 @@ def one_step_ahead(
                 raise ValueError(
                     f"the learner predicted {probabilities.shape[0]} rows of a {len(labels)}-row step"
                 )
-            seen = probabilities[np.arange(len(labels)), labels]
-            scores.accuracy.append(float((probabilities.argmax(1) == labels).mean()))
-            scores.log_likelihood.append(float(np.log(np.maximum(seen, floor)).mean()))
+            scores.score(probabilities, labels, floor)
             scores.times.append(step.time)
-            scores.probabilities.append(probabilities)
-            scores.labels.append(labels)
         start = clock.perf_counter()
         learner.learn(x, _labels(step.y), step.time)
         scores.learn_seconds.append(clock.perf_counter() - start)

@@ -498,10 +498,7 @@ class ContinualLearner:
         """
         x, _, task_id = self.model.prepare_data(x, None, task_id)
         x = x.to(self.device)
-        if time is not None:
-            if sites is not None:
-                raise ValueError("give sites or a time to predict at, not both")
-            sites = self._sites_at(time, x, task_id)
+        sites = self._sites_given(sites, time, x, task_id)
         return self._predictive_samples(x, task_id, num_samples, sites=sites, chunk=chunk)
 
     def prior_at(self, time: float) -> dict:
@@ -518,6 +515,17 @@ class ContinualLearner:
             return {name: detach_distribution(q) for name, q in carried.items()}
         finally:
             before.restore_into(self)
+
+    def _sites_given(
+        self, sites: dict | None, time: float | None, x: torch.Tensor, task_id: int
+    ) -> dict | None:
+        """The sites a prediction draws from: ``sites``, or those at ``time`` (not both), or
+        ``None`` for the learner's own."""
+        if time is None:
+            return sites
+        if sites is not None:
+            raise ValueError("give sites or a time to predict at, not both")
+        return self._sites_at(time, x, task_id)
 
     def _sites_at(self, time: float, x: torch.Tensor, task_id: int) -> dict:
         """What predicts at ``time``: the carried posterior, or the point values of a fitter that
@@ -586,10 +594,7 @@ class ContinualLearner:
         :param time: predict for this time (see :meth:`predictive_samples`); not with ``sites``.
         """
         x, y, task_id = self.prepare_data(data, task_id)
-        if time is not None:
-            if sites is not None:
-                raise ValueError("give sites or a time to predict at, not both")
-            sites = self._sites_at(time, x, task_id)
+        sites = self._sites_given(sites, time, x, task_id)
         samples = self._predictive_samples(x, task_id, num_samples, sites=sites, chunk=chunk)
         return self.model.likelihood.metrics(samples, y)
 

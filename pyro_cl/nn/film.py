@@ -30,6 +30,7 @@ from pyro.nn import PyroModule
 from torch import nn
 
 from pyro_cl.checks import checked_count, checked_real
+from pyro_cl.nn.heads import normalised_task_id
 from pyro_cl.nn.layer import BayesianLayer
 
 __all__ = ["BayesianFiLM", "TaskFiLM", "TaskSlot", "checked_film_settings", "film_layers"]
@@ -159,7 +160,7 @@ class TaskSlot:
             if (task != task.flatten()[0]).any():
                 raise ValueError("FiLM layers are per task: a batch must hold one task's points")
             task = task.flatten()[0]
-        self.task = int(task)
+        self.task = normalised_task_id(task)
 
 
 class TaskFiLM(PyroModule):
