@@ -20,7 +20,7 @@ from pyro_cl.fitters import (
     Penalty,
     PointEstimateFitter,
 )
-from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.guides import FullCovariance, GuideFamily, LowRank, MeanField, MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.divergence import DivergenceError
@@ -75,6 +75,10 @@ __all__ = [
     "IVON",
     "Identity",
     "MeanFieldGuide",
+    "MeanField",
+    "FullCovariance",
+    "LowRank",
+    "GuideFamily",
     "NoPropagation",
     "OrnsteinUhlenbeck",
     "Penalty",

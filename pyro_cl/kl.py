@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import torch
 from torch.distributions import Distribution, kl_divergence
 
-__all__ = ["PackedGaussianKL", "gaussian_kl", "kl_to_prior", "precision_kl"]
+__all__ = ["PackedGaussianKL", "full_gaussian_kl", "gaussian_kl", "kl_to_prior", "precision_kl"]
 
 
 def kl_to_prior(
@@ -52,6 +52,20 @@ def gaussian_kl(
     quadratic = ((variance_q + (loc_q - loc_p) ** 2) / variance_p).sum()
     log_ratio = (torch.log(variance_p) - log_variance_q).sum()
     return 0.5 * (quadratic + log_ratio - loc_q.numel())
+
+
+def full_gaussian_kl(
+    loc_q: torch.Tensor,
+    tril_q: torch.Tensor,
+    loc_p: torch.Tensor,
+    tril_p: torch.Tensor,
+) -> torch.Tensor:
+    """``KL(N(μ_q, L_q L_qᵀ) ‖ N(μ_p, L_p L_pᵀ))`` from the Cholesky factors, with one triangular
+    solve: ``½ [‖L_p⁻¹ L_q‖²_F + ‖L_p⁻¹ (μ_q - μ_p)‖² - D] + Σ log diag L_p - Σ log diag L_q``."""
+    right = torch.cat([tril_q, (loc_q - loc_p).unsqueeze(-1)], dim=-1)
+    solved = torch.linalg.solve_triangular(tril_p, right, upper=False)
+    log_det = tril_p.diagonal().log().sum() - tril_q.diagonal().log().sum()
+    return 0.5 * (solved.square().sum() - loc_q.shape[-1]) + log_det
 
 
 def precision_kl(

@@ -36,6 +36,7 @@ __all__ = [
     "extract_posterior",
     "base_distribution",
     "detach_distribution",
+    "detach_posterior",
     "distribution_parameters",
     "posterior_to_state",
     "posterior_from_state",
@@ -70,12 +71,26 @@ def read_priors(model: torch.nn.Module, names: Iterable[str] | None = None) -> P
     return {name: read_priors_of(*index[name]) for name in names}
 
 
-def detach_distribution(distribution: Distribution) -> Distribution:
-    """A copy of ``distribution`` whose parameters are detached from the autograd graph."""
+def detach_distribution(distribution: Distribution, memo: dict | None = None) -> Distribution:
+    """A copy of ``distribution`` whose parameters are detached from the autograd graph.
+
+    A site of a joint block (:class:`~pyro_cl.guides.BlockSite`) keeps its block only when
+    copied with the others through one ``memo`` (:func:`detach_posterior`); alone it is copied
+    as its marginal."""
     base, event_dim = _unwrap(distribution)
-    params = {key: getattr(base, key).detach().clone() for key in _parameter_names(base)}
-    detached = type(base)(**params)
+    if memo is not None and hasattr(base, "detached"):
+        detached = base.detached(memo)
+    else:
+        params = {key: getattr(base, key).detach().clone() for key in _parameter_names(base)}
+        detached = type(base)(**params)
     return detached.to_event(event_dim) if event_dim else detached
+
+
+def detach_posterior(posterior: Mapping[str, Distribution]) -> Posterior:
+    """Detached copies of every site of ``posterior``, the sites of one joint block still
+    sharing one (copied) block."""
+    memo: dict = {}
+    return {name: detach_distribution(q, memo) for name, q in posterior.items()}
 
 
 def install_prior(model: torch.nn.Module, posterior: Mapping[str, Distribution]) -> None:

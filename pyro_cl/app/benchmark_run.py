@@ -28,6 +28,7 @@ from pyro_cl.app.methods import METHODS, method_names
 from pyro_cl.app.part_options import accepted, check_taken
 from pyro_cl.app.presets import DEFAULT_PRESET, PRESETS, Preset
 from pyro_cl.data.tasks import TaskStream
+from pyro_cl.guides import MEAN_FIELD, GuideFamily
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.nn import BayesianCNN, BayesianMLP, IndianBuffetMLP, VAEDecoder
@@ -69,6 +70,7 @@ class BenchmarkRun:
     :ivar penalty_options: arguments of the methods' penalties (EWC's and SI's ``strength``,
         ...); each penalty gets those it takes.
     :ivar transition: the transition between tasks (default: each method's).
+    :ivar guide: the guide family (default mean-field; labels ``<method>-<family>`` otherwise).
     :ivar single_head: one head for every task of a multi-head stream (labels ``<method>-single-head``).
     :ivar validation: score on a held-out share of each task's training data instead of its
         test set (:meth:`~pyro_cl.data.tasks.TaskStream.validation`), to choose settings.
@@ -98,6 +100,7 @@ class BenchmarkRun:
     fitter_options: dict = field(default_factory=dict)
     penalty_options: dict = field(default_factory=dict)
     transition: Transition | None = None
+    guide: GuideFamily | None = None
     local_reparameterization: bool = True
     single_head: bool = False
     film: bool = False
@@ -289,6 +292,7 @@ class BenchmarkRun:
             fitter_options=fitter_options if spec.fitter is not None else None,
             transition=self.transition,
             penalty_options=penalty or None,
+            guide=self.guide,
             **self.resolved_training(),
         )
 
@@ -297,6 +301,8 @@ class BenchmarkRun:
         ``ewc-single-head`` for a single head on a multi-head stream."""
         label = f"{method}-{self.architecture}" if self.indian_buffet else method
         label = f"{label}-film" if self.film else label
+        if self.guide is not None and self.guide.name != MEAN_FIELD:
+            label = f"{label}-{self.guide.name}"
         return f"{label}-single-head" if self.single_head else label
 
 

@@ -31,7 +31,7 @@ from pyro_cl.app.runner import run_benchmark
 from pyro_cl.app.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
 from pyro_cl.app.stream_presets import STREAM_PRESETS
 from pyro_cl.extras import MissingExtra
-from pyro_cl.guides import REINIT_POLICIES
+from pyro_cl.guides import REINIT_POLICIES, GuideFamily
 from pyro_cl.infer.config import INIT_MEANS, TrainingConfig
 from pyro_cl.infer.data_parallel import init_from_environment, is_writer
 from pyro_cl.infer.divergence import DivergenceError
@@ -186,13 +186,18 @@ def _add_log_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_transition_arguments(parser: argparse.ArgumentParser, title: str) -> None:
     """``--transition NAME`` and every registered transition's ``--transition-*`` option."""
-    transitions = parser.add_argument_group(f"transition {title}")
-    transitions.add_argument(
-        "--transition",
-        choices=command_line_parts("transition"),
-        help="the registered transition to use (its options: --transition-*)",
+    _add_part_choice(parser, "transition", f"transition {title}")
+
+
+def _add_part_choice(parser: argparse.ArgumentParser, kind: str, title: str) -> None:
+    """``--<kind> NAME`` and every registered part's ``--<kind>-*`` option."""
+    group = parser.add_argument_group(title)
+    group.add_argument(
+        f"--{kind}",
+        choices=command_line_parts(kind),
+        help=f"the registered {kind} to use (its options: --{kind}-*)",
     )
-    add_part_options(parser, "transition", "transition options (for --transition)")
+    add_part_options(parser, kind, f"{kind} options (for --{kind})")
 
 
 def stream_run_from_args(args: argparse.Namespace) -> StreamRun:
@@ -357,6 +362,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         parser, "penalty", "penalty options (EWC, online EWC, SI: λ is --penalty-strength)"
     )
     _add_transition_arguments(parser, "between tasks (default: the method's)")
+    _add_part_choice(parser, "guide", "guide family (default: mean-field)")
+    parser.add_argument(
+        "--guide-sites",
+        nargs="+",
+        metavar="SITE",
+        help="sites or module prefixes a full-covariance or low-rank guide joins (default: all)",
+    )
     add_training_options(parser)
     generative = parser.add_argument_group("generative benchmarks (generative-*)")
     generative.add_argument(
@@ -444,6 +456,7 @@ def benchmark_run_from_args(args: argparse.Namespace, **defaults) -> BenchmarkRu
         fitter_options=given_part_options(args, "fitter"),
         penalty_options=given_part_options(args, "penalty"),
         transition=_transition(args),
+        guide=_guide(args),
         local_reparameterization=not args.no_local_reparameterization,
         single_head=args.single_head,
         film=args.film,
@@ -571,25 +584,37 @@ def _net_options(args: argparse.Namespace) -> dict:
 
 
 def _transition(args: argparse.Namespace) -> Transition | None:
-    options = given_part_options(args, "transition")
-    if args.transition is None:
+    return _chosen_part(args, "transition")
+
+
+def _guide(args: argparse.Namespace) -> GuideFamily | None:
+    sites = {"sites": args.guide_sites} if args.guide_sites else {}
+    return _chosen_part(args, "guide", sites)
+
+
+def _chosen_part(args: argparse.Namespace, kind: str, extra: dict | None = None):
+    """The part ``--<kind> NAME`` chose, built from its ``--<kind>-*`` options (and ``extra``
+    arguments), or ``None`` when none was chosen."""
+    options = {**given_part_options(args, kind), **(extra or {})}
+    chosen = getattr(args, kind)
+    if chosen is None:
         if options:
-            raise ValueError(f"transition options {sorted(options)} need --transition")
+            raise ValueError(f"{kind} options {sorted(options)} need --{kind}")
         return None
-    cls = REGISTRIES["transition"][args.transition]
-    check_taken(options, "transition", [cls])
+    cls = REGISTRIES[kind][chosen]
+    check_taken(options, kind, [cls])
     required = [
         parameter.name
         for parameter in constructor_parameters(cls)
         if parameter.default is inspect.Parameter.empty and parameter.name not in options
     ]
     if required:
-        flags = ", ".join(f"--transition-{name.replace('_', '-')}" for name in required)
-        raise ValueError(f"--transition {args.transition} needs {flags}")
+        flags = ", ".join(f"--{kind}-{name.replace('_', '-')}" for name in required)
+        raise ValueError(f"--{kind} {chosen} needs {flags}")
     try:
         return cls(**options)
     except (TypeError, OverflowError) as error:
-        raise ValueError(f"--transition {args.transition}: {error}") from error
+        raise ValueError(f"--{kind} {chosen}: {error}") from error
 
 
 @contextlib.contextmanager

@@ -29,6 +29,7 @@ from pyro_cl.fitters.ivon import IVON
 from pyro_cl.fitters.penalty import Penalty
 from pyro_cl.fitters.point_estimate import PointEstimateFitter
 from pyro_cl.fitters.vogn import VOGN
+from pyro_cl.guides import GuideFamily
 from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.learner.vcl import VCL
 from pyro_cl.memory import EveryPoint, GaussianResidualMemory, KCenterCoreset, RandomCoreset, Replay
@@ -127,6 +128,7 @@ class Method:
         transition: Transition | None = None,
         penalty_options: dict | None = None,
         memory_options: dict | None = None,
+        guide: GuideFamily | None = None,
         **training,
     ) -> ContinualLearner:
         """A fresh learner of this method on ``net``.
@@ -138,11 +140,14 @@ class Method:
         :param penalty_options: keyword arguments of the method's penalty (``strength``, ...).
         :param memory_options: keyword arguments of the method's memory besides its size (e.g.
             ``num_term_samples`` of a Gaussian residual memory).
+        :param guide: the guide family (default: the learner's, mean-field).
         :param training: :class:`~pyro_cl.infer.config.TrainingConfig` settings.
         """
         if transition is None and self.transition is not None:
             transition = self.transition()
         parts: dict[str, object] = {"transition": transition}
+        if guide is not None:
+            parts["guide"] = guide
         if self.memory is not None:
             # a memory that keeps every point (batch VI's) takes no size
             sized = (memory_size,) if "size" in accepted(self.memory) else ()

@@ -64,6 +64,7 @@ def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
                 **flat,  # every training setting the learner runs with
                 "fitter": learner.fitter.spec(),
                 "transition": learner.transition.spec(),
+                "guide": learner.guide_family.spec(),
             }
             loggers = run_loggers(run.log_dir, f"{run.label(method)}_seed{seed}", run.tensorboard)
             result = run_stream(

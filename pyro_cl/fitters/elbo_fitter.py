@@ -8,11 +8,12 @@ import torch
 
 from pyro_cl.checks import checked_real
 from pyro_cl.fitters.fitter import Fitter
-from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.guides import GAUSSIAN_FAMILIES, MEAN_FIELD, MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.infer.packed_gaussians import PackedGaussians
+from pyro_cl.infer.parts import Parts
 from pyro_cl.infer.row_gather import RowGather
 
 __all__ = ["ELBOFitter"]
@@ -41,12 +42,22 @@ class ELBOFitter(Fitter):
     name = "elbo"
     takes_weights = True
     fits_local_guide = True
+    #: The ELBO takes any Gaussian family's KL and joint draws (the guide's ``joint_terms``).
+    guide_families = GAUSSIAN_FAMILIES
 
     def __init__(self, heads_in_kl: bool = True, kl_weight: float = 1.0) -> None:
         if not isinstance(heads_in_kl, bool):
             raise ValueError(f"heads_in_kl must be True or False, got {heads_in_kl!r}")
         self.heads_in_kl = heads_in_kl
         self.kl_weight = checked_real(kl_weight, "kl_weight", 0, low_open=True)
+
+    def check_parts(self, parts: Parts) -> None:
+        """As :meth:`Fitter.check_parts`; and ``heads_in_kl=False`` drops the heads' KL from a
+        mean-field guide only (a joint block's KL is one term)."""
+        super().check_parts(parts)
+        family = getattr(parts.guide, "name", MEAN_FIELD)
+        if not self.heads_in_kl and family != MEAN_FIELD:
+            raise ValueError(f"heads_in_kl=False needs the mean-field guide family, not {family!r}")
 
     def fit(
         self,

@@ -39,6 +39,7 @@ import torch
 
 from pyro_cl.checks import checked_count, checked_real
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
+from pyro_cl.guides import MEAN_FIELD
 from pyro_cl.infer.objectives import kl_and_sites, task_groups
 from pyro_cl.infer.site_values import sample_outputs
 from pyro_cl.points import Points
@@ -91,6 +92,9 @@ class FunctionSpaceFitter(ELBOFitter):
     """
 
     name = "function_space"
+
+    #: The old posterior's function moments are drawn from the per-site priors: mean-field.
+    guide_families = (MEAN_FIELD,)
 
     def __init__(
         self,

@@ -1,5 +1,14 @@
 """Guides: the families a posterior is fitted in, each a part of the learner."""
 
+from pyro_cl.guides.family import MEAN_FIELD, GuideFamily, MeanField, supported_families
+from pyro_cl.guides.joint_gaussian import (
+    GAUSSIAN_FAMILIES,
+    BlockSite,
+    FullCovariance,
+    JointGaussianGuide,
+    LowRank,
+    draw_joint_sites,
+)
 from pyro_cl.guides.mean_field import (
     DEFAULT_INIT_LOG_VARIANCE,
     REINIT_POLICIES,
@@ -7,4 +16,19 @@ from pyro_cl.guides.mean_field import (
     task_id_key,
 )
 
-__all__ = ["DEFAULT_INIT_LOG_VARIANCE", "REINIT_POLICIES", "MeanFieldGuide", "task_id_key"]
+__all__ = [
+    "DEFAULT_INIT_LOG_VARIANCE",
+    "GAUSSIAN_FAMILIES",
+    "MEAN_FIELD",
+    "REINIT_POLICIES",
+    "BlockSite",
+    "FullCovariance",
+    "GuideFamily",
+    "JointGaussianGuide",
+    "LowRank",
+    "MeanField",
+    "MeanFieldGuide",
+    "draw_joint_sites",
+    "supported_families",
+    "task_id_key",
+]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from typing import ClassVar
 
 import pyro
 import torch
@@ -91,6 +92,17 @@ class MeanFieldGuide(nn.Module):
     :param local_guide: a guide module for the model's local latent sites (see above), with
         ``site_names`` and ``prepare(task_id, like)``; ``None`` for models without them.
     """
+
+    #: The dictionaries of per-site (or per-block) tensors, created lazily: what :meth:`restore`
+    #: and :meth:`load_state_dict` create and remove by key.
+    parameter_groups: tuple[str, ...] = (
+        "loc",
+        "log_variance",
+        "log_concentration1",
+        "log_concentration0",
+        "log_shape",
+        "log_rate",
+    )
 
     def __init__(
         self,
@@ -236,6 +248,25 @@ class MeanFieldGuide(nn.Module):
         """``{site: q(site)}`` for ``names`` (default: every site with parameters)."""
         return {name: self.distribution(name) for name in (names or self.site_names)}
 
+    # ----------------------------------------------------------------- the family's protocol
+    #: True when every site's ``q`` is its own factor (Pyro's ``TraceMeanField_ELBO`` then
+    #: computes the KL site by site); a guide that couples sites says False.
+    mean_field: ClassVar[bool] = True
+
+    def joint_terms(self, names: Iterable[str]) -> tuple[torch.Tensor | float, dict]:
+        """``(KL, {site: distribution})`` of the sites among ``names`` that ``q`` couples, drawn
+        together (:func:`~pyro_cl.guides.joint_gaussian.draw_joint_sites`): none here."""
+        return 0.0, {}
+
+    def prior_sites(self) -> dict[str, Distribution]:
+        """The sites whose prior this guide holds itself (jointly), as distributions to predict
+        with: none here, since the net's per-site priors hold the whole posterior."""
+        return {}
+
+    def hand_off(self, names: Iterable[str]) -> None:
+        """Make the fitted ``q`` of ``names`` the prior of the next step, beyond the per-site
+        priors the learner installs in the net: nothing more for a mean-field posterior."""
+
     def locs(self, names: Iterable[str] | None = None) -> dict[str, nn.Parameter]:
         """``{site: μ_site}`` of the Gaussian sites: the means as point values (for
         maximum-likelihood fits)."""
@@ -367,11 +398,15 @@ class MeanFieldGuide(nn.Module):
     def clone(self) -> MeanFieldGuide:
         """An independent copy (same model, same values, its own parameters and store name) of
         the global sites; a local guide is shared, not copied."""
-        copy = MeanFieldGuide(
-            self.model, self.init_log_variance, self.init_loc_std, self.site_key, self.local_guide
-        )
+        copy = self._empty_like()
         copy.load_state_dict(self.state_dict())  # creates each parameter like the source's
         return copy
+
+    def _empty_like(self) -> MeanFieldGuide:
+        """A guide of this kind and settings for the same model, with no sites yet."""
+        return MeanFieldGuide(
+            self.model, self.init_log_variance, self.init_loc_std, self.site_key, self.local_guide
+        )
 
     def release(self) -> None:
         """Remove this guide's parameters from Pyro's global parameter store (``elbo="pyro"``
@@ -387,7 +422,7 @@ class MeanFieldGuide(nn.Module):
         """Return exactly to ``state_dict`` (from :meth:`state_dict`): parameters created since
         (those of a head first used in a step that failed) are removed, here and in Pyro's
         parameter store, so none is left behind to be picked up later."""
-        for group in _PARAMETER_GROUPS:
+        for group in self.parameter_groups:
             parameters = getattr(self, group)
             for key in [key for key in parameters.keys() if f"{group}.{key}" not in state_dict]:
                 del parameters[key]
@@ -416,24 +451,16 @@ class MeanFieldGuide(nn.Module):
         """Load parameters, first creating those a fresh guide has not created lazily yet."""
         for full_key, value in state_dict.items():
             group, _, key = full_key.partition(".")
-            if group in _PARAMETER_GROUPS and key not in getattr(self, group):
-                getattr(self, group)[key] = nn.Parameter(torch.empty_like(value))
+            if group in self.parameter_groups and key not in getattr(self, group):
+                holder = getattr(self, group)
+                empty = torch.empty_like(value)
+                holder[key] = nn.Parameter(empty) if isinstance(holder, nn.ParameterDict) else empty
         if self.local_guide is not None:
             self.local_guide.create_from_state(_local_part(state_dict))
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def extra_repr(self) -> str:
         return f"sites={len(self._event_dims)}, init_log_variance={self.init_log_variance}"
-
-
-_PARAMETER_GROUPS = (
-    "loc",
-    "log_variance",
-    "log_concentration1",
-    "log_concentration0",
-    "log_shape",
-    "log_rate",
-)
 
 
 def _local_part(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -81,7 +81,7 @@ def negative_elbo(
     groups = task_groups(task_id, x.shape[0])
     if (len(groups) > 1 or weights is not None) and not fast and has_structured_sites(model.net):
         raise ValueError("weighted or task-mixing batches need elbo='fast' for nets with IBP masks")
-    if len(groups) == 1 and not fast and weights is None and kl_weight == 1.0:
+    if len(groups) == 1 and not fast and weights is None and kl_weight == 1.0 and guide.mean_field:
         return _trace_mean_field_loss(model, guide, x, y, groups[0][0], dataset_size, num_particles)
     names_by_task = {task: model.sites(guide, x, [task]) for task, _ in groups}
     names = list(dict.fromkeys(name for group in names_by_task.values() for name in group))
@@ -153,11 +153,16 @@ def kl_and_sites(
     packed: PackedGaussians | None = None,
 ) -> tuple[torch.Tensor, dict]:
     """The analytic ``KL(q || prior)`` over ``names`` (and every packed site) and the guide's
-    distributions of them."""
+    distributions of them: the sites a guide couples (:meth:`~pyro_cl.guides.MeanFieldGuide.joint_terms`,
+    one KL per block against the block's prior), the others site by site."""
+    joint_kl, joint = guide.joint_terms(names)
     if not fast:
-        posterior = guide.posterior(names)
-        return kl_to_prior(posterior, read_priors(model.net, names)), posterior
+        rest = [name for name in names if name not in joint]
+        posterior = guide.posterior(rest)
+        kl = kl_to_prior(posterior, read_priors(model.net, rest)) if rest else 0.0
+        return joint_kl + kl, {**posterior, **joint}
     kl, sites = packed.kl_and_sites() if packed is not None else (0.0, {})
+    kl, sites = joint_kl + kl, {**sites, **joint}
     gaussians = guide.gaussian_parameters(name for name in names if name not in sites)
     for name in names:
         if name in sites:

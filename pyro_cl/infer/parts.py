@@ -1,6 +1,6 @@
 """A learner's parts, as each part's compatibility check sees them.
 
-A learner composes a model, a fitter, a transition and a memory. Some combinations cannot work
+A learner composes a model, a guide family, a fitter, a transition and a memory. Some combinations cannot work
 (a memory that replays old points beside a prior that already holds them, a fitter that cannot
 train a generative model's encoders); the part that knows why refuses them. When the learner is
 built it hands every part one :class:`Parts` value and calls its ``check_parts``
@@ -17,10 +17,11 @@ __all__ = ["Parts"]
 
 @dataclass(frozen=True)
 class Parts:
-    """The learner's model (``model.net``, ``model.local_guide``), ``fitter``, ``transition`` and
-    ``memory`` (``None`` for none)."""
+    """The learner's model (``model.net``, ``model.local_guide``), ``fitter``, ``transition``,
+    ``memory`` (``None`` for none) and ``guide`` family (:class:`~pyro_cl.guides.GuideFamily`)."""
 
     model: object
     fitter: object
     transition: object
     memory: object | None
+    guide: object | None = None

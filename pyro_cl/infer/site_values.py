@@ -12,7 +12,8 @@ once, with two interchangeable routes:
   :class:`~pyro_cl.nn.effects.ParticlePlate` when the net's layers broadcast over particles
   (:attr:`~pyro_cl.model.SupervisedModel.vectorized_particles`), else once per particle.
 
-Sites missing from ``sites`` are drawn from the model's current prior on both routes.
+Sites missing from ``sites`` are drawn from the model's current prior on both routes; the sites
+of a joint block (:class:`~pyro_cl.guides.BlockSite`) are drawn together, once per draw.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import torch
 from pyro import poutine
 from pyro.distributions import Delta, Distribution
 
+from pyro_cl.guides.joint_gaussian import draw_joint_sites, has_joint_sites
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.effects import ParticlePlate, SubstituteSites
 from pyro_cl.nn.local_reparam import local_reparameterization
@@ -111,12 +113,15 @@ def _outputs(
     with a dimension of 1 or ``num_draws``: in one pass on the fast path and, where the net
     broadcasts, in a particle plate on the Pyro path; else one replay per draw."""
     if fast:
-        with substitute_sites(model.net, sites, num_draws):
+        with substitute_sites(model.net, draw_joint_sites(sites, num_draws), num_draws):
             return forward(inputs, task_id)
-    if model.vectorized_particles:
+    if model.vectorized_particles and not has_joint_sites(sites):
         return _replayed(forward, sites, inputs, task_id, num_draws)
+    # one draw at a time, each block's sites drawn together in each
     rows = inputs.expand(num_draws, *inputs.shape[1:])
-    return torch.stack([_replayed(forward, sites, row, task_id) for row in rows])
+    return torch.stack(
+        [_replayed(forward, draw_joint_sites(sites, None), row, task_id) for row in rows]
+    )
 
 
 def _replayed(

@@ -53,6 +53,7 @@ def learner_state(learner: LearnerStores) -> dict:
         "net_parameters": dict(learner.net.named_parameters()),
         "likelihood": check_rebuildable(learner.model.likelihood, "likelihood"),
         "parts": {
+            "guide": specs["guide"],
             "fitter": specs["fitter"],
             "transition": specs["transition"],
             "memory": specs.get("memory"),
@@ -137,6 +138,7 @@ def _load(cls, path, net, device, key):
         fitter=from_spec(parts["fitter"], "fitter"),
         transition=from_spec(parts["transition"], "transition"),
         memory=None if parts["memory"] is None else from_spec(parts["memory"], "memory"),
+        guide=from_spec(parts["guide"], "guide") if parts.get("guide") else None,
         callbacks=[from_spec(spec, "callback") for spec in parts["callbacks"]],
         refit_per_task=state["refit_per_task"],
         seed=state["seed"],

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.fitters.fitter import checked_posterior
+from pyro_cl.guides import MEAN_FIELD
 from pyro_cl.infer.callbacks import CallbackList
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
@@ -121,6 +122,11 @@ class GraphVCL:
         transition: Transition | None = None,
         distances: torch.Tensor | None = None,
     ):
+        if MEAN_FIELD not in learner.guide_family.lineage():
+            raise ValueError(
+                "graph VCL combines its parents' posteriors site by site: it takes a learner "
+                f"with the mean-field guide family, not {learner.guide_family.name!r}"
+            )
         if (transition is None) != (distances is None):
             raise ValueError("a transition along the edges needs their lengths (distances=)")
         if distances is not None and (

@@ -29,7 +29,7 @@ from pyro.distributions import Distribution
 
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.fitters.fitter import Fitter
-from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.guides import GuideFamily, MeanField, MeanFieldGuide
 from pyro_cl.infer.callbacks import Callback, CallbackList, ProgressBar
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import (
@@ -55,6 +55,7 @@ from pyro_cl.points import Points
 from pyro_cl.posterior import (
     Posterior,
     detach_distribution,
+    detach_posterior,
     install_prior,
     read_priors,
 )
@@ -89,6 +90,10 @@ class ContinualLearner:
     :param transition: turns the last posterior into the next prior (default
         :attr:`default_transition`).
     :param memory: a :class:`~pyro_cl.memory.Memory`, or ``None`` for no memory.
+    :param guide: the family the posterior is fitted in, a :class:`~pyro_cl.guides.GuideFamily`
+        (default :class:`~pyro_cl.guides.MeanField`; :class:`~pyro_cl.guides.FullCovariance`
+        and :class:`~pyro_cl.guides.LowRank` couple chosen sites). The built guide module is
+        :attr:`guide`, the family :attr:`guide_family`.
     :param callbacks: :class:`~pyro_cl.infer.callbacks.Callback` objects that watch every step;
         a progress bar is added when ``progress`` is on.
     :param refit_per_task: with a refitting memory, refit a separate prediction posterior per
@@ -128,6 +133,7 @@ class ContinualLearner:
         memory: Memory | None = None,
         callbacks: list[Callback] | tuple[Callback, ...] = (),
         refit_per_task: bool | None = None,
+        guide: GuideFamily | None = None,
         **settings,
     ) -> None:
         self.config = (config or TrainingConfig()).replace(**settings)
@@ -144,6 +150,11 @@ class ContinualLearner:
             _checked_part(transition, Transition, "transition") or self.default_transition()
         )
         self.memory = _checked_part(memory, Memory, "memory")
+        self.guide_family = _checked_part(guide, GuideFamily, "guide") or MeanField()
+        initialisation = self.config.initialisation
+        self.guide_family.check_initialisation(
+            initialisation.between_tasks, initialisation.init_means
+        )
         if self.memory is None and self.needs_memory:
             raise ValueError(f"{type(self).__name__} needs a memory, e.g. RandomCoreset(200)")
         self.callbacks = CallbackList(callbacks)
@@ -154,16 +165,13 @@ class ContinualLearner:
             likelihood or model_class.default_likelihood(),
             self.config.monte_carlo.elbo,
         )
-        parts = Parts(self.model, self.fitter, self.transition, self.memory)
-        for part in (self.fitter, self.transition, self.memory):
+        parts = Parts(self.model, self.fitter, self.transition, self.memory, self.guide_family)
+        for part in (self.fitter, self.transition, self.memory, self.guide_family):
             if part is not None:
                 part.check_parts(parts)  # each part refuses what it cannot work with
         with self.random.scope():
-            self.guide = MeanFieldGuide(
-                self.model,
-                init_log_variance=self.config.initialisation.init_log_variance,
-                init_loc_std=self.config.initialisation.init_loc_std,
-                local_guide=self.model.local_guide,
+            self.guide = self.guide_family.build(
+                self.model, initialisation.init_log_variance, initialisation.init_loc_std
             )
         self.refit_per_task = self.model.multi_head if refit_per_task is None else refit_per_task
         #: The priors before any step (for transitions that return towards them).
@@ -244,6 +252,12 @@ class ContinualLearner:
         try:
             x, y, task_id = self.prepare_data(data, task_id)
             time = self._check_time(time)
+            if prior is not None and not self.guide.mean_field:
+                raise ValueError(
+                    "a prior given to observe is installed site by site; the "
+                    f"{self.guide_family.name} guide family keeps a joint prior: observe "
+                    "without prior="
+                )
         except (ValueError, TypeError) as error:
             refusal = error
         refused_on_any_rank(refusal)  # data-parallel: one rank's refusal is every rank's
@@ -397,6 +411,7 @@ class ContinualLearner:
         history, posterior = self._fit(context, self.guide, problem)
         if posterior is not None:
             install_prior(self.net, posterior)
+            self.guide.hand_off(sites)  # what the family keeps beyond the per-site priors
         for name in sites:
             if name not in self.trained_sites:
                 self.trained_sites.append(name)
@@ -470,7 +485,8 @@ class ContinualLearner:
             sites = self.model.sites(self.guide, x, [task_id])
             return {name: value.detach() for name, value in self.guide.locs(sites).items()}
         key = task_id if self.refit_per_task else ALL_TASKS
-        return self.prediction_posteriors.get(key, self.prediction_posteriors.get(ALL_TASKS, {}))
+        refit = self.prediction_posteriors.get(key, self.prediction_posteriors.get(ALL_TASKS))
+        return self.guide.prior_sites() if refit is None else refit
 
     @property
     def num_predictive_samples(self) -> int:
@@ -512,7 +528,7 @@ class ContinualLearner:
         before = LearnerState.of(self)
         try:
             carried = self.transition(self.current_prior(), self._transition_context(time))
-            return {name: detach_distribution(q) for name, q in carried.items()}
+            return detach_posterior(carried)
         finally:
             before.restore_into(self)
 
@@ -614,14 +630,13 @@ class ContinualLearner:
         if self.point_estimate:
             return {}
         with MODEL_LOCK:  # not in the middle of another thread's step
-            return {
-                name: detach_distribution(q)
-                for name, q in read_priors(self.net, self.trained_sites).items()
-            }
+            priors = read_priors(self.net, self.trained_sites)
+            joint = self.guide.prior_sites()  # the family's joint prior, where it keeps one
+            return detach_posterior({name: joint.get(name, q) for name, q in priors.items()})
 
     def parts(self) -> dict[str, object]:
-        """Every part by role: fitter, transition, memory (if any), callbacks."""
-        parts = {"fitter": self.fitter, "transition": self.transition}
+        """Every part by role: guide family, fitter, transition, memory (if any), callbacks."""
+        parts = {"guide": self.guide_family, "fitter": self.fitter, "transition": self.transition}
         if self.memory is not None:
             parts["memory"] = self.memory
         for i, callback in enumerate(self.callbacks):

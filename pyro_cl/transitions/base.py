@@ -42,6 +42,7 @@ import torch
 from pyro.distributions import Normal
 
 from pyro_cl.checks import LARGEST_REAL, checked_real
+from pyro_cl.guides import GAUSSIAN_FAMILIES
 from pyro_cl.infer.parts import Parts
 from pyro_cl.nn.ibp_mask import IBPMask
 from pyro_cl.nn.module_walks import modules_of_type
@@ -133,6 +134,8 @@ class Identity(Transition):
     """``prior_{t_k} = posterior_{t_{k-1}}`` whatever the elapsed time (VCL eq. 1)."""
 
     name = "identity"
+    #: The posterior is the prior whatever its family.
+    guide_families = GAUSSIAN_FAMILIES
 
     def __call__(self, posterior: Posterior, context: TransitionContext) -> Posterior:
         return posterior

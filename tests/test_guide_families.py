@@ -1,0 +1,247 @@
+"""Guide families as parts: full-covariance and low-rank Gaussians against exact online Bayes.
+
+On Bayesian linear regression with known noise σ² the posterior after each task is Gaussian,
+``Λ_t = Λ_{t-1} + XᵀX/σ²``, ``μ_t = Λ_t⁻¹ (Λ_{t-1} μ_{t-1} + Xᵀy/σ²)``, and it lies in the
+full-covariance family (and in the low-rank-plus-diagonal family once ``r ≥ D``): VCL with
+such a guide is exact online inference, step after step, when the posterior is handed over
+whole. A mean-field posterior is not: it loses the correlations at the first step, and the second
+step's prior is then the wrong one.
+"""
+
+import copy
+
+import pyro
+import pytest
+import torch
+from pyro.infer import SVI, Trace_ELBO
+from torch.distributions import MultivariateNormal, kl_divergence
+
+from pyro_cl import VOGN, ContinualLearner, GaussianLikelihood, GraphVCL
+from pyro_cl.guides import FullCovariance, LowRank, MeanField
+from pyro_cl.infer.objectives import Minibatch, negative_elbo
+from pyro_cl.memory import RandomCoreset
+from pyro_cl.nn import BayesianLinear, BayesianMLP
+from pyro_cl.transitions import Wiener
+
+NOISE = 0.5
+DIM = 3
+
+
+def tasks(num_tasks, per_task=40):
+    generator = torch.Generator().manual_seed(3)
+    weight = torch.tensor([1.0, -2.0, 0.5])
+    mixing = torch.tensor([[1.0, 0.6, 0.0], [0.0, 1.0, 0.4], [0.0, 0.0, 1.0]])
+    out = []
+    for task in range(num_tasks):
+        # correlated features shifted per task: a posterior far from diagonal
+        x = torch.randn(per_task, DIM, generator=generator) @ mixing + 0.5 * task
+        y = x @ (weight + task) + NOISE * torch.randn(per_task, generator=generator)
+        out.append((x, y))
+    return out
+
+
+def exact_online_posteriors(data):
+    precision, mean, out = torch.eye(DIM), torch.zeros(DIM), []
+    for x, y in data:
+        new_precision = precision + x.T @ x / NOISE**2
+        mean = torch.linalg.solve(new_precision, precision @ mean + x.T @ y / NOISE**2)
+        precision = new_precision
+        out.append(MultivariateNormal(mean, precision_matrix=precision))
+    return out
+
+
+def regression_learner(family, epochs=600, learning_rate=0.05, bias=False, **settings):
+    return ContinualLearner(
+        BayesianLinear(DIM, 1, bias=bias),
+        likelihood=GaussianLikelihood(NOISE),
+        guide=family,
+        epochs=epochs,
+        batch_size=None,
+        learning_rate=learning_rate,
+        learning_rate_decay=0.3,
+        learning_rate_decay_steps=max(1, epochs // 4),
+        num_particles=32,
+        ml_init_epochs=0,
+        seed=0,
+        progress=False,
+        **settings,
+    )
+
+
+def fitted_weight_posterior(learner):
+    """The learner's posterior of ``weight`` as one Gaussian over its ``D`` numbers."""
+    if learner.guide.mean_field:
+        q = learner.current_prior()["weight"].base_dist
+        return MultivariateNormal(q.loc.reshape(-1), torch.diag(q.scale.reshape(-1) ** 2))
+    return learner.guide.joint_prior("block0").distribution()
+
+
+@pytest.mark.parametrize("family", [FullCovariance(), LowRank(rank=DIM)], ids=["full", "low-rank"])
+def test_a_joint_gaussian_guide_is_exact_online_bayes(family):
+    learner = regression_learner(family)
+    data = tasks(2)
+    for (x, y), exact in zip(data, exact_online_posteriors(data), strict=True):
+        learner.observe((x, y))
+        assert kl_divergence(exact, fitted_weight_posterior(learner)) < 0.1
+
+
+def test_a_mean_field_guide_is_not():
+    data = tasks(2)
+    learner = regression_learner(MeanField(), epochs=200)
+    for step in data:
+        learner.observe(step)
+    assert kl_divergence(exact_online_posteriors(data)[-1], fitted_weight_posterior(learner)) > 2
+
+
+def test_predictions_draw_a_block_together():
+    """The predictive variance of ``f = xᵀw + b`` under a block over the weight and the bias is
+    ``[x, 1] Σ [x, 1]ᵀ``; drawing the sites (or the numbers of one site) apart gives the sum of
+    the marginal variances instead."""
+    learner = regression_learner(FullCovariance(), epochs=1, bias=True)
+    x, y = tasks(1)[0]
+    learner.observe((x, y))
+    guide = learner.guide
+    assert guide._blocks["block0"].names == ("weight", "bias")
+    covariance = torch.tensor(
+        [[1.0, 0.9, 0.0, 0.5], [0.9, 1.0, 0.0, 0.5], [0.0, 0.0, 0.5, 0.0], [0.5, 0.5, 0.0, 1.0]]
+    )
+    with torch.no_grad():
+        guide.prior_loc["block0"].copy_(torch.tensor([0.5, -1.0, 2.0, 0.3]))
+        guide.prior_tril["block0"].copy_(torch.linalg.cholesky(covariance))
+    inputs = torch.tensor([[1.0, 1.0, 0.0], [1.0, -1.0, 2.0]])
+    samples = learner.predictive_samples(inputs, num_samples=40_000).squeeze(-1)
+    rows = torch.cat([inputs, torch.ones(2, 1)], dim=1)
+    expected_mean = rows @ torch.tensor([0.5, -1.0, 2.0, 0.3])
+    expected_variance = torch.einsum("nd,de,ne->n", rows, covariance, rows)
+    torch.testing.assert_close(samples.mean(0), expected_mean, atol=0.05, rtol=0)
+    torch.testing.assert_close(samples.var(0), expected_variance, rtol=0.05, atol=0)
+    apart = (rows**2 @ covariance.diagonal()).tolist()
+    assert all(abs(a - e) > 1.5 for a, e in zip(apart, expected_variance.tolist(), strict=True))
+
+
+def test_both_routes_compute_the_same_joint_elbo():
+    """The fast route (one vectorised block draw) and the Pyro route (one block draw per
+    particle, replayed into the model) estimate the same negative ELBO."""
+    learner = regression_learner(FullCovariance(), epochs=1)
+    x, y = tasks(1)[0]
+    learner.observe((x, y))
+    batch = Minibatch(x, y, 0)
+    torch.manual_seed(0)
+    fast = negative_elbo(learner.model, learner.guide, batch, len(x), 4000, fast=True)
+    pyro_route = negative_elbo(learner.model, learner.guide, batch, len(x), 4000, fast=False)
+    torch.testing.assert_close(fast, pyro_route, rtol=0.01, atol=0)
+
+
+def test_the_guide_is_an_ordinary_pyro_guide():
+    """``SVI(model, guide, Adam, Trace_ELBO())`` scores the joint ``q`` through the block's
+    auxiliary site; on the conjugate model the expected loss at the exact posterior is the
+    negative log evidence."""
+    learner = regression_learner(FullCovariance(), epochs=1)
+    x, y = tasks(1)[0]
+    learner.observe((x, y))
+    exact = exact_online_posteriors([(x, y)])[0]
+    guide = learner.guide
+    with torch.no_grad():
+        guide.loc["weight"].copy_(exact.loc.reshape(1, DIM))
+        tril = exact.scale_tril
+        guide.block_tril["block0"].copy_(tril.tril(-1) + torch.diag(tril.diagonal().log()))
+        guide.prior_loc["block0"].zero_()
+        guide.prior_tril["block0"].copy_(torch.eye(DIM))
+    learner.net.set_prior("weight", pyro.distributions.Normal(torch.zeros(1, DIM), 1.0))
+    pyro.clear_param_store()
+    svi = SVI(learner.model, guide, pyro.optim.Adam({"lr": 0.0}), Trace_ELBO())
+    # at the exact posterior log p(y, w) - log q(w) is the log evidence for every draw w
+    loss = svi.evaluate_loss(x, y, task_id=0, dataset_size=len(x))
+    marginal = MultivariateNormal(torch.zeros(len(x)), x @ x.T + NOISE**2 * torch.eye(len(x)))
+    assert loss == pytest.approx(-marginal.log_prob(y).item(), rel=1e-4)
+
+
+def test_a_multi_head_net_gets_a_block_per_first_use():
+    net = BayesianMLP(4, [6], 2, heads=2)
+    learner = ContinualLearner(net, guide=LowRank(rank=2), epochs=2, seed=0, progress=False)
+    generator = torch.Generator().manual_seed(0)
+    for task in range(2):
+        x = torch.randn(20, 4, generator=generator)
+        learner.observe((x, (x[:, 0] > 0).long()), task_id=task)
+    blocks = {key: layout.names for key, layout in learner.guide._blocks.items()}
+    assert blocks["block0"][-2:] == ("heads.0.weight", "heads.0.bias")
+    assert blocks["block1"] == ("heads.1.weight", "heads.1.bias")
+    assert set(blocks["block0"]) >= {"hidden.0.weight", "hidden.0.bias"}
+
+
+@pytest.mark.parametrize("family", [FullCovariance(sites=["weight"]), LowRank(rank=2)])
+def test_each_family_saves_loads_and_resumes_identically(family, tmp_path):
+    data = tasks(2)
+    learner = regression_learner(family, epochs=30)
+    learner.observe(data[0])
+    learner.save(tmp_path / "learner.pt")
+    loaded = ContinualLearner.load(tmp_path / "learner.pt", net=BayesianLinear(DIM, 1, bias=False))
+    assert loaded.guide_family.spec() == family.spec()
+    for each in (learner, loaded):
+        each.observe(data[1])
+    for key in learner.guide._blocks:
+        mine, theirs = learner.guide.joint_prior(key), loaded.guide.joint_prior(key)
+        for a, b in zip(mine, theirs, strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    x = data[1][0][:5]
+    torch.testing.assert_close(
+        learner.predictive_samples(x), loaded.predictive_samples(x), rtol=0, atol=0
+    )
+
+
+def test_a_failed_step_leaves_the_joint_prior_and_the_guide_as_they_were():
+    data = tasks(2)
+    learner = regression_learner(FullCovariance(), epochs=30)
+    learner.observe(data[0])
+    before = copy.deepcopy(learner.guide.state_dict())
+    prior_before = learner.guide.joint_prior("block0")
+    hand_off = learner.guide.hand_off
+
+    def hand_off_then_fail(names):
+        hand_off(names)
+        raise RuntimeError("after the handoff")
+
+    learner.guide.hand_off = hand_off_then_fail
+    with pytest.raises(RuntimeError, match="after the handoff"):
+        learner.observe(data[1])
+    del learner.guide.hand_off
+    after = learner.guide.state_dict()
+    for name, value in before.items():
+        if torch.is_tensor(value):
+            torch.testing.assert_close(after[name], value, rtol=0, atol=0)
+    for a, b in zip(learner.guide.joint_prior("block0"), prior_before, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert learner.tasks_seen == [0]
+
+
+@pytest.mark.parametrize(
+    "parts, named",
+    [
+        ({"memory": RandomCoreset(10)}, "RandomCoreset"),
+        ({"fitter": VOGN()}, "VOGN"),
+        ({"transition": Wiener(0.1)}, "Wiener"),
+        ({"between_tasks": "reset"}, "between_tasks='reset'"),
+    ],
+)
+def test_parts_refuse_a_family_they_do_not_support_by_name(parts, named):
+    with pytest.raises(ValueError, match=named):
+        ContinualLearner(BayesianLinear(DIM, 1), guide=FullCovariance(), **parts)
+
+
+def test_a_joint_prior_is_never_replaced_site_by_site():
+    learner = regression_learner(FullCovariance(), epochs=5)
+    learner.observe(tasks(1)[0])
+    marginals = learner.current_prior()
+    with pytest.raises(ValueError, match="keeps a joint prior"):
+        learner.observe(tasks(2)[1], prior=marginals)
+    with pytest.raises(ValueError, match="mean-field guide family"):
+        GraphVCL(learner, torch.ones(2, 2))
+
+
+def test_a_family_is_refused_unless_it_is_one():
+    with pytest.raises(TypeError, match="guide must be a GuideFamily"):
+        ContinualLearner(BayesianLinear(DIM, 1), guide="full")
+    with pytest.raises(ValueError, match="rank must be a positive integer"):
+        LowRank(rank=0)
+    with pytest.raises(TypeError, match="sites must be a list"):
+        FullCovariance(sites="head")
