@@ -267,6 +267,35 @@ MUTATIONS = [
         "memory_points=None,",
         ("tests/test_save_load.py",),
     ),
+    # guide families: the joint Gaussian's KL, its handoff and its draws
+    Mutation(
+        "kl: full-covariance KL without the log-determinant ratio",
+        "pyro_cl/kl.py",
+        "return 0.5 * (solved.square().sum() - loc_q.shape[-1]) + log_det",
+        "return 0.5 * (solved.square().sum() - loc_q.shape[-1])",
+        ("tests/test_guide_families.py",),
+    ),
+    Mutation(
+        "guides: the joint posterior not handed to the next prior",
+        "pyro_cl/guides/joint_gaussian.py",
+        "        for key in self._blocks_of(names):\n            joint = self.joint(key)\n            self.prior_loc[key].copy_(joint.loc)",
+        "        for key in self._blocks_of(names)[:0]:\n            joint = self.joint(key)\n            self.prior_loc[key].copy_(joint.loc)",
+        ("tests/test_guide_families.py",),
+    ),
+    Mutation(
+        "guides: a block's sites drawn one by one (the correlations lost)",
+        "pyro_cl/guides/joint_gaussian.py",
+        "        key = id(site.joint)\n",
+        "        key = name\n",
+        ("tests/test_guide_families.py",),
+    ),
+    Mutation(
+        "guides: the low-rank covariance without its diagonal",
+        "pyro_cl/guides/joint_gaussian.py",
+        "        return self.loc + low @ self.cov_factor.T + diagonal * self.cov_diag.sqrt()",
+        "        return self.loc + low @ self.cov_factor.T",
+        ("tests/test_guide_families.py",),
+    ),
 ]
 
 
