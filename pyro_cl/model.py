@@ -122,6 +122,12 @@ class SupervisedModel:
         names = (guide.sites_for(example[:1], None, task_id=task, dataset_size=1) for task in tasks)
         return list(dict.fromkeys(name for group in names for name in group))
 
+    def point_parameters(self) -> dict[str, torch.nn.Parameter]:
+        """The net's own trainable parameters (``{name: parameter}``): the deterministic parts of
+        a Bayesian net, which every fit trains as point values beside the guide (none in
+        pyro_cl's nets)."""
+        return {name: p for name, p in self.net.named_parameters() if p.requires_grad}
+
     def example_input(self, device: torch.device | str) -> torch.Tensor:
         """One all-zero input of the net's input shape (for site discovery)."""
         shape = getattr(self.net, "input_shape", None)

@@ -296,6 +296,21 @@ MUTATIONS = [
         "        return self.loc + low @ self.cov_factor.T",
         ("tests/test_guide_families.py",),
     ),
+    # deterministic parts: point values in the transaction, untouched by a refit
+    Mutation(
+        "state: a failed step leaves the net's own parameters as the fit left them",
+        "pyro_cl/learner/state.py",
+        "                if name in self.parameters:\n",
+        "                if name in ():\n",
+        ("tests/test_deterministic_parts.py",),
+    ),
+    Mutation(
+        "learner: a memory's refit trains the values the next step starts from",
+        "pyro_cl/learner/learner.py",
+        "        with net_values_kept(self.net):  # the propagation fit's point values stay",
+        "        with torch.no_grad():",
+        ("tests/test_deterministic_parts.py",),
+    ),
 ]
 
 

@@ -42,6 +42,7 @@ class ELBOFitter(Fitter):
     name = "elbo"
     takes_weights = True
     fits_local_guide = True
+    trains_point_parameters = True
     #: The ELBO takes any Gaussian family's KL and joint draws (the guide's ``joint_terms``).
     guide_families = GAUSSIAN_FAMILIES
 
@@ -97,7 +98,7 @@ class ELBOFitter(Fitter):
                 )
                 return value if regulariser is None else value + regulariser() / size
 
-            parameters = _trained_parameters(guide, packed)
+            parameters = {**_trained_parameters(guide, packed), **_net_parameters(model)}
             by_site = dict(guide.named_parameters())  # what callbacks see: values by site
             return context.minimise(loss, parameters, problem, watched=by_site)
 
@@ -142,3 +143,8 @@ def _trained_parameters(
     inside = {id(p) for pair in guide.gaussian_parameters(packed.names).values() for p in pair}
     rest = {name: p for name, p in parameters.items() if id(p) not in inside}
     return {**{f"packed.{k}": v for k, v in packed.parameters().items()}, **rest}
+
+
+def _net_parameters(model) -> dict[str, torch.nn.Parameter]:
+    """The net's own parameters (deterministic parts), trained as point values beside ``q``."""
+    return {f"net.{name}": p for name, p in model.point_parameters().items()}

@@ -58,13 +58,25 @@ class Fitter(Registrable, kind="fitter"):
     #: forgetting with a memory needs it); the learner refuses weighted data otherwise.
     takes_weights: ClassVar[bool] = False
 
+    #: True when the fit also trains the net's own parameters (deterministic parts of a
+    #: Bayesian net, ``make_bayesian(..., deterministic=...)``) as point values beside the guide.
+    trains_point_parameters: ClassVar[bool] = False
+
     def check_parts(self, parts: Parts) -> None:
         """Refuse, when the learner is built, parts this fitter cannot work with (default: a
-        model with amortised local sites, unless :attr:`fits_local_guide`).
+        model with amortised local sites, unless :attr:`fits_local_guide`; a net with
+        parameters of its own, unless :attr:`trains_point_parameters`).
 
         :raises ValueError: naming the part and why.
         """
         model = parts.model
+        own = list(model.point_parameters()) if hasattr(model, "point_parameters") else []
+        if own and not self.trains_point_parameters:
+            raise ValueError(
+                f"{type(self).__name__} fits the guide only, and the net has parameters of its "
+                f"own (deterministic parts: {', '.join(own[:4])}{', ...' if len(own) > 4 else ''}"
+                "): use ELBOFitter, FunctionSpaceFitter or a point estimate"
+            )
         if getattr(model, "local_guide", None) is not None and not self.fits_local_guide:
             raise ValueError(
                 f"{type(self).__name__} does not train the amortised encoders of "

@@ -29,6 +29,7 @@ class PointEstimateFitter(Fitter):
     name = "point_estimate"
     point_estimate = True
     fits_local_guide = True
+    trains_point_parameters = True  # the net's own parameters, unpenalised
 
     def __init__(self, penalty: Penalty | None = None) -> None:
         if penalty is not None and not isinstance(penalty, Penalty):

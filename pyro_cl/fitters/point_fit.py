@@ -41,6 +41,8 @@ def fit_point_estimate(
     values = guide.locs(sites)
     # a generative model's encoders
     trained = {**values, **guide.amortised_parameters(data.tasks())}
+    # the net's own parameters (deterministic parts) are point values already
+    trained.update({f"net.{name}": p for name, p in model.point_parameters().items()})
     num_data = len(data)
     rows_of = RowGather(data.x)
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import ClassVar
 
 import pyro
@@ -153,7 +154,8 @@ class MeanFieldGuide(nn.Module):
             local_sites = set(self.local_guide.site_names)
         devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
         with torch.random.fork_rng(devices=devices), poutine.block(), torch.no_grad():
-            trace = poutine.trace(self.model).get_trace(*args, **kwargs)
+            with _batch_statistics_frozen(self.model):
+                trace = poutine.trace(self.model).get_trace(*args, **kwargs)
         names = []
         for name, site in trace.nodes.items():
             if site["type"] != "sample" or site["is_observed"] or site_is_subsample(site):
@@ -467,6 +469,22 @@ def _local_part(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tenso
     """The local guide's entries of a guide's state dict, with the prefix removed."""
     prefix = "local_guide."
     return {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
+
+
+@contextlib.contextmanager
+def _batch_statistics_frozen(model: Callable) -> Iterator[None]:
+    """Batch normalisation layers of ``model``'s net in evaluation mode for the block: tracing
+    one example neither fails on a batch of one nor moves their running statistics."""
+    net = getattr(model, "net", model)
+    modules = net.modules() if isinstance(net, nn.Module) else ()
+    training = [m for m in modules if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training]
+    for module in training:
+        module.eval()
+    try:
+        yield
+    finally:
+        for module in training:
+            module.train()
 
 
 class _SwapPriors(Messenger):

@@ -50,7 +50,7 @@ def learner_state(learner: LearnerStores) -> dict:
         "format": FORMAT,
         "learner": type(learner).__name__,
         "net": net_spec,
-        "net_parameters": dict(learner.net.named_parameters()),
+        "net_parameters": {name: p.detach() for name, p in learner.net.named_parameters()},
         "likelihood": check_rebuildable(learner.model.likelihood, "likelihood"),
         "parts": {
             "guide": specs["guide"],
@@ -188,6 +188,9 @@ def check_meaning(learner: LearnerStores) -> None:
     for name, value in learner.guide.state_dict().items():
         if torch.is_tensor(value) and value.is_floating_point() and not value.isfinite().all():
             raise ValueError(f"the guide's {name} is not finite")
+    for name, value in learner.net.named_parameters():
+        if not value.isfinite().all():
+            raise ValueError(f"the net's parameter {name} is not finite")
     bound = learner.config.divergence.parameter_bound
     for name, value in learner.guide.locs().items():
         if bound is not None and value.detach().abs().max() > bound:

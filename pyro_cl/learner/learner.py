@@ -45,7 +45,7 @@ from pyro_cl.infer.parts import Parts
 from pyro_cl.infer.prediction import predictive_samples
 from pyro_cl.infer.random_stream import RandomStream
 from pyro_cl.learner.checkpoint import learner_state, load_learner, save_learner
-from pyro_cl.learner.state import LearnerState, transaction
+from pyro_cl.learner.state import LearnerState, net_values_kept, transaction
 from pyro_cl.likelihoods import Likelihood
 from pyro_cl.memory.model_view import ModelView
 from pyro_cl.memory.protocol import Memory, MemoryUpdate
@@ -438,7 +438,8 @@ class ContinualLearner:
                 "or no memory"
             )
         history = self.fitter.fit(context, guide, problem)
-        self.config.divergence.check_values(guide.locs(problem.sites), problem.description)
+        values = {**guide.locs(problem.sites), **self.model.point_parameters()}
+        self.config.divergence.check_values(values, problem.description)
         check_replicas_agree(dict(guide.named_parameters()), "fitted parameters")
         return history, self.fitter.posterior(guide, problem.sites)
 
@@ -447,7 +448,8 @@ class ContinualLearner:
 
         Each refit starts from a copy of the propagated guide (``q̃_t``), whose distributions are
         also the net's priors by now, so the KL term is ``KL(q || q̃_t)``; the copy is discarded
-        after reading its posterior, so the propagated posterior is never touched.
+        after reading its posterior, and the net's own values (deterministic parts) are put back,
+        so the propagated posterior and values are never touched.
         """
         refit = self.config.refit
         epochs = self.config.schedule.epochs if refit.refit_epochs is None else refit.refit_epochs
@@ -457,23 +459,31 @@ class ContinualLearner:
             else [(ALL_TASKS, coreset)]
         )
         refits = {}
-        for key, points in parts:
-            guide = self.guide.clone()
-            try:
-                sites = self.model.sites(guide, points.x, points.tasks())
-                problem = FitProblem(
-                    points,
-                    sites,
-                    epochs,
-                    context.batch_size(refit.refit_batch_size),
-                    "coreset refit" + ("" if key == ALL_TASKS else f" task {key}"),
-                )
-                _, posterior = self._fit(context, guide, problem)
-            finally:
-                guide.release()  # the copy is discarded: keep Pyro's parameter store bounded
-            if posterior is not None:
-                refits[key] = {name: detach_distribution(q) for name, q in posterior.items()}
+        with net_values_kept(self.net):  # the propagation fit's point values stay
+            for key, points in parts:
+                posterior = self._refit_one(context, key, points, epochs)
+                if posterior is not None:
+                    refits[key] = {name: detach_distribution(q) for name, q in posterior.items()}
         return refits
+
+    def _refit_one(
+        self, context: FitContext, key: int, points: Points, epochs: int
+    ) -> Posterior | None:
+        """One refit of a copy of the propagated guide on ``points``: its posterior (``None``
+        for a point estimate). The copy is discarded afterwards."""
+        guide = self.guide.clone()
+        try:
+            sites = self.model.sites(guide, points.x, points.tasks())
+            problem = FitProblem(
+                points,
+                sites,
+                epochs,
+                context.batch_size(self.config.refit.refit_batch_size),
+                "coreset refit" + ("" if key == ALL_TASKS else f" task {key}"),
+            )
+            return self._fit(context, guide, problem)[1]
+        finally:
+            guide.release()  # keep Pyro's parameter store bounded
 
     # ------------------------------------------------------------------ prediction
     def prediction_sites(self, x: torch.Tensor, task_id: int) -> dict:

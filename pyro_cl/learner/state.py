@@ -1,7 +1,8 @@
 """A learner's state as one value: a step's transaction and a checkpoint's body.
 
 Everything a step may change lives in a few stores: the guide's parameters, the net's priors
-(the running posterior) and buffers (e.g. H-IBP's per-task concentrations), every part's state
+(the running posterior), buffers (e.g. H-IBP's per-task concentrations, batch statistics) and
+own parameters (deterministic parts, point values), every part's state
 (fitter, transition, memory, callbacks), the bookkeeping (trained sites, tasks, times), the
 memory's points, the prediction posteriors and the random streams (training's and prediction's).
 :meth:`LearnerState.of` copies all of them out as one value and :meth:`LearnerState.restore_into`
@@ -36,7 +37,7 @@ from pyro_cl.posterior import (
 )
 from pyro_cl.spec import Registrable
 
-__all__ = ["LearnerState", "LearnerStores", "transaction"]
+__all__ = ["LearnerState", "LearnerStores", "net_values_kept", "transaction"]
 
 
 class LearnerStores(Protocol):
@@ -77,6 +78,7 @@ class LearnerState:
     guide: dict
     priors: Posterior
     buffers: dict[str, torch.Tensor]
+    parameters: dict[str, torch.Tensor]
     parts: dict
     trained_sites: list[str]
     tasks_seen: list[int]
@@ -93,6 +95,7 @@ class LearnerState:
             guide=copy.deepcopy(learner.guide.state_dict()),
             priors={name: detach_distribution(d) for name, d in read_priors(net).items()},
             buffers={name: b.clone() for name, b in net.named_buffers()},
+            parameters={name: p.detach().clone() for name, p in net.named_parameters()},
             parts=copy.deepcopy(learner.part_states()),
             trained_sites=list(learner.trained_sites),
             tasks_seen=list(learner.tasks_seen),
@@ -109,6 +112,7 @@ class LearnerState:
             "guide": self.guide,
             "priors": posterior_to_state(self.priors),
             "buffers": self.buffers,
+            "parameters": self.parameters,
             "parts": self.parts,
             "trained_sites": self.trained_sites,
             "tasks_seen": self.tasks_seen,
@@ -130,6 +134,7 @@ class LearnerState:
             guide=state["guide"],
             priors=posterior_from_state(state["priors"], device),
             buffers=state["buffers"],
+            parameters=state.get("parameters", {}),  # none before deterministic parts
             parts=state["parts"],
             trained_sites=list(state["trained_sites"]),
             tasks_seen=[int(task) for task in state["tasks_seen"]],
@@ -149,6 +154,9 @@ class LearnerState:
         with torch.no_grad():
             for name, buffer in learner.net.named_buffers():
                 buffer.copy_(self.buffers[name])
+            for name, parameter in learner.net.named_parameters():
+                if name in self.parameters:
+                    parameter.copy_(self.parameters[name])
         install_prior(learner.net, self.priors)
         learner.load_part_states(self.parts)
         learner.trained_sites = list(self.trained_sites)
@@ -170,3 +178,20 @@ def transaction(learner: LearnerStores) -> Iterator[None]:
     except BaseException:
         before.restore_into(learner)
         raise
+
+
+@contextlib.contextmanager
+def net_values_kept(net: torch.nn.Module) -> Iterator[None]:
+    """The net's own parameters and buffers (deterministic parts, batch statistics) as they were
+    on entry once the block ends, whatever it trained: a fit for prediction only (a memory's
+    refit) leaves the values the next step starts from alone."""
+    parameters = {name: p.detach().clone() for name, p in net.named_parameters()}
+    buffers = {name: b.clone() for name, b in net.named_buffers()}
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for name, parameter in net.named_parameters():
+                parameter.copy_(parameters[name])
+            for name, buffer in net.named_buffers():
+                buffer.copy_(buffers[name])

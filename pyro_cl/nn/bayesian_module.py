@@ -47,6 +47,7 @@ def make_bayesian(
     film_tasks: int = 0,
     film_after: Sequence[str] = (),
     film_prior_scale: float = 1.0,
+    deterministic: Sequence[str] = (),
 ) -> PyroModule:
     """A Bayesian copy of ``module`` (``module`` itself is left as it was).
 
@@ -61,6 +62,10 @@ def make_bayesian(
         ``<path>.layer.``, its FiLM sites are ``<path>.film.<task>.weight`` and ``.bias``;
         the net's ``forward`` must take ``task_id``.
     :param film_prior_scale: the FiLM sites' prior standard deviation (around the identity).
+    :param deterministic: paths of modules (as in ``named_modules``, e.g. ``"features"``) kept as
+        they are: their parameters are point values that every step's fit trains beside the
+        posterior and hands on as values, not priors — batch normalisation, an embedding, a
+        pretrained feature extractor (freeze one with ``requires_grad_(False)`` before).
     :raises TypeError: if ``module`` is not an ``nn.Module``.
     :raises ValueError: naming every layer whose parameters cannot be made Bayesian, or if the
         net has no linear or convolutional layer at all; for FiLM layers after a path that is
@@ -82,12 +87,14 @@ def make_bayesian(
             raise ValueError("FiLM layers follow hidden layers of a net, not a single layer")
         net = _bayesian_layer(net, "the net", options)
     else:
+        kept = _checked_paths(net, deterministic)
         refused = [*_tied_parameters(net), *_bare_parameters(net)]
-        refused += _replace_layers(net, "", options, {})
+        refused += _replace_layers(net, "", options, {}, kept)
         if refused:
             raise ValueError(
                 "make_bayesian turns nn.Linear and nn.Conv2d layers into Bayesian ones; these "
-                "have parameters it cannot: " + "; ".join(refused)
+                "have parameters it cannot: " + "; ".join(refused) + " (keep such modules as "
+                "point values with deterministic=[their paths])"
             )
         if film_tasks or film_after:  # before the conversion, which would reorder a Sequential
             _add_film(net, film_tasks, list(film_after), film_prior_scale)
@@ -124,14 +131,33 @@ def _add_film(net: nn.Module, tasks: int, paths: list[str], prior_scale: float) 
     net.register_forward_pre_hook(slot, with_kwargs=True)
 
 
-def _replace_layers(parent: nn.Module, prefix: str, options: dict, done: dict) -> list[str]:
+def _checked_paths(net: nn.Module, paths: Sequence[str]) -> set[str]:
+    """``paths`` as a set, each the path of a module of ``net``.
+
+    :raises ValueError: naming a path that is not one."""
+    if isinstance(paths, str):
+        raise TypeError(f"deterministic takes a list of module paths, got the string {paths!r}")
+    modules = dict(net.named_modules())
+    for path in paths:
+        if not path or path not in modules:
+            children = ", ".join(name for name, _ in net.named_children())
+            raise ValueError(
+                f"deterministic names no module {path!r} of the net (its children: {children})"
+            )
+    return set(paths)
+
+
+def _replace_layers(
+    parent: nn.Module, prefix: str, options: dict, done: dict, kept: set[str]
+) -> list[str]:
     """Swap every linear and convolutional child of ``parent`` (recursively) for its Bayesian
     layer, the same one wherever a layer appears twice (``done``: id of a replaced layer → its
-    Bayesian layer); return a description of each child that cannot be swapped."""
+    Bayesian layer), leaving the modules at the paths in ``kept`` as they are; return a
+    description of each child that cannot be swapped."""
     refused = []
     for name, child in list(parent._modules.items()):  # named_children skips a repeat
         path = f"{prefix}{name}"
-        if child is None:
+        if child is None or path in kept:
             continue
         if id(child) in done:
             setattr(parent, name, done[id(child)])
@@ -146,7 +172,7 @@ def _replace_layers(parent: nn.Module, prefix: str, options: dict, done: dict) -
         elif next(child.parameters(recurse=False), None) is not None:
             refused.append(f"{path} ({type(child).__name__})")
         else:
-            refused += _replace_layers(child, f"{path}.", options, done)
+            refused += _replace_layers(child, f"{path}.", options, done, kept)
     return refused
 
 
