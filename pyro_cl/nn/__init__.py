@@ -14,6 +14,7 @@ from pyro_cl.nn.local_reparam import (
     local_reparameterization,
 )
 from pyro_cl.nn.mlp import BayesianMLP
+from pyro_cl.nn.priors import GaussianPrior, Prior
 from pyro_cl.nn.sticks import BetaSticks
 from pyro_cl.nn.vae_decoder import VAEDecoder
 
@@ -25,6 +26,8 @@ __all__ = [
     "BayesianLinear",
     "BayesianMLP",
     "BetaSticks",
+    "GaussianPrior",
+    "Prior",
     "IBPMask",
     "IndianBuffetMLP",
     "LogitBinaryConcrete",

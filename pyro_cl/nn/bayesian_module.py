@@ -6,7 +6,8 @@ reshapes) stays as the user wrote it.
     learner = pyro_cl.VCL(net, seed=0)
 
 Each weight gets the prior ``N(prior_loc, prior_scale²)`` of the VCL paper's first task (its
-later priors are the posteriors handed on). The user's ``forward`` was written for one set of
+later priors are the posteriors handed on), or per layer what a ``prior=``
+(:mod:`pyro_cl.nn.priors`) gives it. The user's ``forward`` was written for one set of
 weights and a batch ``(N, ...)``: it need not broadcast over a leading particle dimension
 (``x.flatten(1)``, ``x.view(x.size(0), -1)``), so the net declares
 ``broadcasts_particles = False`` and the model runs it as a Pyro program, one Monte Carlo draw
@@ -14,8 +15,8 @@ at a time (:class:`~pyro_cl.model.SupervisedModel`). A net whose ``forward`` tak
 is multi-head (the model passes the task on), as for any ``PyroModule``.
 
 Layers with parameters that have no Bayesian counterpart here (batch norm, embeddings, grouped or
-dilated convolutions, a bare ``nn.Parameter``) are refused by name: their parameters would be
-neither fitted by the learner nor handed on. Batch norm is refused even without parameters
+dilated convolutions, a bare ``nn.Parameter``) are refused by name, unless kept deterministic
+(``deterministic=[paths]``: point values the learner fits beside the posterior). Batch norm is refused even without parameters
 (``affine=False``): its batch statistics are neither a posterior nor handed on, and a trace of
 one example breaks it. Tied weights stay tied: a layer used at two places of the tree becomes
 one Bayesian layer (one set of sites) used at both; one weight tensor shared by two different
@@ -35,6 +36,7 @@ from pyro_cl.checks import checked_real
 from pyro_cl.nn.conv import BayesianConv2d
 from pyro_cl.nn.film import TaskFiLM, TaskSlot, checked_film_settings
 from pyro_cl.nn.linear import BayesianLinear
+from pyro_cl.nn.priors import GaussianPrior, Prior
 
 __all__ = ["make_bayesian"]
 
@@ -43,6 +45,7 @@ def make_bayesian(
     module: nn.Module,
     prior_scale: float = 1.0,
     prior_loc: float = 0.0,
+    prior: Prior | None = None,
     local_reparameterization: bool = True,
     film_tasks: int = 0,
     film_after: Sequence[str] = (),
@@ -53,6 +56,9 @@ def make_bayesian(
 
     :param prior_scale: prior standard deviation of every weight and bias.
     :param prior_loc: prior mean of every weight and bias.
+    :param prior: the first prior layer by layer instead (a :class:`~pyro_cl.nn.priors.Prior`,
+        e.g. ``GaussianPrior(1.0, layers={"classifier": 0.1})``); not with ``prior_scale`` or
+        ``prior_loc``.
     :param local_reparameterization: what the layers do when the fast route hands them Gaussian
         weights (see :mod:`pyro_cl.nn.local_reparam`); this net runs on Pyro's route, where each
         draw is a plain weight tensor.
@@ -75,17 +81,20 @@ def make_bayesian(
         raise TypeError(f"make_bayesian takes a torch.nn.Module, got {type(module).__name__}")
     prior_scale = checked_real(prior_scale, "prior_scale", low=0.0, low_open=True)
     prior_loc = checked_real(prior_loc, "prior_loc")
+    if prior is None:
+        prior = GaussianPrior(prior_scale, prior_loc)
+    elif not isinstance(prior, Prior):
+        raise TypeError(f"prior must be a pyro_cl.nn.priors.Prior, got {prior!r}")
+    elif (prior_scale, prior_loc) != (1.0, 0.0):
+        raise ValueError("give the prior as prior= or as prior_scale and prior_loc, not both")
     net = copy.deepcopy(module)
-    options = {
-        "prior_loc": prior_loc,
-        "prior_scale": prior_scale,
-        "local_reparameterization": local_reparameterization,
-    }
+    options = {"prior": prior, "local_reparameterization": local_reparameterization}
     film_tasks, film_prior_scale = checked_film_settings(film_tasks, film_prior_scale)
     if isinstance(net, nn.Linear | nn.Conv2d):
         if film_tasks or film_after:
             raise ValueError("FiLM layers follow hidden layers of a net, not a single layer")
-        net = _bayesian_layer(net, "the net", options)
+        net = _bayesian_layer(net, "", options)
+        prior.check_layers([""])
     else:
         kept = _checked_paths(net, deterministic)
         refused = [*_tied_parameters(net), *_bare_parameters(net)]
@@ -96,6 +105,13 @@ def make_bayesian(
                 "have parameters it cannot: " + "; ".join(refused) + " (keep such modules as "
                 "point values with deterministic=[their paths])"
             )
+        prior.check_layers(
+            [
+                path
+                for path, m in net.named_modules()
+                if isinstance(m, BayesianLinear | BayesianConv2d)
+            ]
+        )
         if film_tasks or film_after:  # before the conversion, which would reorder a Sequential
             _add_film(net, film_tasks, list(film_after), film_prior_scale)
         to_pyro_module_(net)
@@ -211,21 +227,31 @@ def _own_behaviour(layer: nn.Module) -> list[str]:
 
 
 def _bayesian_layer(layer: nn.Module, path: str, options: dict) -> nn.Module:
+    """The Bayesian layer for ``layer`` at ``path`` ("" for a net that is one layer), with the
+    prior ``options["prior"]`` gives that path."""
     added = _own_behaviour(layer)
+    where = path or "the net"
     if added:
         raise ValueError(
-            f"{path} ({type(layer).__name__}, a subclass of {type(layer).__mro__[1].__name__} with "
-            f"{' and '.join(added)}, which a Bayesian layer would drop)"
+            f"{where} ({type(layer).__name__}, a subclass of {type(layer).__mro__[1].__name__} "
+            f"with {' and '.join(added)}, which a Bayesian layer would drop)"
         )
     bias = layer.bias is not None
+    fan_in = layer.weight[0].numel()  # inputs per output unit (in_channels × kernel for a conv)
+    loc, scale = options["prior"].layer_prior(path, fan_in)
+    settings = {
+        "prior_loc": loc,
+        "prior_scale": scale,
+        "local_reparameterization": options["local_reparameterization"],
+    }
     if isinstance(layer, nn.Linear):
-        return BayesianLinear(layer.in_features, layer.out_features, bias, **options)
+        return BayesianLinear(layer.in_features, layer.out_features, bias, **settings)
     kernel, stride, padding = layer.kernel_size, layer.stride, layer.padding
     square = len(set(kernel)) == 1 and len(set(stride)) == 1
     if not square or isinstance(padding, str) or len(set(padding)) != 1:
-        raise ValueError(f"{path} (Conv2d with a non-square kernel, stride or padding)")
+        raise ValueError(f"{where} (Conv2d with a non-square kernel, stride or padding)")
     if layer.groups != 1 or set(layer.dilation) != {1} or layer.padding_mode != "zeros":
-        raise ValueError(f"{path} (Conv2d with groups, dilation or non-zero padding mode)")
+        raise ValueError(f"{where} (Conv2d with groups, dilation or non-zero padding mode)")
     return BayesianConv2d(
-        layer.in_channels, layer.out_channels, kernel[0], stride[0], padding[0], bias, **options
+        layer.in_channels, layer.out_channels, kernel[0], stride[0], padding[0], bias, **settings
     )
