@@ -144,7 +144,8 @@ def test_the_guide_is_an_ordinary_pyro_guide():
     with torch.no_grad():
         guide.loc["weight"].copy_(exact.loc.reshape(1, DIM))
         tril = exact.scale_tril
-        guide.block_tril["block0"].copy_(tril.tril(-1) + torch.diag(tril.diagonal().log()))
+        relative = tril.tril(-1) / tril.diagonal().unsqueeze(-1)  # L = diag(s) (I + N)
+        guide.block_tril["block0"].copy_(relative + torch.diag(tril.diagonal().log()))
         guide.prior_loc["block0"].zero_()
         guide.prior_tril["block0"].copy_(torch.eye(DIM))
     learner.net.set_prior("weight", pyro.distributions.Normal(torch.zeros(1, DIM), 1.0))

@@ -6,7 +6,10 @@ into blocks ``θ_B`` of ``D`` numbers, each with one Gaussian::
     q(θ_B) = N(μ_B, Σ_B),   Σ_B = L Lᵀ               (full: L lower-triangular, diagonal > 0)
                             Σ_B = diag(d) + W Wᵀ      (low rank: W of D × r)
 
-and every other site stays mean-field (:class:`~pyro_cl.guides.MeanFieldGuide`). A block is
+(the full factor parametrised as ``L = diag(s) (I + N)``, ``log s`` and the strictly lower ``N``
+the parameters, and the low-rank factor as ``W = diag(√d) V`` with ``V`` the parameter: an
+optimiser's step moves an entry relative to its row's scale, so Adam's fixed-size steps on the
+many coupling entries do not inflate the covariance), and every other site stays mean-field (:class:`~pyro_cl.guides.MeanFieldGuide`). A block is
 made of the chosen sites the model first uses in one call (all of them at the first task; a
 head first used by task 7 forms a block of its own then), or one block per module
 (``per_module``): the last layer alone, as last-layer Laplace does, is ``sites=["head"]``.
@@ -226,6 +229,11 @@ def _strictly_lower(like: torch.Tensor) -> torch.Tensor:
     return _LOWER_MASKS[key]
 
 
+#: The size of the low-rank factor's relative entries at the start (``V`` of ``W = diag(√d) V``
+#: has rows of norm about this): a covariance close to its diagonal.
+INITIAL_CORRELATION = 0.1
+
+
 class _BufferDict(nn.Module):
     """Named buffers added and removed by key (the blocks' priors), saved in the state dict."""
 
@@ -349,8 +357,11 @@ class JointGaussianGuide(MeanFieldGuide):
         else:
             self.prior_factor[key] = torch.zeros(size, self.rank, dtype=like.dtype).to(like)
             self.prior_diag[key] = variance
-            std = math.exp(0.5 * self.init_log_variance) / math.sqrt(self.rank)
-            self.block_factor[key] = nn.Parameter(torch.randn(size, self.rank).to(like) * std)
+            # V of W = diag(√d) V starts small: the covariance starts near its diagonal
+            relative = torch.randn(size, self.rank).to(like) * (
+                INITIAL_CORRELATION / math.sqrt(self.rank)
+            )
+            self.block_factor[key] = nn.Parameter(relative)
             self.block_log_diag[key] = nn.Parameter(
                 torch.full_like(variance, self.init_log_variance)
             )
@@ -366,11 +377,13 @@ class JointGaussianGuide(MeanFieldGuide):
         loc = layout.join({name: self.loc[_parameter_key(name)] for name in layout.names})
         if self.rank is None:
             raw = self.block_tril[key]
-            below = _strictly_lower(
-                raw
-            )  # a product with a mask: tril's kernel is slow on small blocks
-            return FullGaussian(loc, raw * below + torch.diag_embed(raw.diagonal().exp()))
-        return LowRankGaussian(loc, self.block_factor[key], self.block_log_diag[key].exp())
+            below = _strictly_lower(raw)  # a mask: tril's kernel is slow on small blocks
+            scale = raw.diagonal().exp()  # L = diag(s) (I + N): N's entries are relative
+            return FullGaussian(loc, scale.unsqueeze(-1) * (raw * below) + torch.diag_embed(scale))
+        diagonal = self.block_log_diag[key].exp()  # W = diag(√d) V: V's entries are relative
+        return LowRankGaussian(
+            loc, diagonal.sqrt().unsqueeze(-1) * self.block_factor[key], diagonal
+        )
 
     def joint_prior(self, key: str) -> FullGaussian | LowRankGaussian:
         """``p(θ_B)`` of block ``key``: the last step's ``q(θ_B)`` (the sites' initial priors
@@ -486,9 +499,11 @@ class JointGaussianGuide(MeanFieldGuide):
                 self.loc[_parameter_key(name)].copy_(value)
             if self.rank is None:
                 tril = prior.scale_tril
-                self.block_tril[key].copy_(tril.tril(-1) + torch.diag_embed(tril.diagonal().log()))
+                diagonal = tril.diagonal()
+                relative = tril.tril(-1) / diagonal.unsqueeze(-1)
+                self.block_tril[key].copy_(relative + torch.diag_embed(diagonal.log()))
             else:
-                self.block_factor[key].copy_(prior.cov_factor)
+                self.block_factor[key].copy_(prior.cov_factor / prior.cov_diag.sqrt().unsqueeze(-1))
                 self.block_log_diag[key].copy_(prior.cov_diag.log())
 
     def _empty_like(self) -> JointGaussianGuide:
