@@ -9,6 +9,7 @@ step's prior is then the wrong one.
 """
 
 import copy
+import math
 
 import pyro
 import pytest
@@ -21,7 +22,7 @@ from pyro_cl.guides import FullCovariance, LowRank, MeanField
 from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.memory import RandomCoreset
 from pyro_cl.nn import BayesianLinear, BayesianMLP
-from pyro_cl.transitions import Wiener
+from pyro_cl.transitions import BayesianForgetting, OrnsteinUhlenbeck, Wiener
 
 NOISE = 0.5
 DIM = 3
@@ -220,13 +221,44 @@ def test_a_failed_step_leaves_the_joint_prior_and_the_guide_as_they_were():
     [
         ({"memory": RandomCoreset(10)}, "RandomCoreset"),
         ({"fitter": VOGN()}, "VOGN"),
-        ({"transition": Wiener(0.1)}, "Wiener"),
+        ({"transition": BayesianForgetting(0.1)}, "BayesianForgetting"),
         ({"between_tasks": "reset"}, "between_tasks='reset'"),
     ],
 )
 def test_parts_refuse_a_family_they_do_not_support_by_name(parts, named):
     with pytest.raises(ValueError, match=named):
         ContinualLearner(BayesianLinear(DIM, 1), guide=FullCovariance(), **parts)
+
+
+#: Each transition, and its step ``(a, b, v)`` at Δt = 3 with τ = 1.5 from the prior N(0, 1).
+GAUSSIAN_STEPS = {
+    # Wiener: w' = w + ε, v = c² σ_0² Δt/τ
+    "wiener": (Wiener(0.5, time_constant=1.5), (1.0, 0.0, 0.25 * 2.0)),
+    # Ornstein-Uhlenbeck: a = e^{-sΔt/τ}, b = (1 - a) μ_0, v = (1 - a²) σ_0²
+    "ornstein-uhlenbeck": (
+        OrnsteinUhlenbeck(0.2, time_constant=1.5),
+        (math.exp(-0.4), 0.0, 1 - math.exp(-0.8)),
+    ),
+}
+
+
+@pytest.mark.parametrize("family", [FullCovariance(), LowRank(rank=2)], ids=["full", "low-rank"])
+@pytest.mark.parametrize("kind", list(GAUSSIAN_STEPS))
+def test_a_joint_prior_goes_through_a_gaussian_transition_whole(family, kind):
+    """``N(μ, Σ) → N(a μ + b, a² Σ + v I)``: the correlations carried, not dropped."""
+    transition, (a, b, v) = GAUSSIAN_STEPS[kind]
+    learner = regression_learner(family, epochs=30, transition=transition)
+    learner.observe(tasks(1)[0], time=0.0)
+    before = learner.guide.joint_prior("block0").distribution()
+    carried = learner.prior_at(3.0)["weight"].base_dist.joint.distribution()
+    torch.testing.assert_close(carried.loc, a * before.loc + b)
+    expected = a**2 * before.covariance_matrix + v * torch.eye(DIM)
+    torch.testing.assert_close(carried.covariance_matrix, expected, rtol=1e-5, atol=1e-6)
+    # prior_at leaves the learner as it was; a step at that time starts from the same prior
+    torch.testing.assert_close(learner.guide.joint_prior("block0").distribution().loc, before.loc)
+    learner._apply_transition(learner._transition_context(3.0))
+    after = learner.guide.joint_prior("block0").distribution()
+    torch.testing.assert_close(after.covariance_matrix, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_a_joint_prior_is_never_replaced_site_by_site():

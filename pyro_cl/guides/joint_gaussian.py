@@ -430,6 +430,32 @@ class JointGaussianGuide(MeanFieldGuide):
                 self.prior_factor[key].copy_(joint.cov_factor)
                 self.prior_diag[key].copy_(joint.cov_diag)
 
+    @torch.no_grad()
+    def carry_prior(self, step, initial_prior: Mapping[str, Distribution]) -> None:
+        """Each block's prior through ``w' = a w + b + ε``, ``ε ~ N(0, diag v)``:
+        ``μ ← a μ + b`` and ``Σ ← a² Σ + diag v`` (the low-rank form kept: ``W ← a W``,
+        ``d ← a² d + v``); a ``step`` that returns ``None`` (the identity transition) leaves
+        them as they are."""
+        for key, layout in self._blocks.items():
+            locs, scales = {}, {}
+            for name, shape in zip(layout.names, layout.shapes, strict=True):
+                normal = base_distribution(initial_prior[name])
+                locs[name] = normal.loc.expand(shape)
+                scales[name] = normal.scale.expand(shape)
+            like = self.prior_loc[key]
+            carried = step(layout.join(locs).to(like), layout.join(scales).to(like))
+            if carried is None:
+                return
+            a, b, v = carried
+            self.prior_loc[key].copy_(a * self.prior_loc[key] + b)
+            if self.rank is None:
+                tril = self.prior_tril[key]
+                covariance = a**2 * (tril @ tril.T) + torch.diag(v)
+                self.prior_tril[key].copy_(torch.linalg.cholesky(covariance))
+            else:
+                self.prior_factor[key].mul_(a)
+                self.prior_diag[key].copy_(a**2 * self.prior_diag[key] + v)
+
     def posterior(self, names: Iterable[str] | None = None) -> dict[str, Distribution]:
         names = list(names or self.site_names)
         _, joint = self.joint_terms(names)

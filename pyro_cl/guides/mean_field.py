@@ -269,6 +269,12 @@ class MeanFieldGuide(nn.Module):
         """Make the fitted ``q`` of ``names`` the prior of the next step, beyond the per-site
         priors the learner installs in the net: nothing more for a mean-field posterior."""
 
+    def carry_prior(self, step: Callable, initial_prior: Mapping[str, Distribution]) -> None:
+        """Carry the prior this guide keeps itself through a transition's linear Gaussian step
+        (``step(initial_loc, initial_scale) -> (a, b, v)``, or ``None`` for no change;
+        :meth:`~pyro_cl.transitions.Transition.gaussian_step`): nothing for a mean-field guide,
+        whose prior the transition carries site by site in the net."""
+
     def locs(self, names: Iterable[str] | None = None) -> dict[str, nn.Parameter]:
         """``{site: μ_site}`` of the Gaussian sites: the means as point values (for
         maximum-likelihood fits)."""

@@ -18,6 +18,7 @@ Each part is a documented base class with built-ins, and saves and loads through
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import numbers
 import os
@@ -389,9 +390,13 @@ class ContinualLearner:
         )
 
     def _apply_transition(self, between: TransitionContext) -> None:
-        """``prior = transition(posterior, Δt)`` on the sites trained so far."""
+        """``prior = transition(posterior, Δt)`` on the sites trained so far, and on the prior
+        the guide keeps itself (a joint Gaussian's, through the transition's linear Gaussian
+        step)."""
         posterior = read_priors(self.net, self.trained_sites)
         install_prior(self.net, self.transition(posterior, between))
+        step = functools.partial(self.transition.gaussian_step, context=between)
+        self.guide.carry_prior(step, self.initial_prior)
 
     def _propagate(self, context: FitContext, data: Points, task_id: int) -> list[float]:
         """Fit ``q̃_t`` on ``data`` against the current prior and install it as the new prior
@@ -537,8 +542,8 @@ class ContinualLearner:
             return {}
         before = LearnerState.of(self)
         try:
-            carried = self.transition(self.current_prior(), self._transition_context(time))
-            return detach_posterior(carried)
+            self._apply_transition(self._transition_context(time))  # as a step at time would
+            return self.current_prior()
         finally:
             before.restore_into(self)
 

@@ -60,6 +60,7 @@ __all__ = [
     "check_prior_families",
     "check_time_constant",
     "map_gaussian_sites",
+    "map_gaussian_step",
 ]
 
 
@@ -116,6 +117,17 @@ class Transition(Registrable, ABC, kind="transition"):
         """Refuse, when the learner is built, parts this transition cannot work with (default:
         :meth:`check` of the model's net)."""
         self.check(parts.model.net)
+
+    def gaussian_step(
+        self, initial_loc: torch.Tensor, initial_scale: torch.Tensor, context: TransitionContext
+    ) -> tuple[float, torch.Tensor, torch.Tensor] | None:
+        """The transition as a linear Gaussian step per coordinate, ``w' = a w + b + ε``,
+        ``ε ~ N(0, v)``: ``(a, b, v)`` given the coordinates' initial prior, or ``None`` for a
+        transition that is not one (the default). A Gaussian ``N(μ, Σ)`` goes to
+        ``N(a μ + b, a² Σ + diag v)`` (Kurle et al. 2020, eq. 13): what carries the joint prior
+        of a guide that couples sites (:class:`~pyro_cl.guides.FullCovariance`,
+        :class:`~pyro_cl.guides.LowRank`)."""
+        return None
 
     def likelihood_weights(
         self, ages: torch.Tensor, context: TransitionContext
@@ -240,6 +252,19 @@ def check_prior_families(net: torch.nn.Module, allowed: tuple[type, ...] = (Norm
                 f"this transition needs {kinds} priors; site {name!r} has a "
                 f"{type(base_distribution(prior)).__name__} prior"
             )
+
+
+def map_gaussian_step(
+    transition: Transition, posterior: Posterior, context: TransitionContext
+) -> Posterior:
+    """Every Normal site of ``posterior`` through ``transition.gaussian_step``:
+    ``μ ← a μ + b``, ``σ² ← a² σ² + v``."""
+
+    def update(loc, scale, initial_loc, initial_scale):
+        a, b, v = transition.gaussian_step(initial_loc, initial_scale, context)
+        return a * loc + b, (a**2 * scale.square() + v).sqrt()
+
+    return map_gaussian_sites(posterior, context.initial_prior, update)
 
 
 def map_gaussian_sites(

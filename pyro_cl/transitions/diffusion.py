@@ -29,6 +29,7 @@ import math
 import torch
 from pyro.distributions import Normal
 
+from pyro_cl.guides import GAUSSIAN_FAMILIES
 from pyro_cl.posterior import Posterior
 from pyro_cl.transitions.base import (
     Transition,
@@ -36,7 +37,7 @@ from pyro_cl.transitions.base import (
     check_adaptation,
     check_prior_families,
     check_time_constant,
-    map_gaussian_sites,
+    map_gaussian_step,
 )
 
 __all__ = ["OrnsteinUhlenbeck", "Wiener"]
@@ -59,17 +60,21 @@ class OrnsteinUhlenbeck(Transition):
     def check(self, net: torch.nn.Module) -> None:
         check_prior_families(net, (Normal,))
 
+    #: A linear Gaussian step, so it carries a joint Gaussian prior too.
+    guide_families = GAUSSIAN_FAMILIES
+
     def __call__(self, posterior: Posterior, context: TransitionContext) -> Posterior:
-        decay = math.exp(-self.stiffness * context.scaled_elapsed(self.time_constant))
-        if decay == 1.0:
+        if self._decay(context) == 1.0:
             return posterior
+        return map_gaussian_step(self, posterior, context)
 
-        def update(loc, scale, initial_loc, initial_scale):
-            new_loc = (1 - decay) * initial_loc + decay * loc
-            variance = (1 - decay**2) * initial_scale.square() + decay**2 * scale.square()
-            return new_loc, variance.sqrt()
+    def gaussian_step(self, initial_loc, initial_scale, context):
+        """``a = e^{-aΔt/τ}``, ``b = (1 - a) μ_0``, ``v = (1 - a²) σ_0²``."""
+        decay = self._decay(context)
+        return decay, (1 - decay) * initial_loc, (1 - decay**2) * initial_scale.square()
 
-        return map_gaussian_sites(posterior, context.initial_prior, update)
+    def _decay(self, context: TransitionContext) -> float:
+        return math.exp(-self.stiffness * context.scaled_elapsed(self.time_constant))
 
 
 class Wiener(Transition):
@@ -89,12 +94,17 @@ class Wiener(Transition):
     def check(self, net: torch.nn.Module) -> None:
         check_prior_families(net, (Normal,))
 
+    #: A linear Gaussian step, so it carries a joint Gaussian prior too.
+    guide_families = GAUSSIAN_FAMILIES
+
     def __call__(self, posterior: Posterior, context: TransitionContext) -> Posterior:
-        growth = self.diffusion**2 * context.scaled_elapsed(self.time_constant)
-        if growth == 0.0:
+        if self._growth(context) == 0.0:
             return posterior
+        return map_gaussian_step(self, posterior, context)
 
-        def update(loc, scale, initial_loc, initial_scale):
-            return loc, (scale.square() + growth * initial_scale.square()).sqrt()
+    def gaussian_step(self, initial_loc, initial_scale, context):
+        """``a = 1``, ``b = 0``, ``v = c² σ_0² Δt/τ``."""
+        return 1.0, torch.zeros_like(initial_loc), self._growth(context) * initial_scale.square()
 
-        return map_gaussian_sites(posterior, context.initial_prior, update)
+    def _growth(self, context: TransitionContext) -> float:
+        return self.diffusion**2 * context.scaled_elapsed(self.time_constant)
