@@ -311,6 +311,20 @@ MUTATIONS = [
         "        with torch.no_grad():",
         ("tests/test_deterministic_parts.py",),
     ),
+    Mutation(
+        "guides: a transition's added variance not carried to a full-covariance prior",
+        "pyro_cl/guides/joint_gaussian.py",
+        "covariance = a**2 * (tril @ tril.T) + torch.diag(v)",
+        "covariance = a**2 * (tril @ tril.T) + 0 * torch.diag(v)",
+        ("tests/test_guide_families.py",),
+    ),
+    Mutation(
+        "guides: a transition's decay not applied to a low-rank factor",
+        "pyro_cl/guides/joint_gaussian.py",
+        "                self.prior_factor[key].mul_(a)\n",
+        "                self.prior_factor[key].mul_(1.0)\n",
+        ("tests/test_guide_families.py",),
+    ),
 ]
 
 
