@@ -262,7 +262,8 @@ class JointGaussianGuide(MeanFieldGuide):
         ``head.weight`` and ``head.bias``); ``None`` for every Gaussian site.
     :param per_module: one block per module instead of one per first use.
     :param init_log_variance: log σ² of new sites' variances (the full covariance's diagonal;
-        the low-rank diagonal ``d``, with ``W``'s entries of variance ``σ²/r``).
+        the low-rank diagonal ``d``, with ``W = diag(√d) V`` and ``V``'s entries of standard
+        deviation :data:`INITIAL_CORRELATION` ``/√r``).
     :param init_loc_std: as :class:`~pyro_cl.guides.MeanFieldGuide`'s.
     """
 
