@@ -278,3 +278,5 @@ def test_a_family_is_refused_unless_it_is_one():
         LowRank(rank=0)
     with pytest.raises(TypeError, match="sites must be a list"):
         FullCovariance(sites="head")
+    with pytest.raises(ValueError, match=r"joins sites \['head'\], which the net does not have"):
+        ContinualLearner(BayesianMLP(4, [6], 2), guide=FullCovariance(sites=["head"]))

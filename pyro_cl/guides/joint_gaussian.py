@@ -55,7 +55,7 @@ from pyro_cl.guides.mean_field import (
     task_id_key,
 )
 from pyro_cl.kl import full_gaussian_kl
-from pyro_cl.posterior import base_distribution
+from pyro_cl.posterior import base_distribution, sample_sites
 
 __all__ = [
     "GAUSSIAN_FAMILIES",
@@ -586,6 +586,18 @@ class _JointFamily(GuideFamily):
         self.per_module = per_module
 
     def build(self, model, init_log_variance: float, init_loc_std: float) -> JointGaussianGuide:
+        """The guide; sites named that the model's net does not have are refused by name."""
+        net = getattr(model, "net", None)
+        if self.sites is not None and isinstance(net, nn.Module):
+            names = [name for name, _, _ in sample_sites(net)]
+            unknown = [
+                s for s in self.sites if not any(n == s or n.startswith(s + ".") for n in names)
+            ]
+            if unknown:
+                raise ValueError(
+                    f"the {self.name} guide joins sites {unknown}, which the net does not have "
+                    f"(its sites: {', '.join(names[:8])}{', ...' if len(names) > 8 else ''})"
+                )
         return JointGaussianGuide(
             model,
             self.rank,
