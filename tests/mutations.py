@@ -300,8 +300,8 @@ MUTATIONS = [
     Mutation(
         "state: a failed step leaves the net's own parameters as the fit left them",
         "pyro_cl/learner/state.py",
-        "                if name in self.parameters:\n",
-        "                if name in ():\n",
+        "        if name in parameters:\n",
+        "        if name in ():\n",
         ("tests/test_deterministic_parts.py",),
     ),
     Mutation(

@@ -8,6 +8,7 @@ import torch
 
 from pyro_cl.checks import checked_real
 from pyro_cl.fitters.fitter import Fitter
+from pyro_cl.fitters.point_fit import net_point_parameters
 from pyro_cl.guides import GAUSSIAN_FAMILIES, MEAN_FIELD, MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
@@ -56,9 +57,11 @@ class ELBOFitter(Fitter):
         """As :meth:`Fitter.check_parts`; and ``heads_in_kl=False`` drops the heads' KL from a
         mean-field guide only (a joint block's KL is one term)."""
         super().check_parts(parts)
-        family = getattr(parts.guide, "name", MEAN_FIELD)
-        if not self.heads_in_kl and family != MEAN_FIELD:
-            raise ValueError(f"heads_in_kl=False needs the mean-field guide family, not {family!r}")
+        mean_field = parts.guide is None or MEAN_FIELD in parts.guide.lineage()
+        if not self.heads_in_kl and not mean_field:
+            raise ValueError(
+                f"heads_in_kl=False needs the mean-field guide family, not {parts.guide.name!r}"
+            )
 
     def fit(
         self,
@@ -98,7 +101,7 @@ class ELBOFitter(Fitter):
                 )
                 return value if regulariser is None else value + regulariser() / size
 
-            parameters = {**_trained_parameters(guide, packed), **_net_parameters(model)}
+            parameters = {**_trained_parameters(guide, packed), **net_point_parameters(model)}
             by_site = dict(guide.named_parameters())  # what callbacks see: values by site
             return context.minimise(loss, parameters, problem, watched=by_site)
 
@@ -143,8 +146,3 @@ def _trained_parameters(
     inside = {id(p) for pair in guide.gaussian_parameters(packed.names).values() for p in pair}
     rest = {name: p for name, p in parameters.items() if id(p) not in inside}
     return {**{f"packed.{k}": v for k, v in packed.parameters().items()}, **rest}
-
-
-def _net_parameters(model) -> dict[str, torch.nn.Parameter]:
-    """The net's own parameters (deterministic parts), trained as point values beside ``q``."""
-    return {f"net.{name}": p for name, p in model.point_parameters().items()}

@@ -14,7 +14,7 @@ from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.objectives import negative_log_likelihood
 from pyro_cl.infer.row_gather import RowGather
 
-__all__ = ["fit_point_estimate"]
+__all__ = ["fit_point_estimate", "net_point_parameters"]
 
 
 class _PenaltySteps(Callback):
@@ -41,8 +41,7 @@ def fit_point_estimate(
     values = guide.locs(sites)
     # a generative model's encoders
     trained = {**values, **guide.amortised_parameters(data.tasks())}
-    # the net's own parameters (deterministic parts) are point values already
-    trained.update({f"net.{name}": p for name, p in model.point_parameters().items()})
+    trained.update(net_point_parameters(model))  # deterministic parts: point values already
     num_data = len(data)
     rows_of = RowGather(data.x)
 
@@ -58,3 +57,9 @@ def fit_point_estimate(
         )
         callbacks = CallbackList([context.callbacks, _PenaltySteps(penalty)])
     return context.minimise(loss, trained, problem, callbacks)
+
+
+def net_point_parameters(model) -> dict[str, torch.nn.Parameter]:
+    """``{"net.<name>": parameter}``: the net's own parameters (deterministic parts), which a fit
+    trains as point values beside the guide's, under names no guide parameter takes."""
+    return {f"net.{name}": p for name, p in model.point_parameters().items()}

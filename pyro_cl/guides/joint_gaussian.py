@@ -340,9 +340,8 @@ class JointGaussianGuide(MeanFieldGuide):
         layout = BlockLayout(tuple(names), tuple(self.loc[_parameter_key(n)].shape for n in names))
         like = self.loc[_parameter_key(names[0])]
         prior_loc, prior_variance = [], []
-        for name in names:
+        for name, shape in zip(names, layout.shapes, strict=True):
             normal = base_distribution(self._new_priors[name])
-            shape = self.loc[_parameter_key(name)].shape
             prior_loc.append(normal.loc.detach().to(like).expand(shape).reshape(-1))
             prior_variance.append(normal.scale.detach().to(like).expand(shape).reshape(-1) ** 2)
             del self.log_variance[_parameter_key(name)]
@@ -406,13 +405,19 @@ class JointGaussianGuide(MeanFieldGuide):
 
     # ----------------------------------------------------------------- the family's protocol
     def joint_terms(self, names: Iterable[str]) -> tuple[torch.Tensor | float, dict]:
+        joints, sites = self._joint_sites(names)
+        kl = sum((joint.kl(self.joint_prior(key)) for key, joint in joints.items()), 0.0)
+        return kl, sites
+
+    def _joint_sites(self, names: Iterable[str]) -> tuple[dict, dict[str, Distribution]]:
+        """``({block: q(θ_B)}, {site: its BlockSite})`` for the blocks of the sites among
+        ``names``, each block's ``q`` built once and shared by its sites."""
         names = list(names)
-        kl, sites = 0.0, {}
-        for key in self._blocks_of(names):
-            joint = self.joint(key)
-            kl = kl + joint.kl(self.joint_prior(key))
+        joints = {key: self.joint(key) for key in self._blocks_of(names)}
+        sites = {}
+        for key, joint in joints.items():
             sites.update(self._sites_of(key, joint))
-        return kl, {name: q for name, q in sites.items() if name in names}
+        return joints, {name: q for name, q in sites.items() if name in names}
 
     def prior_sites(self) -> dict[str, Distribution]:
         sites = {}
@@ -459,7 +464,7 @@ class JointGaussianGuide(MeanFieldGuide):
 
     def posterior(self, names: Iterable[str] | None = None) -> dict[str, Distribution]:
         names = list(names or self.site_names)
-        _, joint = self.joint_terms(names)
+        _, joint = self._joint_sites(names)  # no KL: only the distributions are asked for
         return {name: joint[name] if name in joint else self.distribution(name) for name in names}
 
     def distribution(self, name: str) -> Distribution:

@@ -94,8 +94,7 @@ class LearnerState:
         return cls(
             guide=copy.deepcopy(learner.guide.state_dict()),
             priors={name: detach_distribution(d) for name, d in read_priors(net).items()},
-            buffers={name: b.clone() for name, b in net.named_buffers()},
-            parameters={name: p.detach().clone() for name, p in net.named_parameters()},
+            **_net_values(net),
             parts=copy.deepcopy(learner.part_states()),
             trained_sites=list(learner.trained_sites),
             tasks_seen=list(learner.tasks_seen),
@@ -151,12 +150,7 @@ class LearnerState:
     def restore_into(self, learner: LearnerStores) -> None:
         learner.guide.restore(self.guide)
         learner.guide.to(learner.device)
-        with torch.no_grad():
-            for name, buffer in learner.net.named_buffers():
-                buffer.copy_(self.buffers[name])
-            for name, parameter in learner.net.named_parameters():
-                if name in self.parameters:
-                    parameter.copy_(self.parameters[name])
+        _put_net_values(learner.net, self.buffers, self.parameters)
         install_prior(learner.net, self.priors)
         learner.load_part_states(self.parts)
         learner.trained_sites = list(self.trained_sites)
@@ -185,13 +179,29 @@ def net_values_kept(net: torch.nn.Module) -> Iterator[None]:
     """The net's own parameters and buffers (deterministic parts, batch statistics) as they were
     on entry once the block ends, whatever it trained: a fit for prediction only (a memory's
     refit) leaves the values the next step starts from alone."""
-    parameters = {name: p.detach().clone() for name, p in net.named_parameters()}
-    buffers = {name: b.clone() for name, b in net.named_buffers()}
+    values = _net_values(net)
     try:
         yield
     finally:
-        with torch.no_grad():
-            for name, parameter in net.named_parameters():
-                parameter.copy_(parameters[name])
-            for name, buffer in net.named_buffers():
-                buffer.copy_(buffers[name])
+        _put_net_values(net, values["buffers"], values["parameters"])
+
+
+def _net_values(net: torch.nn.Module) -> dict[str, dict[str, torch.Tensor]]:
+    """Copies of the net's buffers and own parameters, ``{"buffers": ..., "parameters": ...}``."""
+    return {
+        "buffers": {name: b.clone() for name, b in net.named_buffers()},
+        "parameters": {name: p.detach().clone() for name, p in net.named_parameters()},
+    }
+
+
+@torch.no_grad()
+def _put_net_values(
+    net: torch.nn.Module, buffers: dict[str, torch.Tensor], parameters: dict[str, torch.Tensor]
+) -> None:
+    """Copy ``buffers`` (every one of the net's) and ``parameters`` (those given: a state from
+    before deterministic parts holds none) back into ``net``."""
+    for name, buffer in net.named_buffers():
+        buffer.copy_(buffers[name])
+    for name, parameter in net.named_parameters():
+        if name in parameters:
+            parameter.copy_(parameters[name])
