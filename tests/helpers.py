@@ -1,5 +1,6 @@
 import gzip
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -102,3 +103,23 @@ def write_fake_mnist(root, num_train: int = 60, num_test: int = 20):
         write_idx(raw / f"{prefix}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28)))
         write_idx(raw / f"{prefix}-labels-idx1-ubyte.gz", np.arange(n) % 10)
     return root
+
+
+#: The tiny-settings override of the executed docs and tutorials: every schedule and sample count
+#: becomes small (nothing else in the code changes).
+TINY_SETTINGS = [
+    (r"\b(\w*epochs)=[\d_]+", r"\1=1"),
+    (r"\bnum_particles=[\d_]+", "num_particles=2"),
+    (r"\bnum_term_samples=[\d_]+", "num_term_samples=10"),
+    (r"\bnum_predictive_samples=[\d_]+", "num_predictive_samples=5"),
+    (r"\bnum_samples=(?:[2-9]\d|\d{3,})\b", "num_samples=5"),  # not a figure's 16 images
+    (r"\bnum_steps=\d{2,}", "num_steps=8"),
+    (r"\brange\(\d{3,}\)", "range(3)"),
+]
+
+
+def with_tiny_settings(code: str) -> str:
+    """``code`` with its schedules and sample counts shrunk by :data:`TINY_SETTINGS`."""
+    for pattern, replacement in TINY_SETTINGS:
+        code = re.sub(pattern, replacement, code)
+    return code
