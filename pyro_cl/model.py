@@ -97,6 +97,9 @@ class SupervisedModel:
         #: particle dimension; an arbitrary ``PyroModule`` need not, so a net with sites outside
         #: pyro_cl layers is run once per particle, as Pyro's ELBOs do by default.
         self.vectorized_particles = library_layers_only
+        #: The shape of one input of the data prepared last (the example input of a net that
+        #: does not declare its own).
+        self.seen_input_shape: tuple[int, ...] | None = None
 
     @property
     def multi_head(self) -> bool:
@@ -116,10 +119,14 @@ class SupervisedModel:
         """The latent sites the model samples for any of ``tasks``, in order, each once.
 
         Discovery traces the model through ``guide`` (which creates the parameters of sites it
-        has not seen; :meth:`~pyro_cl.guides.MeanFieldGuide.sites_for`); only the shape of
-        ``example``, a batch of inputs, matters.
+        has not seen; :meth:`~pyro_cl.guides.MeanFieldGuide.sites_for`) on the first two inputs of
+        ``example``, a batch: two, not one, so a ``forward`` that takes statistics over the batch
+        (a functional batch norm, a standardisation) runs as it does in training.
         """
-        names = (guide.sites_for(example[:1], None, task_id=task, dataset_size=1) for task in tasks)
+        batch = example[:2]
+        names = (
+            guide.sites_for(batch, None, task_id=task, dataset_size=len(batch)) for task in tasks
+        )
         return list(dict.fromkeys(name for group in names for name in group))
 
     def point_parameters(self) -> dict[str, torch.nn.Parameter]:
@@ -129,10 +136,18 @@ class SupervisedModel:
         return {name: p for name, p in self.net.named_parameters() if p.requires_grad}
 
     def example_input(self, device: torch.device | str) -> torch.Tensor:
-        """One all-zero input of the net's input shape (for site discovery)."""
+        """A batch of two all-zero inputs of the net's input shape (for site discovery, which
+        runs the net on two inputs: :meth:`sites`)."""
         shape = getattr(self.net, "input_shape", None)
-        shape = tuple(shape) if shape is not None else (self.in_features,)
-        return torch.zeros(1, *shape, device=device)
+        if shape is None and self.in_features is not None:
+            shape = (self.in_features,)
+        shape = shape if shape is not None else self.seen_input_shape
+        if shape is None:
+            raise ValueError(
+                f"{type(self.net).__name__} does not say its input shape (an `input_shape` or "
+                "`in_features` attribute) and has seen no data yet: observe a task first"
+            )
+        return torch.zeros(2, *shape, device=device)
 
     @property
     def in_features(self) -> int | None:
@@ -213,6 +228,7 @@ class SupervisedModel:
                 f"{', '.join(map(str, input_shape))})"
             )
         task_id = self.checked_task_id(task_id)
+        self.seen_input_shape = tuple(x.shape[1:])
         x = x.to(self.dtype)
         if not all_finite(x):
             raise ValueError(

@@ -177,3 +177,27 @@ def test_one_weight_shared_by_two_layers_is_refused_by_name():
     user[2].weight = user[0].weight
     with pytest.raises(ValueError, match=r"0.weight and 2.weight \(one weight tied"):
         make_bayesian(user)
+
+
+class _BatchStandardised(nn.Module):
+    """A forward that takes statistics over the batch (a functional batch norm, no module)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = nn.Linear(4, 8)
+        self.out = nn.Linear(8, 2)
+
+    def forward(self, x):
+        h = F.batch_norm(self.hidden(x), None, None, training=True)
+        return self.out(h.relu())
+
+
+def test_sites_are_found_for_a_forward_that_needs_more_than_one_input():
+    """Site discovery runs the net on two inputs: one would make the batch statistics fail."""
+    torch.manual_seed(0)
+    x = torch.randn(40, 4)
+    y = (x[:, 0] > 0).long()
+    learner = VCL(make_bayesian(_BatchStandardised()), epochs=2, batch_size=20, seed=0)
+    learner.observe((x, y))
+    assert set(learner.posterior(0)) == {"hidden.weight", "hidden.bias", "out.weight", "out.bias"}
+    assert learner.evaluate((x, y))["accuracy"] > 0.0

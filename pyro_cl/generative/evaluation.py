@@ -65,7 +65,7 @@ def importance_log_likelihood(
     _check_count(batch_size, "batch_size")
     model = learner.model
     x, _, task_id = learner.prepare_data(x, task_id)
-    sites = learner.prediction_sites(x[:1], task_id)
+    sites = learner.prediction_sites(x, task_id)
     prior = dist.Normal(x.new_zeros(model.latent_dim), x.new_ones(model.latent_dim))
     results = []
     with exclusive_mode(learner.net, training=False), learner.prediction_random.scope():

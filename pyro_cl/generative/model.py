@@ -71,7 +71,7 @@ class GenerativeModel(SupervisedModel):
         return self.net.out_features
 
     def example_input(self, device: torch.device | str) -> torch.Tensor:
-        return torch.zeros(1, self.in_features, device=device)
+        return torch.zeros(2, self.in_features, device=device)
 
     def split_data(self, data) -> tuple[torch.Tensor, None]:
         """The data of a step: the observations ``x`` alone (a tensor or an array)."""

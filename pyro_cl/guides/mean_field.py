@@ -480,7 +480,7 @@ def _local_part(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tenso
 @contextlib.contextmanager
 def _batch_statistics_frozen(model: Callable) -> Iterator[None]:
     """Batch normalisation layers of ``model``'s net in evaluation mode for the block: tracing
-    one example neither fails on a batch of one nor moves their running statistics."""
+    the first inputs neither fails on a small batch nor moves their running statistics."""
     net = getattr(model, "net", model)
     modules = net.modules() if isinstance(net, nn.Module) else ()
     training = [m for m in modules if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training]

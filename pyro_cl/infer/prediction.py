@@ -38,9 +38,9 @@ MAX_CHUNK = 256
 def widest_activation(
     net: torch.nn.Module, forward: Callable[[], object], device: torch.device
 ) -> int:
-    """Elements of ``net``'s largest module output in ``forward()``, a probe pass of one row (one
-    input, one draw) on ``device``; its random draws are rolled back, so nothing after it sees
-    them."""
+    """Elements of ``net``'s largest module output in ``forward()``, a probe pass (of a row or
+    two: a draw of one or two inputs) on ``device``; its random draws are rolled back, so nothing
+    after it sees them."""
     sizes = [1]
 
     def record(module, inputs, output) -> None:
@@ -91,8 +91,9 @@ def predictive_samples(
         # all inputs (a coherent function draw) when weights, not pre-activations, are sampled.
         rng = random_state(x.device)
         if chunk is None:
-            probe = partial(sample_outputs, model, sites, x[:1], task_id, 1)
-            widest = widest_activation(model.net, probe, x.device) if len(x) > 1 else 1
+            # two inputs, as site discovery: a forward may take statistics over its batch
+            probe = partial(sample_outputs, model, sites, x[:2], task_id, 1)
+            widest = -(-widest_activation(model.net, probe, x.device) // 2) if len(x) > 1 else 1
             per_pass = num_samples if model.vectorized_particles else 1
             chunk = prediction_chunk(widest, per_pass)
         for i in range(0, x.shape[0], chunk):

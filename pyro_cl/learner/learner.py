@@ -491,12 +491,15 @@ class ContinualLearner:
             guide.release()  # keep Pyro's parameter store bounded
 
     # ------------------------------------------------------------------ prediction
-    def prediction_sites(self, x: torch.Tensor, task_id: int) -> dict:
+    def prediction_sites(self, x: torch.Tensor | None, task_id: int) -> dict:
         """What predicts task ``task_id``: the point values (point-estimate fitters, and fitters
         that predict with their means), the memory
         refit ``q_t`` where there is one, otherwise ``{}`` (the priors, which hold the propagated
-        posterior and the initial prior of untrained heads)."""
+        posterior and the initial prior of untrained heads). ``x``, inputs of the task, is needed
+        only to find the point values' sites (``None``: the model's example input)."""
         if self.fitter.predicts_with_mean:
+            if x is None:
+                x = self.model.example_input(self.device)
             sites = self.model.sites(self.guide, x, [task_id])
             return {name: value.detach() for name, value in self.guide.locs(sites).items()}
         key = task_id if self.refit_per_task else ALL_TASKS
@@ -634,9 +637,8 @@ class ContinualLearner:
         """The posterior used to predict task ``task_id``: ``{site: distribution}`` for every
         trained site (a memory refit where there is one, else the propagated posterior)."""
         task_id = self.model.checked_task_id(task_id)
-        x = self.model.example_input(self.device)
         with MODEL_LOCK:  # not in the middle of another thread's step
-            return {**self.current_prior(), **self.prediction_sites(x, task_id)}
+            return {**self.current_prior(), **self.prediction_sites(None, task_id)}
 
     def current_prior(self) -> dict:
         """The prior the next step starts from, for every site trained so far (= the latest

@@ -17,8 +17,7 @@ is multi-head (the model passes the task on), as for any ``PyroModule``.
 Layers with parameters that have no Bayesian counterpart here (batch norm, embeddings, grouped or
 dilated convolutions, a bare ``nn.Parameter``) are refused by name, unless kept deterministic
 (``deterministic=[paths]``: point values the learner fits beside the posterior). Batch norm is refused even without parameters
-(``affine=False``): its batch statistics are neither a posterior nor handed on, and a trace of
-one example breaks it. Tied weights stay tied: a layer used at two places of the tree becomes
+(``affine=False``): its batch statistics are neither a posterior nor handed on. Tied weights stay tied: a layer used at two places of the tree becomes
 one Bayesian layer (one set of sites) used at both; one weight tensor shared by two different
 layers is refused by name (share the layer instead).
 """
