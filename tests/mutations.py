@@ -61,6 +61,34 @@ MUTATIONS = [
         "(precision.reciprocal() + difference * difference) - precision.log()",
         ("tests/test_packed_gaussians.py", "tests/test_ivon.py"),
     ),
+    Mutation(
+        "laplace prior: the folded normal's drift term with its sign flipped",
+        "pyro_cl/kl.py",
+        ") + difference * torch.erf(standardised)",
+        ") - difference * torch.erf(standardised)",
+        ("tests/test_priors.py",),
+    ),
+    Mutation(
+        "laplace prior: the entropy term dropped from the KL",
+        "pyro_cl/kl.py",
+        "return (2.0 * scale_p).log() + folded_mean / scale_p - entropy",
+        "return (2.0 * scale_p).log() + folded_mean / scale_p",
+        ("tests/test_priors.py",),
+    ),
+    Mutation(
+        "laplace prior: the fast route reads the Laplace's scale as a Gaussian's",
+        "pyro_cl/infer/objectives.py",
+        'if prior_family(module, attribute) == "laplace":',
+        "if False:",
+        ("tests/test_priors.py",),
+    ),
+    Mutation(
+        "laplace prior: packing keeps the Laplace-prior sites under the Gaussian KL",
+        "pyro_cl/infer/packed_gaussians.py",
+        'if name not in index or prior_family(*index[name]) != "laplace"',
+        "if True",
+        ("tests/test_priors.py",),
+    ),
     # the ELBO and its tempering
     Mutation(
         "elbo: the KL term not weighted by β (tempered VCL)",

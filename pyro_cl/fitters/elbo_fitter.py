@@ -46,6 +46,8 @@ class ELBOFitter(Fitter):
     trains_point_parameters = True
     #: The ELBO takes any Gaussian family's KL and joint draws (the guide's ``joint_terms``).
     guide_families = GAUSSIAN_FAMILIES
+    #: Its KL to a Laplace first prior is closed-form too (:func:`~pyro_cl.kl.gaussian_laplace_kl`).
+    prior_families = ("normal", "laplace")
 
     def __init__(self, heads_in_kl: bool = True, kl_weight: float = 1.0) -> None:
         if not isinstance(heads_in_kl, bool):
@@ -130,7 +132,7 @@ def _packed(
 ) -> PackedGaussians | nullcontext:
     """The fit's Gaussian sites packed into flat tensors on the fast route (a no-op context,
     giving ``None``, on the Pyro route or without Gaussian sites)."""
-    if not model.fast or not guide.gaussian_sites(sites):
+    if not model.fast or not PackedGaussians.packable(model, guide, sites):
         return nullcontext()
     return PackedGaussians(model, guide, sites, kl_free)
 

@@ -27,7 +27,7 @@ from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.parts import Parts
 from pyro_cl.points import Points
-from pyro_cl.posterior import Posterior, base_distribution, distribution_parameters
+from pyro_cl.posterior import Posterior, base_distribution, distribution_parameters, prior_family
 from pyro_cl.spec import Registrable
 
 __all__ = ["Fitter", "checked_posterior"]
@@ -62,14 +62,29 @@ class Fitter(Registrable, kind="fitter"):
     #: Bayesian net, ``make_bayesian(..., deterministic=...)``) as point values beside the guide.
     trains_point_parameters: ClassVar[bool] = False
 
+    #: The first-prior families of pyro_cl layers this fitter fits against
+    #: (:data:`pyro_cl.nn.priors.FAMILIES`): Gaussian ones by default, since most fitters read a
+    #: Gaussian prior's precision; the ELBO fitters take a Laplace too.
+    prior_families: ClassVar[tuple[str, ...]] = ("normal",)
+
     def check_parts(self, parts: Parts) -> None:
         """Refuse, when the learner is built, parts this fitter cannot work with (default: a
         model with amortised local sites, unless :attr:`fits_local_guide`; a net with
-        parameters of its own, unless :attr:`trains_point_parameters`).
+        parameters of its own, unless :attr:`trains_point_parameters`; a layer's first prior
+        outside :attr:`prior_families`).
 
         :raises ValueError: naming the part and why.
         """
         model = parts.model
+        site_index = getattr(model, "site_index", {})
+        for name, (module, attribute) in site_index.items():
+            family = prior_family(module, attribute)
+            if family not in (*self.prior_families, "other"):
+                raise ValueError(
+                    f"{type(self).__name__} fits against {' or '.join(self.prior_families)} "
+                    f"priors, and site {name!r} has a {family} prior (fit it with ELBOFitter, "
+                    "VCL's fitter, or choose a GaussianPrior)"
+                )
         own = list(model.point_parameters()) if hasattr(model, "point_parameters") else []
         if own and not self.trains_point_parameters:
             raise ValueError(

@@ -342,6 +342,12 @@ class JointGaussianGuide(MeanFieldGuide):
         prior_loc, prior_variance = [], []
         for name, shape in zip(names, layout.shapes, strict=True):
             normal = base_distribution(self._new_priors[name])
+            if not isinstance(normal, Normal):
+                raise TypeError(
+                    f"a joint Gaussian block starts from Gaussian priors; site {name!r} has a "
+                    f"{type(normal).__name__} prior (choose a GaussianPrior, or leave the site "
+                    "out of the block)"
+                )
             prior_loc.append(normal.loc.detach().to(like).expand(shape).reshape(-1))
             prior_variance.append(normal.scale.detach().to(like).expand(shape).reshape(-1) ** 2)
             del self.log_variance[_parameter_key(name)]

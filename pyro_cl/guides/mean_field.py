@@ -348,10 +348,14 @@ class MeanFieldGuide(nn.Module):
             if key not in self.loc:
                 continue
             if policy == "prior":
-                normal = base_distribution(prior)
-                self.loc[key].copy_(normal.loc.to(self.loc[key]).expand_as(self.loc[key]))
-                scale = normal.scale.to(self.loc[key]).expand_as(self.loc[key])
-                self.log_variance[key].copy_(2 * scale.log())
+                base = base_distribution(prior)  # a Normal, or a Laplace first prior
+                like = self.loc[key]
+                self.loc[key].copy_(base.mean.to(like).expand_as(like))
+                if isinstance(base, Normal):
+                    scale = base.scale.to(like).expand_as(like)
+                    self.log_variance[key].copy_(2 * scale.log())
+                else:  # its moments
+                    self.log_variance[key].copy_(base.variance.to(like).expand_as(like).log())
                 continue
             self.log_variance[key].fill_(log_variance)
             if policy == "reset":
@@ -379,7 +383,7 @@ class MeanFieldGuide(nn.Module):
             key = _parameter_key(name)
             if self._families.get(name) != "normal":
                 continue
-            variance = base_distribution(prior).scale.to(self.loc[key]).square()
+            variance = base_distribution(prior).variance.to(self.loc[key])
             variance = variance.expand_as(self.loc[key])
             self.loc[key].copy_(torch.randn_like(variance) * (beta * variance).sqrt())
             log_scale = 0.5 * torch.log((1 - beta) * math.exp(-2 * alpha**2) * variance)

@@ -12,12 +12,12 @@ from torch.distributions import kl_divergence
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.infer.site_values import sample_outputs
-from pyro_cl.kl import gaussian_kl, kl_to_prior
+from pyro_cl.kl import gaussian_kl, gaussian_laplace_kl, kl_to_prior
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.effects import CollectLocalKL, in_particle_plate
 from pyro_cl.nn.local_reparam import DiagonalGaussian, local_reparameterization
 from pyro_cl.nn.structured import has_structured_sites
-from pyro_cl.posterior import read_priors
+from pyro_cl.posterior import base_distribution, prior_family, read_priors
 
 __all__ = ["Minibatch", "kl_and_sites", "negative_elbo", "negative_log_likelihood"]
 
@@ -171,12 +171,21 @@ def kl_and_sites(
         if name in gaussians:
             loc, log_variance = gaussians[name]
             variance = log_variance.exp()
-            kl = kl + gaussian_kl(loc, variance, log_variance, *module.prior_parameters(attribute))
+            kl = kl + _gaussian_kl_to_prior(module, attribute, loc, variance, log_variance)
             sites[name] = DiagonalGaussian(loc, variance)
         else:  # closed form for any registered pair, e.g. Beta sticks
             sites[name] = guide.distribution(name)
             kl = kl + kl_divergence(sites[name], module.prior(attribute)).sum()
     return kl, sites
+
+
+def _gaussian_kl_to_prior(module, attribute: str, loc, variance, log_variance) -> torch.Tensor:
+    """``KL(N(μ, σ²) ‖ prior)`` of one site, closed-form for its layer's Gaussian or Laplace
+    prior (:func:`~pyro_cl.kl.gaussian_laplace_kl`)."""
+    if prior_family(module, attribute) == "laplace":
+        prior = base_distribution(module.prior(attribute))
+        return gaussian_laplace_kl(loc, variance, log_variance, prior.loc, prior.scale).sum()
+    return gaussian_kl(loc, variance, log_variance, *module.prior_parameters(attribute))
 
 
 def negative_log_likelihood(

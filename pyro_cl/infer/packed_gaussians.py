@@ -27,7 +27,7 @@ from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.kl import PackedGaussianKL
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.local_reparam import DiagonalGaussian
-from pyro_cl.posterior import base_distribution, read_priors_of
+from pyro_cl.posterior import base_distribution, prior_family, read_priors_of
 
 __all__ = ["PackedGaussians", "site_views"]
 
@@ -53,8 +53,8 @@ class PackedGaussians:
             ... negative_elbo(..., packed=packed) ...
 
     :meth:`kl_and_sites` gives the summed KL of all packed sites and ``{site:
-    DiagonalGaussian(μ, σ²)}`` views for the fast route. Non-Gaussian sites (Beta sticks) are
-    left out: the objective handles them per site, as before. Sites in ``kl_free`` are packed
+    DiagonalGaussian(μ, σ²)}`` views for the fast route. Non-Gaussian sites (Beta sticks) and
+    Gaussian sites under a Laplace prior are left out: the objective handles them per site. Sites in ``kl_free`` are packed
     but left out of the KL (a fit that treats them as free parameters of ``q``, as the VCL
     reference code does with the generative heads).
     """
@@ -67,7 +67,7 @@ class PackedGaussians:
         kl_free: Iterable[str] = (),
     ):
         self.guide = guide
-        self.names = guide.gaussian_sites(list(names))
+        self.names = self.packable(model, guide, names)
         pairs = guide.gaussian_parameters(self.names)
         self.shapes = [pairs[name][0].shape for name in self.names]
         self.site_shapes = dict(zip(self.names, self.shapes, strict=True))
@@ -92,6 +92,17 @@ class PackedGaussians:
                 log_prior_variance = -self.prior_precision[included].log().sum()
                 self.constant = float(log_prior_variance) - int(included.sum())
         self._share_memory(pairs)
+
+    @staticmethod
+    def packable(model: SupervisedModel, guide: MeanFieldGuide, names: Iterable[str]) -> list[str]:
+        """The Gaussian sites of ``names`` under a Gaussian prior (a Laplace first prior's KL is
+        another closed form: those sites stay per site)."""
+        index = model.site_index
+        return [
+            name
+            for name in guide.gaussian_sites(list(names))
+            if name not in index or prior_family(*index[name]) != "laplace"
+        ]
 
     def _share_memory(self, pairs: dict) -> None:
         for flat, index in ((self.loc, 0), (self.log_variance, 1)):

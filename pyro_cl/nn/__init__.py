@@ -14,7 +14,7 @@ from pyro_cl.nn.local_reparam import (
     local_reparameterization,
 )
 from pyro_cl.nn.mlp import BayesianMLP
-from pyro_cl.nn.priors import GaussianPrior, Prior
+from pyro_cl.nn.priors import GaussianPrior, LaplacePrior, LayerwisePrior, Prior
 from pyro_cl.nn.sticks import BetaSticks
 from pyro_cl.nn.vae_decoder import VAEDecoder
 
@@ -27,6 +27,8 @@ __all__ = [
     "BayesianMLP",
     "BetaSticks",
     "GaussianPrior",
+    "LaplacePrior",
+    "LayerwisePrior",
     "Prior",
     "IBPMask",
     "IndianBuffetMLP",

@@ -35,7 +35,7 @@ from pyro_cl.checks import checked_real
 from pyro_cl.nn.conv import BayesianConv2d
 from pyro_cl.nn.film import TaskFiLM, TaskSlot, checked_film_settings
 from pyro_cl.nn.linear import BayesianLinear
-from pyro_cl.nn.priors import GaussianPrior, Prior
+from pyro_cl.nn.priors import GaussianPrior, Prior, checked_family, use_family
 
 __all__ = ["make_bayesian"]
 
@@ -86,6 +86,7 @@ def make_bayesian(
         raise TypeError(f"prior must be a pyro_cl.nn.priors.Prior, got {prior!r}")
     elif (prior_scale, prior_loc) != (1.0, 0.0):
         raise ValueError("give the prior as prior= or as prior_scale and prior_loc, not both")
+    checked_family(prior.family)
     net = copy.deepcopy(module)
     options = {"prior": prior, "local_reparameterization": local_reparameterization}
     film_tasks, film_prior_scale = checked_film_settings(film_tasks, film_prior_scale)
@@ -244,13 +245,22 @@ def _bayesian_layer(layer: nn.Module, path: str, options: dict) -> nn.Module:
         "local_reparameterization": options["local_reparameterization"],
     }
     if isinstance(layer, nn.Linear):
-        return BayesianLinear(layer.in_features, layer.out_features, bias, **settings)
-    kernel, stride, padding = layer.kernel_size, layer.stride, layer.padding
-    square = len(set(kernel)) == 1 and len(set(stride)) == 1
-    if not square or isinstance(padding, str) or len(set(padding)) != 1:
-        raise ValueError(f"{where} (Conv2d with a non-square kernel, stride or padding)")
-    if layer.groups != 1 or set(layer.dilation) != {1} or layer.padding_mode != "zeros":
-        raise ValueError(f"{where} (Conv2d with groups, dilation or non-zero padding mode)")
-    return BayesianConv2d(
-        layer.in_channels, layer.out_channels, kernel[0], stride[0], padding[0], bias, **settings
-    )
+        bayesian = BayesianLinear(layer.in_features, layer.out_features, bias, **settings)
+    else:
+        kernel, stride, padding = layer.kernel_size, layer.stride, layer.padding
+        square = len(set(kernel)) == 1 and len(set(stride)) == 1
+        if not square or isinstance(padding, str) or len(set(padding)) != 1:
+            raise ValueError(f"{where} (Conv2d with a non-square kernel, stride or padding)")
+        if layer.groups != 1 or set(layer.dilation) != {1} or layer.padding_mode != "zeros":
+            raise ValueError(f"{where} (Conv2d with groups, dilation or non-zero padding mode)")
+        bayesian = BayesianConv2d(
+            layer.in_channels,
+            layer.out_channels,
+            kernel[0],
+            stride[0],
+            padding[0],
+            bias,
+            **settings,
+        )
+    use_family([bayesian], options["prior"].family)
+    return bayesian

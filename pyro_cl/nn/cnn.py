@@ -14,6 +14,7 @@ from pyro_cl.nn.conv import BayesianConv2d
 from pyro_cl.nn.film import checked_film_settings, film_layers
 from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
+from pyro_cl.nn.priors import checked_family, use_family
 from pyro_cl.nn.rebuildable import RebuildableNet
 
 __all__ = ["BayesianCNN"]
@@ -42,6 +43,8 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         tasks, after every convolution (per channel) and dense layer (per unit), before the
         activation (sites ``film.{t}.{i}.weight``/``.bias``); 0 for none.
     :param film_prior_scale: the FiLM sites' prior standard deviation (around the identity).
+    :param prior_family: ``"normal"``, or ``"laplace"`` for ``Laplace(prior_loc, prior_scale)``
+        first priors on every weight but the FiLM layers' (:mod:`pyro_cl.nn.priors`).
     """
 
     name = "BayesianCNN"
@@ -57,6 +60,7 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         local_reparameterization: bool = True,
         film_tasks: int = 0,
         film_prior_scale: float = 1.0,
+        prior_family: str = "normal",
     ) -> None:
         super().__init__()
         heads = checked_count(heads, "heads (a net needs at least one)")
@@ -77,6 +81,7 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         film_tasks, film_prior_scale = checked_film_settings(film_tasks, film_prior_scale)
         # older checkpoints' configs lack these and rebuild with the defaults: no FiLM layers
         self._config.update(film_tasks=film_tasks, film_prior_scale=film_prior_scale)
+        self._config["prior_family"] = checked_family(prior_family)  # older configs: "normal"
         layer_options = {
             "prior_scale": prior_scale,
             "local_reparameterization": (local_reparameterization),
@@ -103,6 +108,7 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         widths = [conv.out_channels for conv in convs] + sizes[1:]
         maps = [True] * len(convs) + [False] * (len(sizes) - 1)
         self.film = film_layers(self.num_film_tasks, widths, maps, film_prior_scale)
+        use_family([*self.convs, *self.dense, *self.heads], prior_family)
 
     @property
     def config(self) -> dict:

@@ -89,7 +89,8 @@ class IndianBuffetMLP(BayesianMLP):
         if hierarchical and len(set(widths)) != 1:
             raise ValueError(f"H-IBP layers share their sticks, so need equal widths, got {widths}")
         self.hierarchical = hierarchical
-        for key in ("film_tasks", "film_prior_scale"):  # no FiLM layers in an Indian Buffet net
+        # no FiLM layers in an Indian Buffet net, and Gaussian first priors
+        for key in ("film_tasks", "film_prior_scale", "prior_family"):
             self._config.pop(key)
         self._config.update(
             alpha=float(alpha),

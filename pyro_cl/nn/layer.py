@@ -1,11 +1,11 @@
-"""The shared base of pyro_cl's Bayesian layers: Gaussian priors in buffers, ``PyroSample``
+"""The shared base of pyro_cl's Bayesian layers: Gaussian (or Laplace) priors in buffers, ``PyroSample``
 sites, direct substitution of site values (the fast path) and recording of inputs/outputs (for
 per-example gradients)."""
 
 from __future__ import annotations
 
 import torch
-from pyro.distributions import Distribution, Normal
+from pyro.distributions import Distribution, Laplace, Normal
 
 from pyro_cl.checks import checked_real
 from pyro_cl.finite import all_finite
@@ -32,7 +32,10 @@ class BayesianLayer(SubstitutableModule):
 
     The priors ``θ_i ~ N(prior_loc_i, prior_scale_i²)`` live in buffers (so ``.to(device)`` moves
     them and ``state_dict`` saves them) and are read by the ``PyroSample`` sites.
-    :meth:`set_prior` replaces them, which is how a posterior becomes the next prior.
+    :meth:`set_prior` replaces them, which is how a posterior becomes the next prior. A site's
+    prior may also be a Laplace ``Laplace(prior_loc_i, prior_scale_i)`` (a first prior,
+    :class:`~pyro_cl.nn.priors.LaplacePrior`); :meth:`prior_family` says which, and
+    :meth:`prior_parameters`, which the Gaussian computations read, refuses a Laplace by name.
 
     Subclasses call :meth:`_register_sites` with the weight's shape and implement ``forward`` with
     :meth:`_site` (the value or distribution of a site) and :meth:`_record` (the pre-activation
@@ -60,36 +63,65 @@ class BayesianLayer(SubstitutableModule):
             self.register_buffer(f"{name}_prior_scale", torch.full(shape, float(prior_scale)))
             setattr(self, name, prior_site(name))
         self._site_names = tuple(shapes)
+        #: ``{site: "normal" or "laplace"}``: the family of each site's prior.
+        self._prior_families = dict.fromkeys(shapes, "normal")
 
     @property
     def site_names(self) -> tuple[str, ...]:
         return self._site_names
 
+    def prior_family(self, name: str) -> str:
+        """``"normal"`` or ``"laplace"``: the family of site ``name``'s current prior."""
+        return self._prior_families[name]
+
+    def set_prior_family(self, name: str, family: str) -> None:
+        """Make site ``name``'s prior ``"normal"`` or ``"laplace"``, its location and scale kept
+        (``N(m, s²)`` becomes ``Laplace(m, s)``)."""
+        if family not in ("normal", "laplace"):
+            raise ValueError(f"a prior family is 'normal' or 'laplace', not {family!r}")
+        self._prior_families[name] = family
+
     def prior_parameters(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(loc, scale)`` buffers of the prior of site ``name``."""
+        """``(loc, scale)`` buffers of the Gaussian prior of site ``name``.
+
+        :raises TypeError: if the prior is a Laplace (what reads a Gaussian's parameters would
+            misread it).
+        """
+        if self._prior_families[name] != "normal":
+            raise TypeError(
+                f"site {name!r} of {type(self).__name__} has a {self._prior_families[name]} "
+                "prior, and this computation needs a Gaussian one (fit the first task with an "
+                "ELBO fitter)"
+            )
+        return self._prior_buffers(name)
+
+    def _prior_buffers(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
         return getattr(self, f"{name}_prior_loc"), getattr(self, f"{name}_prior_scale")
 
     def prior(self, name: str) -> Distribution:
         """The current prior of site ``name``."""
-        loc, scale = self.prior_parameters(name)
+        loc, scale = self._prior_buffers(name)
         # set_prior checked the buffers, so argument validation would only cost time.
-        return Normal(loc, scale, validate_args=False).to_event(loc.dim())
+        family = Laplace if self._prior_families[name] == "laplace" else Normal
+        return family(loc, scale, validate_args=False).to_event(loc.dim())
 
     def set_prior(self, name: str, prior: Distribution) -> None:
-        """Make ``prior`` (a Normal, possibly wrapped in ``Independent``) the prior of ``name``."""
-        normal = base_distribution(prior)
+        """Make ``prior`` (a Normal or a Laplace, possibly wrapped in ``Independent``) the prior
+        of ``name``."""
+        base = base_distribution(prior)
         loc_buffer = getattr(self, f"{name}_prior_loc")
-        if not isinstance(normal, Normal):
+        if not isinstance(base, (Normal, Laplace)):
             raise TypeError(
-                f"{type(self).__name__} site {name!r} takes a Normal prior, "
+                f"{type(self).__name__} site {name!r} takes a Normal or Laplace prior, "
                 f"got {type(prior).__name__}"
             )
-        loc = normal.loc.detach().to(loc_buffer).expand_as(loc_buffer)
-        scale = normal.scale.detach().to(loc_buffer).expand_as(loc_buffer)
+        loc = base.loc.detach().to(loc_buffer).expand_as(loc_buffer)
+        scale = base.scale.detach().to(loc_buffer).expand_as(loc_buffer)
         if not all_finite(loc) or not (scale > 0).all():
             raise ValueError(f"prior for {name!r} has non-finite means or non-positive scales")
         loc_buffer.copy_(loc)
         getattr(self, f"{name}_prior_scale").copy_(scale)
+        self._prior_families[name] = "laplace" if isinstance(base, Laplace) else "normal"
 
     def _site(self, name: str):
         """The value to use for site ``name``: a Normal (for local reparameterisation) or a

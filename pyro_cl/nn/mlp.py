@@ -13,6 +13,7 @@ from pyro_cl.nn.film import checked_film_settings, film_layers
 from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
 from pyro_cl.nn.moment_matching import ACTIVATIONS, moment_matched_prior_scales
+from pyro_cl.nn.priors import checked_family, use_family
 from pyro_cl.nn.rebuildable import RebuildableNet
 
 __all__ = ["BayesianMLP"]
@@ -46,6 +47,8 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
         ``film.{t}.{i}.weight``/``.bias``); 0 for none. ``task_id`` then picks the task's layers
         on a single-head net too.
     :param film_prior_scale: the FiLM sites' prior standard deviation (around the identity).
+    :param prior_family: ``"normal"``, or ``"laplace"`` for ``Laplace(prior_loc, prior_scale)``
+        first priors on every weight but the FiLM layers' (:mod:`pyro_cl.nn.priors`).
     """
 
     name = "BayesianMLP"
@@ -62,6 +65,7 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
         local_reparameterization: bool = True,
         film_tasks: int = 0,
         film_prior_scale: float = 1.0,
+        prior_family: str = "normal",
     ) -> None:
         super().__init__()
         heads = checked_count(heads, "heads (a net needs at least one)")
@@ -94,6 +98,7 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
         film_tasks, film_prior_scale = checked_film_settings(film_tasks, film_prior_scale)
         # older checkpoints' configs lack these and rebuild with the defaults: no FiLM layers
         self._config.update(film_tasks=film_tasks, film_prior_scale=film_prior_scale)
+        self._config["prior_family"] = checked_family(prior_family)  # older configs: "normal"
         self.num_film_tasks = film_tasks
         self.film = film_layers(self.num_film_tasks, hidden_sizes, False, film_prior_scale)
         self.hidden = PyroModule[nn.ModuleList](
@@ -120,6 +125,7 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
                 for _ in range(heads)
             ]
         )
+        use_family([*self.hidden, *self.heads], prior_family)
 
     @property
     def config(self) -> dict:

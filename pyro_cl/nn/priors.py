@@ -3,35 +3,67 @@
 The VCL paper's first task starts from ``N(0, 1)`` on every weight; later priors are the
 posteriors handed on, so the first prior is all a user chooses. A :class:`Prior` says, for each
 layer ``make_bayesian`` turns Bayesian (by its path in ``named_modules``, and its fan-in: inputs
-per output unit), the mean and standard deviation of that layer's Gaussian weights and biases::
+per output unit), the location and scale of that layer's weights and biases, in the prior's
+``family``::
 
     make_bayesian(net, prior=GaussianPrior(1.0, layers={"classifier": 0.1}))
     make_bayesian(net, prior=GaussianPrior(1.0, fan_in=True))   # s / √fan_in per layer
+    make_bayesian(net, prior=LaplacePrior(0.1))                 # sparsity: an L1 first prior
 
 Write your own by subclassing :class:`Prior`, giving it a ``name`` and implementing
-:meth:`Prior.layer_prior` (docs/architecture.md, "A prior"). The families other than Gaussian
-(Laplace, Student-t) are not here yet: the fast route's closed-form KL and the transitions assume
-a Gaussian first prior.
+:meth:`Prior.layer_prior` (docs/architecture.md, "A prior").
+
+A Laplace first prior ``Laplace(m, b)`` (density ``exp(-|w - m|/b) / 2b``) is fitted by the ELBO
+fitters, whose KL from a Gaussian posterior to it is closed-form
+(:func:`~pyro_cl.kl.gaussian_laplace_kl`). The posterior of the first task is Gaussian and is the
+next prior as usual; fitters and transitions that read a Gaussian prior's precision (VOGN, IVON,
+Laplace propagation, the penalties, the diffusions) refuse a Laplace first prior by name when the
+learner is built. A Student-t has no closed-form KL from a Gaussian and is not offered.
 """
 
 from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+
+from torch import nn
 
 from pyro_cl.checks import checked_real
 from pyro_cl.spec import Registrable
 
-__all__ = ["GaussianPrior", "Prior"]
+__all__ = ["FAMILIES", "GaussianPrior", "LaplacePrior", "LayerwisePrior", "Prior", "use_family"]
+
+#: The families of a first prior: ``(loc, scale)`` is ``(mean, standard deviation)`` of a Normal
+#: or ``(location m, scale b)`` of a Laplace.
+FAMILIES = ("normal", "laplace")
+
+
+def checked_family(family: str) -> str:
+    """``family`` if it is one of :data:`FAMILIES`, else a ``ValueError`` naming them."""
+    if family not in FAMILIES:
+        raise ValueError(f"a first prior's family is one of {', '.join(FAMILIES)}, not {family!r}")
+    return family
+
+
+def use_family(layers: Iterable[nn.Module], family: str) -> None:
+    """Make the priors of every site of the pyro_cl ``layers`` ``family``, keeping each site's
+    location and scale (``"laplace"``: ``N(m, s²)`` becomes ``Laplace(m, s)``)."""
+    checked_family(family)
+    for layer in layers:
+        for name in layer.site_names:
+            layer.set_prior_family(name, family)
 
 
 class Prior(Registrable, kind="prior"):
     """Base class: the first prior of each layer of a net (module docstring)."""
 
+    #: The distribution of every weight: one of :data:`FAMILIES`.
+    family: str = "normal"
+
     @abstractmethod
     def layer_prior(self, path: str, fan_in: int) -> tuple[float, float]:
-        """``(mean, standard deviation)`` of the Gaussian prior of every weight and bias of the
+        """``(loc, scale)`` of the prior (in :attr:`family`) of every weight and bias of the
         layer at ``path`` with ``fan_in`` inputs per output unit."""
 
     def check_layers(self, paths: list[str]) -> None:  # noqa: B027 (optional hook)
@@ -41,18 +73,16 @@ class Prior(Registrable, kind="prior"):
         """
 
 
-class GaussianPrior(Prior):
-    """``N(loc, s²)`` on every weight, ``s`` the layer's own scale in ``layers`` (by path) or
-    ``scale``; with ``fan_in`` each scale is divided by ``√fan_in`` (He et al.'s scaling, which
-    keeps the prior's pre-activations of one size whatever a layer's width).
+class LayerwisePrior(Prior):
+    """``scale`` for every layer but those in ``layers`` (by path), ``loc`` for all; with
+    ``fan_in`` each scale is divided by ``√fan_in`` (He et al.'s scaling, which keeps the
+    prior's pre-activations of one size whatever a layer's width). Its subclasses name the family.
 
-    :param scale: the standard deviation of layers not in ``layers``.
-    :param loc: the mean of every weight.
+    :param scale: the scale of layers not in ``layers``.
+    :param loc: the location of every weight.
     :param layers: ``{path: scale}`` for chosen layers (paths as in ``named_modules``).
     :param fan_in: divide every scale by the square root of its layer's fan-in.
     """
-
-    name = "gaussian"
 
     def __init__(
         self,
@@ -82,3 +112,20 @@ class GaussianPrior(Prior):
                 f"the prior names layers {unknown}, which are not Bayesian layers of the net "
                 f"(those are: {', '.join(paths)})"
             )
+
+
+class GaussianPrior(LayerwisePrior):
+    """``N(loc, s²)`` on every weight, ``s`` the layer's standard deviation
+    (:class:`LayerwisePrior`): the VCL paper's first prior with ``scale=1``."""
+
+    name = "gaussian"
+    family = "normal"
+
+
+class LaplacePrior(LayerwisePrior):
+    """``Laplace(loc, b)`` on every weight, ``b`` the layer's scale (:class:`LayerwisePrior`;
+    the standard deviation is ``√2 b``): a sparsity-inducing first prior, the Bayesian form of
+    an L1 penalty. Fitted by the ELBO fitters (the module docstring)."""
+
+    name = "laplace"
+    family = "laplace"
