@@ -280,3 +280,40 @@ def test_a_family_is_refused_unless_it_is_one():
         FullCovariance(sites="head")
     with pytest.raises(ValueError, match=r"joins sites \['head'\], which the net does not have"):
         ContinualLearner(BayesianMLP(4, [6], 2), guide=FullCovariance(sites=["head"]))
+
+
+def test_pyros_gaussian_autoguides_are_taken_as_the_families_they_are():
+    """``guide=AutoNormal`` fits what ``MeanField()`` fits, to the bit; the multivariate ones are
+    the joint families (a low-rank guide's rank carried over)."""
+    from functools import partial
+
+    from pyro.infer import autoguide
+
+    data = tasks(1)[0]
+    fitted = {}
+    for name, family in {"ours": MeanField(), "pyro": autoguide.AutoNormal}.items():
+        learner = regression_learner(family, epochs=20)
+        learner.observe(data)
+        fitted[name] = learner.current_prior()["weight"].base_dist
+    assert torch.equal(fitted["ours"].loc, fitted["pyro"].loc)
+    assert torch.equal(fitted["ours"].scale, fitted["pyro"].scale)
+    low_rank = regression_learner(partial(autoguide.AutoLowRankMultivariateNormal, rank=2))
+    assert isinstance(low_rank.guide_family, LowRank) and low_rank.guide_family.rank == 2
+    full = regression_learner(autoguide.AutoMultivariateNormal)
+    assert type(full.guide_family) is FullCovariance
+    assert type(regression_learner(autoguide.AutoDiagonalNormal).guide_family) is MeanField
+
+
+def test_autoguides_without_a_gaussian_handoff_are_refused_by_name():
+    from functools import partial
+
+    from pyro.infer import autoguide
+
+    with pytest.raises(TypeError, match="AutoDelta is a point estimate"):
+        regression_learner(autoguide.AutoDelta)
+    with pytest.raises(TypeError, match="AutoIAFNormal has no Gaussian handoff"):
+        regression_learner(autoguide.AutoIAFNormal)
+    with pytest.raises(TypeError, match="not a guide built for a model"):
+        regression_learner(autoguide.AutoNormal(lambda: None))
+    with pytest.raises(TypeError, match="init_scale is not carried over"):
+        regression_learner(partial(autoguide.AutoNormal, init_scale=0.1))

@@ -1,5 +1,6 @@
 """Guides: the families a posterior is fitted in, each a part of the learner."""
 
+from pyro_cl.guides.autoguides import guide_family_of
 from pyro_cl.guides.family import MEAN_FIELD, GuideFamily, MeanField, supported_families
 from pyro_cl.guides.joint_gaussian import (
     GAUSSIAN_FAMILIES,
@@ -29,6 +30,7 @@ __all__ = [
     "MeanField",
     "MeanFieldGuide",
     "draw_joint_sites",
+    "guide_family_of",
     "supported_families",
     "task_id_key",
 ]

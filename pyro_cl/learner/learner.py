@@ -30,7 +30,7 @@ from pyro.distributions import Distribution
 
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.fitters.fitter import Fitter
-from pyro_cl.guides import GuideFamily, MeanField, MeanFieldGuide
+from pyro_cl.guides import GuideFamily, MeanFieldGuide, guide_family_of
 from pyro_cl.infer.callbacks import Callback, CallbackList, ProgressBar
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import (
@@ -93,8 +93,9 @@ class ContinualLearner:
     :param memory: a :class:`~pyro_cl.memory.Memory`, or ``None`` for no memory.
     :param guide: the family the posterior is fitted in, a :class:`~pyro_cl.guides.GuideFamily`
         (default :class:`~pyro_cl.guides.MeanField`; :class:`~pyro_cl.guides.FullCovariance`
-        and :class:`~pyro_cl.guides.LowRank` couple chosen sites). The built guide module is
-        :attr:`guide`, the family :attr:`guide_family`.
+        and :class:`~pyro_cl.guides.LowRank` couple chosen sites), or one of Pyro's Gaussian
+        autoguide classes, taken as the family it is (:mod:`pyro_cl.guides.autoguides`). The
+        built guide module is :attr:`guide`, the family :attr:`guide_family`.
     :param callbacks: :class:`~pyro_cl.infer.callbacks.Callback` objects that watch every step;
         a progress bar is added when ``progress`` is on.
     :param refit_per_task: with a refitting memory, refit a separate prediction posterior per
@@ -134,7 +135,7 @@ class ContinualLearner:
         memory: Memory | None = None,
         callbacks: list[Callback] | tuple[Callback, ...] = (),
         refit_per_task: bool | None = None,
-        guide: GuideFamily | None = None,
+        guide: GuideFamily | type | None = None,
         **settings,
     ) -> None:
         self.config = (config or TrainingConfig()).replace(**settings)
@@ -151,7 +152,7 @@ class ContinualLearner:
             _checked_part(transition, Transition, "transition") or self.default_transition()
         )
         self.memory = _checked_part(memory, Memory, "memory")
-        self.guide_family = _checked_part(guide, GuideFamily, "guide") or MeanField()
+        self.guide_family = guide_family_of(guide)
         initialisation = self.config.initialisation
         self.guide_family.check_initialisation(
             initialisation.between_tasks, initialisation.init_means
