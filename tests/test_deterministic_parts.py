@@ -9,7 +9,7 @@ import pyro_cl
 from pyro_cl import ContinualLearner
 from pyro_cl.fitters import IVON
 from pyro_cl.memory import RandomCoreset
-from pyro_cl.nn import make_bayesian
+from pyro_cl.nn import BayesianCNN, BayesianMLP, make_bayesian
 
 
 class Net(nn.Module):
@@ -135,3 +135,49 @@ def test_a_coreset_refit_leaves_the_propagated_values_alone():
 def test_a_fitter_that_cannot_train_values_refuses_them_by_name():
     with pytest.raises(ValueError, match="IVON .* features.0.weight"):
         learner_of(make_bayesian(Net(), deterministic=["features"]), fitter=IVON())
+
+
+# ------------------------------------------------------------------- the library's own nets
+def test_a_library_mlps_named_layers_are_point_values_trained_with_each_step(tmp_path):
+    """``BayesianMLP(..., deterministic=["hidden.0"])``: the first layer is an ordinary layer
+    (no sites) that each fit trains on the fast route; save/load/resume is identical."""
+    first, second = tasks()
+    net = BayesianMLP(4, [8, 6], 2, heads=2, deterministic=["hidden.0"])
+    learner = learner_of(net)
+    assert learner.model.fast
+    assert set(learner.model.point_parameters()) == {"hidden.0.weight", "hidden.0.bias"}
+    assert not any(name.startswith("hidden.0") for name in learner.model.site_index)
+    before = net.hidden[0].weight.detach().clone()
+    learner.observe(first, task_id=0)
+    assert not torch.equal(before, net.hidden[0].weight)
+    learner.save(tmp_path / "mlp.pt")
+    loaded = ContinualLearner.load(tmp_path / "mlp.pt")  # rebuilt from its spec
+    assert isinstance(loaded.net.hidden[0], nn.Linear)
+    for each in (learner, loaded):
+        each.observe(second, task_id=1)
+    torch.testing.assert_close(loaded.net.hidden[0].weight, learner.net.hidden[0].weight)
+    torch.testing.assert_close(learner.predict(second[0], 1), loaded.predict(second[0], 1))
+
+
+def test_a_library_cnns_feature_extractor_kept_as_values_runs_with_particles():
+    x = torch.randn(24, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    y = (x.mean((1, 2, 3)) > 0).long()
+    convs = ["convs.0", "convs.1"]
+    net = BayesianCNN((1, 8, 8), ((3, 3),), (6,), 2, heads=1, deterministic=convs)
+    learner = learner_of(net, num_particles=3)
+    assert set(learner.model.point_parameters()) == {
+        f"{c}.{p}" for c in convs for p in ("weight", "bias")
+    }
+    before = net.convs[0].weight.detach().clone()
+    learner.observe((x, y))
+    assert not torch.equal(before, net.convs[0].weight)
+    assert learner.predict(x).shape == (24, 2)
+
+
+def test_a_library_nets_unknown_deterministic_layer_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"names \['hidden.3'\].*its layers: hidden.0, heads.0"):
+        BayesianMLP(4, [8], 2, deterministic=["hidden.3"])
+    with pytest.raises(TypeError, match="a list of layer paths"):
+        BayesianCNN((1, 8, 8), ((3, 3),), (6,), 2, deterministic="convs.0")
+    with pytest.raises(ValueError, match="fits the guide only"):
+        learner_of(BayesianMLP(4, [8], 2, deterministic=["hidden.0"]), fitter=IVON())

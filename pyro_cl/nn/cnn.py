@@ -14,7 +14,8 @@ from pyro_cl.nn.conv import BayesianConv2d
 from pyro_cl.nn.film import checked_film_settings, film_layers
 from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
-from pyro_cl.nn.priors import checked_family, use_family
+from pyro_cl.nn.point_layers import PointConv2d, checked_deterministic
+from pyro_cl.nn.priors import bayesian_layers, checked_family, use_family
 from pyro_cl.nn.rebuildable import RebuildableNet
 
 __all__ = ["BayesianCNN"]
@@ -43,8 +44,10 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         tasks, after every convolution (per channel) and dense layer (per unit), before the
         activation (sites ``film.{t}.{i}.weight``/``.bias``); 0 for none.
     :param film_prior_scale: the FiLM sites' prior standard deviation (around the identity).
-    :param prior_family: ``"normal"``, or ``"laplace"`` for ``Laplace(prior_loc, prior_scale)``
+    :param prior_family: ``"normal"``, or ``"laplace"`` for ``Laplace(0, prior_scale)``
         first priors on every weight but the FiLM layers' (:mod:`pyro_cl.nn.priors`).
+    :param deterministic: layers kept as point values, e.g. the feature extractor
+        ``["convs.0", "convs.1", "convs.2", "convs.3"]`` (:mod:`pyro_cl.nn.point_layers`).
     """
 
     name = "BayesianCNN"
@@ -61,6 +64,7 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         film_tasks: int = 0,
         film_prior_scale: float = 1.0,
         prior_family: str = "normal",
+        deterministic: Sequence[str] = (),
     ) -> None:
         super().__init__()
         heads = checked_count(heads, "heads (a net needs at least one)")
@@ -86,11 +90,27 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
             "prior_scale": prior_scale,
             "local_reparameterization": (local_reparameterization),
         }
+        paths = [f"convs.{i}" for i in range(2 * len(conv_blocks))]
+        paths += [f"dense.{i}" for i in range(len(hidden_sizes))]
+        paths += [f"heads.{t}" for t in range(heads)]
+        kept = checked_deterministic(deterministic, paths)
+        self._config["deterministic"] = kept  # older configs: none
+
+        def conv(inputs: int, outputs: int, padding: int) -> nn.Module:
+            if f"convs.{len(convs)}" in kept:
+                return PointConv2d(inputs, outputs, 3, padding=padding)
+            return BayesianConv2d(inputs, outputs, 3, padding=padding, **layer_options)
+
+        def linear(path: str, inputs: int, outputs: int) -> nn.Module:
+            if path in kept:
+                return nn.Linear(inputs, outputs)
+            return BayesianLinear(inputs, outputs, **layer_options)
+
         convs = []
         for block in conv_blocks:
             first, second = block
-            convs.append(BayesianConv2d(channels, first, 3, padding=1, **layer_options))
-            convs.append(BayesianConv2d(first, second, 3, padding=0, **layer_options))
+            convs.append(conv(channels, first, 1))
+            convs.append(conv(first, second, 0))
             channels, height, width = second, (height - 2) // 2, (width - 2) // 2
             if height < 1 or width < 1:
                 raise ValueError(
@@ -99,16 +119,16 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         self.convs = PyroModule[nn.ModuleList](convs)
         sizes = [channels * height * width] + [int(h) for h in hidden_sizes]
         self.dense = PyroModule[nn.ModuleList](
-            [BayesianLinear(sizes[i], sizes[i + 1], **layer_options) for i in range(len(sizes) - 1)]
+            [linear(f"dense.{i}", sizes[i], sizes[i + 1]) for i in range(len(sizes) - 1)]
         )
         self.heads = PyroModule[nn.ModuleList](
-            [BayesianLinear(sizes[-1], out_features, **layer_options) for _ in range(heads)]
+            [linear(f"heads.{t}", sizes[-1], out_features) for t in range(heads)]
         )
         self.num_film_tasks = film_tasks
         widths = [conv.out_channels for conv in convs] + sizes[1:]
         maps = [True] * len(convs) + [False] * (len(sizes) - 1)
         self.film = film_layers(self.num_film_tasks, widths, maps, film_prior_scale)
-        use_family([*self.convs, *self.dense, *self.heads], prior_family)
+        use_family(bayesian_layers([*self.convs, *self.dense, *self.heads]), prior_family)
 
     @property
     def config(self) -> dict:

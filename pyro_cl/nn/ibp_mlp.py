@@ -90,7 +90,7 @@ class IndianBuffetMLP(BayesianMLP):
             raise ValueError(f"H-IBP layers share their sticks, so need equal widths, got {widths}")
         self.hierarchical = hierarchical
         # no FiLM layers in an Indian Buffet net, and Gaussian first priors
-        for key in ("film_tasks", "film_prior_scale", "prior_family"):
+        for key in ("film_tasks", "film_prior_scale", "prior_family", "deterministic"):
             self._config.pop(key)
         self._config.update(
             alpha=float(alpha),

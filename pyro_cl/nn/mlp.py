@@ -13,7 +13,8 @@ from pyro_cl.nn.film import checked_film_settings, film_layers
 from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
 from pyro_cl.nn.moment_matching import ACTIVATIONS, moment_matched_prior_scales
-from pyro_cl.nn.priors import checked_family, use_family
+from pyro_cl.nn.point_layers import checked_deterministic
+from pyro_cl.nn.priors import bayesian_layers, checked_family, use_family
 from pyro_cl.nn.rebuildable import RebuildableNet
 
 __all__ = ["BayesianMLP"]
@@ -49,6 +50,8 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
     :param film_prior_scale: the FiLM sites' prior standard deviation (around the identity).
     :param prior_family: ``"normal"``, or ``"laplace"`` for ``Laplace(prior_loc, prior_scale)``
         first priors on every weight but the FiLM layers' (:mod:`pyro_cl.nn.priors`).
+    :param deterministic: layers kept as point values (``"hidden.0"``, ``"heads.1"``, ...;
+        :mod:`pyro_cl.nn.point_layers`).
     """
 
     name = "BayesianMLP"
@@ -66,6 +69,7 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
         film_tasks: int = 0,
         film_prior_scale: float = 1.0,
         prior_family: str = "normal",
+        deterministic: Sequence[str] = (),
     ) -> None:
         super().__init__()
         heads = checked_count(heads, "heads (a net needs at least one)")
@@ -101,31 +105,29 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
         self._config["prior_family"] = checked_family(prior_family)  # older configs: "normal"
         self.num_film_tasks = film_tasks
         self.film = film_layers(self.num_film_tasks, hidden_sizes, False, film_prior_scale)
+        paths = [f"hidden.{i}" for i in range(len(hidden_sizes))]
+        paths += [f"heads.{t}" for t in range(heads)]
+        kept = checked_deterministic(deterministic, paths)
+        self._config["deterministic"] = kept  # older configs: none
+
+        def layer(path: str, inputs: int, outputs: int, i: int) -> nn.Module:
+            if path in kept:
+                return nn.Linear(inputs, outputs)
+            return BayesianLinear(
+                inputs,
+                outputs,
+                prior_loc=locs[i],
+                prior_scale=scales[i],
+                local_reparameterization=local_reparameterization,
+            )
+
         self.hidden = PyroModule[nn.ModuleList](
-            [
-                BayesianLinear(
-                    sizes[i],
-                    sizes[i + 1],
-                    prior_loc=locs[i],
-                    prior_scale=scales[i],
-                    local_reparameterization=local_reparameterization,
-                )
-                for i in range(len(hidden_sizes))
-            ]
+            [layer(f"hidden.{i}", sizes[i], sizes[i + 1], i) for i in range(len(hidden_sizes))]
         )
         self.heads = PyroModule[nn.ModuleList](
-            [
-                BayesianLinear(
-                    sizes[-1],
-                    out_features,
-                    prior_loc=locs[-1],
-                    prior_scale=scales[-1],
-                    local_reparameterization=local_reparameterization,
-                )
-                for _ in range(heads)
-            ]
+            [layer(f"heads.{t}", sizes[-1], out_features, -1) for t in range(heads)]
         )
-        use_family([*self.hidden, *self.heads], prior_family)
+        use_family(bayesian_layers([*self.hidden, *self.heads]), prior_family)
 
     @property
     def config(self) -> dict:

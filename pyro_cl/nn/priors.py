@@ -32,7 +32,15 @@ from torch import nn
 from pyro_cl.checks import checked_real
 from pyro_cl.spec import Registrable
 
-__all__ = ["FAMILIES", "GaussianPrior", "LaplacePrior", "LayerwisePrior", "Prior", "use_family"]
+__all__ = [
+    "FAMILIES",
+    "GaussianPrior",
+    "LaplacePrior",
+    "LayerwisePrior",
+    "Prior",
+    "bayesian_layers",
+    "use_family",
+]
 
 #: The families of a first prior: ``(loc, scale)`` is ``(mean, standard deviation)`` of a Normal
 #: or ``(location m, scale b)`` of a Laplace.
@@ -44,6 +52,11 @@ def checked_family(family: str) -> str:
     if family not in FAMILIES:
         raise ValueError(f"a first prior's family is one of {', '.join(FAMILIES)}, not {family!r}")
     return family
+
+
+def bayesian_layers(layers: Iterable[nn.Module]) -> list[nn.Module]:
+    """The pyro_cl layers among ``layers`` (a net's deterministic layers have no prior)."""
+    return [layer for layer in layers if hasattr(layer, "set_prior_family")]
 
 
 def use_family(layers: Iterable[nn.Module], family: str) -> None:
