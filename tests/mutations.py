@@ -89,6 +89,20 @@ MUTATIONS = [
         "if True",
         ("tests/test_priors.py",),
     ),
+    Mutation(
+        "geodesic domains: the fractions k/K instead of k/(K+1)",
+        "pyro_cl/data/geodesic.py",
+        "torch.lerp(start, end, k / (steps + 1))",
+        "torch.lerp(start, end, k / steps)",
+        ("tests/test_domain_graph.py",),
+    ),
+    Mutation(
+        "geodesic domains: each source point paired with the target point of its index",
+        "pyro_cl/data/geodesic.py",
+        "start, end = source[rows.to(source.device)], target[columns.to(source.device)].to(source)",
+        "start, end = source, target.to(source)",
+        ("tests/test_domain_graph.py",),
+    ),
     # the ELBO and its tempering
     Mutation(
         "elbo: the KL term not weighted by β (tempered VCL)",

@@ -12,6 +12,7 @@ from pyro_cl.data.domain_graph import (
     transfer_path,
     transport_costs,
 )
+from pyro_cl.data.geodesic import geodesic_domains, transport_plan
 
 
 def shifted_domains(shifts, n: int = 200) -> list[torch.Tensor]:
@@ -116,3 +117,44 @@ def test_debiased_costs_remove_the_sampling_floor_and_grow_with_the_shift():
     # a shift of d in each of the 3 coordinates is 3d² apart
     expected = torch.tensor([3.0, 12.0], dtype=torch.float64)
     torch.testing.assert_close(debiased[0, 2:], expected, atol=0.3, rtol=0)
+
+
+def test_the_transport_plan_pairs_each_point_with_where_a_shift_moves_it():
+    """A target that is the source shifted (and shuffled): the optimal plan is the permutation
+    back, and the geodesic domain at ``t`` is the source shifted by ``t`` times the shift."""
+    generator = torch.Generator().manual_seed(0)
+    source = torch.randn(30, 3, generator=generator)
+    shift = torch.tensor([0.3, -0.2, 0.1])
+    order = torch.randperm(30, generator=generator)
+    target = (source + shift)[order]
+    plan = transport_plan(source, target)
+    assert plan.shape == (30, 30)
+    torch.testing.assert_close(plan.sum(1), torch.full((30,), 1 / 30, dtype=plan.dtype))
+    assert torch.equal(plan.argmax(1)[order], torch.arange(30))  # z_j = x_order[j] + shift
+    domains = geodesic_domains(source, target, steps=3)
+    assert len(domains) == 3
+    for k, domain in enumerate(domains, start=1):
+        expected = source + shift * (k / 4)
+        torch.testing.assert_close(
+            domain[domain[:, 0].argsort()], expected[expected[:, 0].argsort()]
+        )
+
+
+def test_geodesic_domains_are_evenly_spaced_in_wasserstein_distance():
+    """On the geodesic ``W_2²(μ_s, μ_t) = (t - s)² W_2²(μ_0, μ_1)``: a source and a target of
+    different shapes, their domains at 1/4, 1/2 and 3/4."""
+    generator = torch.Generator().manual_seed(1)
+    source = torch.randn(40, 2, generator=generator)
+    target = torch.randn(40, 2, generator=generator) * torch.tensor([3.0, 0.5]) + 2.0
+    quarter, half, three_quarters = geodesic_domains(source, target, steps=3)
+    costs = transport_costs([source, quarter, half, three_quarters, target], max_points=40)
+    whole = costs[0, 4]
+    for (i, j), fraction in {(0, 1): 0.25, (1, 2): 0.25, (0, 2): 0.5, (1, 4): 0.75}.items():
+        assert costs[i, j].item() == pytest.approx(fraction**2 * whole.item(), rel=1e-6)
+
+
+def test_geodesic_domains_refuse_what_is_not_a_path():
+    with pytest.raises(ValueError, match="number of intermediate domains"):
+        geodesic_domains(torch.zeros(3, 2), torch.ones(3, 2), steps=0)
+    with pytest.raises(ValueError, match="differ in shape"):
+        geodesic_domains(torch.zeros(3, 2), torch.ones(3, 4), steps=2)

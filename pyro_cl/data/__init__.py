@@ -8,6 +8,12 @@ from pyro_cl.data.class_streams import (
     generative_notmnist,
 )
 from pyro_cl.data.digits import permuted_digits, split_digits
+from pyro_cl.data.domain_graph import (
+    metadata_graph,
+    spanning_order,
+    transfer_path,
+    transport_costs,
+)
 from pyro_cl.data.drift_data import (
     DriftTable,
     load_covertype,
@@ -16,6 +22,7 @@ from pyro_cl.data.drift_data import (
     load_gas_sensor,
     load_weather,
 )
+from pyro_cl.data.geodesic import geodesic_domains, transport_plan
 from pyro_cl.data.mnist import load_mnist, permuted_mnist, split_mnist
 from pyro_cl.data.notmnist import load_notmnist, split_notmnist
 from pyro_cl.data.streams import (
@@ -33,6 +40,12 @@ from pyro_cl.data.uci import load_spambase, load_uci, load_wine
 
 __all__ = [
     "class_tasks",
+    "geodesic_domains",
+    "metadata_graph",
+    "spanning_order",
+    "transfer_path",
+    "transport_costs",
+    "transport_plan",
     "generative_digits",
     "generative_mnist",
     "generative_notmnist",
