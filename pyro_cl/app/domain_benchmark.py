@@ -40,7 +40,12 @@ its labels only by the oracle. VCL at a short CPU schedule (:data:`SETTINGS`). M
   (:func:`~pyro_cl.learner.self_training.self_train`: its confident predictions of the target's
   unlabelled inputs fitted as labels) on the target; **gradual self-training** — the same steps
   along every target in metadata order up to this one (Kumar et al. 2020), the posterior so far
-  the prior of each.
+  the prior of each;
+* **self-training from the nearest source** — the fresh fit of the nearest source, then one
+  self-training step on the target; **GOAT from the nearest source** — the same fit, then
+  self-training along :data:`GEODESIC_STEPS` domains generated on the Wasserstein geodesic from
+  that source's inputs to the target's (:func:`~pyro_cl.data.geodesic.geodesic_domains`, He et
+  al. 2023, in input space) and then on the target.
 
 "One model or several" (``--heads shared per_domain``): with one shared head every domain runs
 the same net; with per-domain heads domain ``d`` has head ``d``, sequential VCL and the OT path
@@ -77,6 +82,7 @@ from pyro_cl.data.domain_graph import (
     transport_costs,
 )
 from pyro_cl.data.drift_data import load_weather
+from pyro_cl.data.geodesic import geodesic_domains
 from pyro_cl.extras import require
 from pyro_cl.learner.graph_vcl import HEADS, GraphVCL
 from pyro_cl.learner.self_training import self_train
@@ -87,10 +93,14 @@ METHODS = ("majority class", "source only", "sequential VCL", "random order", "O
            "graph VCL + unsupervised step", "+ unsupervised step, sources' class prior",
            "nearest domain", "fresh fit, nearest source",
            "uniform average", "oracle", "graph VCL, moment-matched", "self-training, target only",
-           "gradual self-training")  # fmt: skip
+           "gradual self-training", "self-training from the nearest source",
+           "GOAT from the nearest source")  # fmt: skip
 #: The methods whose net has one head whatever ``--heads`` says (or no net at all).
 SHARED_BY_HEADS = ("majority class", "source only", "self-training, target only",
-                   "gradual self-training")  # fmt: skip
+                   "gradual self-training", "self-training from the nearest source",
+                   "GOAT from the nearest source")  # fmt: skip
+#: Intermediate domains GOAT generates between the nearest source and a target.
+GEODESIC_STEPS = 3
 SETTINGS = {"epochs": 300, "batch_size": None, "learning_rate": 1e-2, "num_particles": 2,
             "ml_init_epochs": 20, "num_predictive_samples": 20, "progress": False}  # fmt: skip
 
@@ -266,6 +276,7 @@ def run_seed(domains: Domains, seed: int, heads: list[str]) -> dict:
         },
         "source only": {domains.metadata[t]: pooled.evaluate(data[t][2:]) for t in domains.targets},
         **self_training(domains, source_fit, pooled),
+        **self_training_from_nearest(domains, seed),
     }
     costs = transport_costs([data[d][0] for d in data], max_points=200)
     scores = {}
@@ -291,6 +302,28 @@ def self_training(domains: Domains, source_fit: Callable[[], VCL], pooled: VCL) 
         self_train(pooled, data[t][0])
         gradual[metadata[t]] = pooled.evaluate(data[t][2:])
     return {"self-training, target only": direct, "gradual self-training": gradual}
+
+
+def self_training_from_nearest(domains: Domains, seed: int) -> dict:
+    """From a fresh fit of each target's nearest source: one self-training step on the target,
+    and GOAT's path (self-training along the geodesic domains from the source's inputs to the
+    target's, then on the target)."""
+    data, metadata = domains.data, domains.metadata
+    direct, goat = {}, {}
+    for t in domains.targets:
+        nearest = min(domains.sources, key=lambda s: abs(metadata[s] - metadata[t]))
+        fits = []
+        for _ in range(2):
+            fit = learner(domains, seed, "shared")
+            fit.observe(data[nearest][:2])
+            fits.append(fit)
+        self_train(fits[0], data[t][0])
+        direct[metadata[t]] = fits[0].evaluate(data[t][2:])
+        for domain in geodesic_domains(data[nearest][0], data[t][0], GEODESIC_STEPS):
+            self_train(fits[1], domain)
+        self_train(fits[1], data[t][0])
+        goat[metadata[t]] = fits[1].evaluate(data[t][2:])
+    return {"self-training from the nearest source": direct, "GOAT from the nearest source": goat}
 
 
 def _majority(frequencies: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
