@@ -31,6 +31,11 @@ its labels only by the oracle. VCL at a short CPU schedule (:data:`SETTINGS`). M
   on the target's training inputs (no labels: information maximisation in place of the likelihood);
   **+ unsupervised step, sources' class prior** — the same step holding the predicted class
   proportions to the sources' label frequencies instead of uniform ones;
+* **graph VCL + Wiener along edges** — graph VCL whose posteriors move along each edge by a
+  Wiener transition with ``Δt`` the edge's metadata length over the kernel's bandwidth, so a far
+  target's prior is wider than a near one's; the diffusion ``c`` of :data:`DIFFUSIONS` chosen by
+  the sources themselves: the one whose graph over all sources but the last predicts the last
+  source's test set best (log-likelihood);
 * **nearest domain** — the posterior of the nearest source (from graph VCL, so a chain's);
 * **fresh fit, nearest source** — a new learner fitted on the nearest source alone: the baseline
   a chain must beat to show it carried anything useful;
@@ -88,19 +93,22 @@ from pyro_cl.learner.graph_vcl import HEADS, GraphVCL
 from pyro_cl.learner.self_training import self_train
 from pyro_cl.metrics import expected_calibration_error
 from pyro_cl.nn import BayesianMLP
+from pyro_cl.transitions import Wiener
 
 METHODS = ("majority class", "source only", "sequential VCL", "random order", "OT path", "graph VCL",
            "graph VCL + unsupervised step", "+ unsupervised step, sources' class prior",
            "nearest domain", "fresh fit, nearest source",
            "uniform average", "oracle", "graph VCL, moment-matched", "self-training, target only",
            "gradual self-training", "self-training from the nearest source",
-           "GOAT from the nearest source")  # fmt: skip
+           "GOAT from the nearest source", "graph VCL + Wiener along edges")  # fmt: skip
 #: The methods whose net has one head whatever ``--heads`` says (or no net at all).
 SHARED_BY_HEADS = ("majority class", "source only", "self-training, target only",
                    "gradual self-training", "self-training from the nearest source",
                    "GOAT from the nearest source")  # fmt: skip
 #: Intermediate domains GOAT generates between the nearest source and a target.
 GEODESIC_STEPS = 3
+#: The Wiener diffusions (per bandwidth of metadata) the sources choose from.
+DIFFUSIONS = (0.03, 0.1, 0.3, 1.0)
 SETTINGS = {"epochs": 300, "batch_size": None, "learning_rate": 1e-2, "num_particles": 2,
             "ml_init_epochs": 20, "num_predictive_samples": 20, "progress": False}  # fmt: skip
 
@@ -200,8 +208,11 @@ def run_heads(
     costs, ``frequencies`` the sources' label frequencies."""
     data, sources, metadata = domains.data, domains.sources, domains.metadata
     weights = metadata_graph(torch.tensor(metadata), bandwidth=domains.bandwidth)
-    graph = GraphVCL(learner(domains, seed, heads), weights, heads=heads)
-    task = graph.task_of
+    m = torch.tensor(metadata)
+    distances = (m[:, None] - m[None, :]).abs() / domains.bandwidth
+
+    def task(domain: int) -> int:
+        return domain if heads == "per_domain" else 0
 
     def fitted(order: list[int]) -> VCL:  # VCL along ``order``, each on its head
         vcl = learner(domains, seed, heads)
@@ -209,22 +220,52 @@ def run_heads(
             vcl.observe(data[domain][:2], task_id=task(domain))
         return vcl
 
+    def graph_over(domains_fitted: list[int], transition=None) -> GraphVCL:
+        """Graph VCL over ``domains_fitted`` along their maximum spanning tree."""
+        over = GraphVCL(
+            learner(domains, seed, heads),
+            weights,
+            heads=heads,
+            transition=transition,
+            distances=None if transition is None else distances,
+        )
+        for domain, parent in spanning_order(weights[domains_fitted][:, domains_fitted], [0]):
+            domain = domains_fitted[domain]
+            parent = None if parent is None else domains_fitted[parent]
+            over.observe(domain, data[domain][:2], [] if parent is None else [parent])
+        return over
+
+    def nearest_of(target: int, among: list[int]) -> list[int]:
+        return sorted(among, key=lambda s: abs(metadata[s] - metadata[target]))[:2]
+
+    graph = graph_over(sources)
+    held_out, rest = sources[-1], sources[:-1]
+    fits = {
+        c: graph_over(rest, Wiener(c)).evaluate(
+            data[held_out][2:], domain=held_out, parents=nearest_of(held_out, rest)
+        )["log_likelihood"]
+        for c in DIFFUSIONS
+    }
+    diffusion = max(fits, key=fits.get)
+    along_edges = graph_over(sources, Wiener(diffusion))
     sequential = fitted(sources)
     shuffled = [sources[i] for i in np.random.default_rng(seed).permutation(len(sources))]
     random_order = fitted(shuffled)
-    for domain, parent in spanning_order(weights[: len(sources), : len(sources)], roots=[0]):
-        graph.observe(domain, data[domain][:2], [] if parent is None else [parent])
     scores: dict[str, dict[float, dict]] = {m: {} for m in METHODS if m not in SHARED_BY_HEADS}
     for t in domains.targets:
         test, target = data[t][2:], metadata[t]
         path = transport_path(costs, t, domains)
         along = fitted(path[:-1])
-        nearest = sorted(sources, key=lambda s: abs(metadata[s] - target))[:2]
+        nearest = nearest_of(t, sources)
         oracle = fitted([t])
         scores["sequential VCL"][target] = sequential.evaluate(test, task_id=task(sources[-1]))
         scores["random order"][target] = random_order.evaluate(test, task_id=task(shuffled[-1]))
         scores["OT path"][target] = along.evaluate(test, task_id=task(path[-2]))
         scores["graph VCL"][target] = graph.evaluate(test, domain=t, parents=nearest)
+        scores["graph VCL + Wiener along edges"][target] = {
+            **along_edges.evaluate(test, domain=t, parents=nearest),
+            "diffusion": diffusion,
+        }
         scores["nearest domain"][target] = graph.evaluate(test, domain=nearest[0])
         alone = fitted([nearest[0]])
         scores["fresh fit, nearest source"][target] = alone.evaluate(test, task_id=task(nearest[0]))
