@@ -1,14 +1,19 @@
-"""Function-space VI at context points (S-FSVI's objective, Monte Carlo function moments): the
-moments and the KL against closed forms, the first task is VCL's, context points grow with each
-task's fit only, and the learner saves and resumes."""
+"""Function-space VI at context points (S-FSVI's objective, Monte Carlo and linearised function
+moments): the moments and the KL against closed forms and autograd's Jacobians, the first task is
+VCL's, context points grow with each task's fit only, and the learner saves and resumes."""
 
 import pytest
 import torch
 from pyro.distributions import Normal
 
 from pyro_cl import VCL, ELBOFitter, FunctionSpaceFitter, GaussianLikelihood
-from pyro_cl.fitters.function_space import function_moments, gaussian_function_kl
+from pyro_cl.fitters.function_space import (
+    function_moments,
+    gaussian_function_kl,
+    linearised_moments,
+)
 from pyro_cl.infer.divergence import DivergenceError
+from pyro_cl.infer.site_values import substitute_sites
 from pyro_cl.memory import KCenterCoreset, RandomCoreset
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianLinear, BayesianMLP
@@ -132,3 +137,70 @@ def test_a_function_space_learner_saves_and_resumes_identically(tmp_path):
 def test_the_context_must_be_a_memory():
     with pytest.raises(TypeError, match="Memory part"):
         FunctionSpaceFitter(context=40)
+
+
+# ---------------------------------------------------------------- S-FSVI's linearised moments
+def test_linearised_moments_of_a_linear_model_are_its_closed_form_exactly():
+    """A linear model is its own linearisation: ``N(x μᵀ + m, x² s²ᵀ + t²)`` to rounding."""
+    torch.manual_seed(0)
+    net = BayesianLinear(3, 2)
+    model = SupervisedModel(net, GaussianLikelihood(1.0))
+    loc, scale = torch.randn(2, 3), torch.rand(2, 3) + 0.1
+    bias_loc, bias_scale = torch.randn(2), torch.rand(2) + 0.1
+    sites = {
+        "weight": Normal(loc, scale).to_event(2),
+        "bias": Normal(bias_loc, bias_scale).to_event(1),
+    }
+    x = torch.randn(5, 3)
+    mean, variance = linearised_moments(model, sites, x, 0)
+    torch.testing.assert_close(mean, x @ loc.T + bias_loc)
+    torch.testing.assert_close(variance, x.square() @ scale.square().T + bias_scale.square())
+
+
+@pytest.mark.parametrize("film", [0, 2])
+def test_linearised_variances_are_the_jacobians_squared_against_the_variances(film):
+    """A tanh MLP (with FiLM layers): ``Σ_θ J_{nk,θ}² σ_θ²`` with ``J`` from autograd, point by
+    point and output by output, and the mean at the means."""
+    torch.manual_seed(1)
+    net = BayesianMLP(3, [4, 5], 2, heads=2, activation="tanh", film_tasks=film)
+    model = SupervisedModel(net, GaussianLikelihood(1.0))
+    x, task = torch.randn(4, 3), 1
+    names = [n for n in model.site_index if not n.startswith("heads.0")]
+    names = [n for n in names if not n.startswith("film.0")]
+    locs = {n: torch.randn_like(net.get_buffer(f"{n}_prior_loc")) for n in names}
+    variances = {n: torch.rand_like(loc) * 0.2 for n, loc in locs.items()}
+    sites = {n: Normal(locs[n], variances[n].sqrt()).to_event(locs[n].dim()) for n in names}
+    mean, variance = linearised_moments(model, sites, x, task)
+
+    leaves = {n: loc.clone().requires_grad_() for n, loc in locs.items()}
+    with substitute_sites(net, {n: v.unsqueeze(0) for n, v in leaves.items()}, 1):
+        outputs = model.net_outputs(x.unsqueeze(0), task)[0]
+    torch.testing.assert_close(mean, outputs.detach())
+    for n in range(len(x)):
+        for k in range(2):
+            grads = torch.autograd.grad(outputs[n, k], list(leaves.values()), retain_graph=True)
+            expected = sum(
+                (g.square() * variances[name]).sum() for g, name in zip(grads, leaves, strict=True)
+            )
+            torch.testing.assert_close(variance[n, k], expected, rtol=1e-5, atol=1e-7)
+
+
+def test_a_linearised_function_space_learner_fits_and_resumes_identically(tmp_path):
+    """The fit differentiates the linearised KL (the variances reach log σ²); save and load
+    keep the choice of moments."""
+    data = tasks()
+    runs = []
+    for stop in (False, True):
+        fs = learner(FunctionSpaceFitter(RandomCoreset(4), moments="linearised"), seed=3)
+        fs.observe(data[0], task_id=0)
+        fs.observe(data[1], task_id=1)
+        if stop:
+            fs.save(tmp_path / "fs.pt")
+            fs = VCL.load(tmp_path / "fs.pt")
+            assert fs.fitter.moments == "linearised"
+        fs.observe(data[2], task_id=2)
+        runs.append({k: v.mean for k, v in fs.current_prior().items()})
+    for name in runs[0]:
+        torch.testing.assert_close(runs[0][name], runs[1][name], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="moments must be one of"):
+        FunctionSpaceFitter(RandomCoreset(4), moments="laplace")

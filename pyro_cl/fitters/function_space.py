@@ -14,7 +14,9 @@ S-FSVI makes it Gaussian by linearising the net around its mean (``N(f(X_C; μ),
 their eq. 11-12, keeping the covariance per point over the outputs); here it is the Gaussian
 with the **Monte Carlo moments** of the outputs under ``q`` (mean and variance per point and
 output, from ``context_samples`` draws with the reparameterisation trick), which needs no
-Jacobians and works for any net the learner runs. The KL is then the closed form between
+Jacobians and works for any net the learner runs; ``moments="linearised"`` takes S-FSVI's own
+(:func:`linearised_moments`: the diagonal of ``J Σ Jᵀ``, from one backward pass per output, no
+sampling noise) for nets of pyro_cl's linear and FiLM layers. The KL is then the closed form between
 independent Gaussians, summed over points and outputs::
 
     KL = ½ Σ_{c,k} [log(v_p/v_q) + (v_q + (m_q - m_p)²)/v_p - 1],   v += jitter
@@ -41,12 +43,23 @@ from pyro_cl.checks import checked_count, checked_real
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.guides import MEAN_FIELD
 from pyro_cl.infer.objectives import kl_and_sites, task_groups
-from pyro_cl.infer.site_values import sample_outputs
+from pyro_cl.infer.site_values import sample_outputs, substitute_sites
+from pyro_cl.nn.effects import RecordLayers
+from pyro_cl.nn.layer import as_diagonal_gaussian
 from pyro_cl.points import Points
 from pyro_cl.posterior import read_priors
 from pyro_cl.spec import Registrable
 
-__all__ = ["FunctionSpaceFitter", "function_moments", "gaussian_function_kl"]
+__all__ = [
+    "MOMENTS",
+    "FunctionSpaceFitter",
+    "function_moments",
+    "gaussian_function_kl",
+    "linearised_moments",
+]
+
+#: How the outputs' moments at the context points are computed.
+MOMENTS = ("monte_carlo", "linearised")
 
 
 def function_moments(
@@ -67,6 +80,61 @@ def function_moments(
     return torch.cat(means)[inverse], torch.cat(variances)[inverse]
 
 
+def linearised_moments(
+    model, sites: dict, x: torch.Tensor, task_id
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """S-FSVI's moments (their eq. 11-12, the covariance kept to its diagonal over outputs): the
+    net linearised around the means, ``f(x; θ) ≈ f(x; μ) + J (θ - μ)``, gives
+    ``N(f(x; μ), J Σ Jᵀ)`` under ``q = N(μ, Σ)`` with ``Σ`` diagonal, whose variance per point
+    ``n`` and output ``k`` is ``Σ_θ J_{nk,θ}² σ_θ²``. Each layer writes its share from its input
+    and the gradient of output ``k`` with respect to its output
+    (:meth:`~pyro_cl.nn.layer.BayesianLayer.example_variances`: for a linear layer
+    ``Σ_oi δ_o² x_i² σ_oi²``), one backward pass per output; the passes keep their graph while
+    gradients are on, so the fit differentiates the variance through ``J`` too.
+
+    :param sites: every site the net uses for these points, as (diagonal) Gaussians.
+    :returns: mean and variance, each ``(N, *output shape)`` like :func:`function_moments`.
+    :raises TypeError: for a site that is not Gaussian or a layer without linearised variances.
+    """
+    gaussians = {}
+    for name, value in sites.items():
+        gaussian = as_diagonal_gaussian(value)
+        if gaussian is None:
+            raise TypeError(f"linearised moments need Gaussian sites; {name!r} is {value!r}")
+        gaussians[name] = gaussian
+    site_of = {(module, attribute): name for name, (module, attribute) in model.site_index.items()}
+    keep_graph = torch.is_grad_enabled()
+    means, variances, order = [], [], []
+    with torch.enable_grad():
+        for task, rows in task_groups(task_id, x.shape[0]):
+            locs = {
+                name: (g.loc if g.loc.requires_grad else g.loc.detach().requires_grad_()).unsqueeze(
+                    0
+                )
+                for name, g in gaussians.items()
+            }
+            with RecordLayers() as records, substitute_sites(model.net, locs, 1):
+                outputs = model.net_outputs(x[rows].unsqueeze(0), task)
+            flat = outputs.reshape(*outputs.shape[:2], -1)
+            layer_outputs = [out for _, _, out in records]
+            per_output = []
+            for k in range(flat.shape[-1]):
+                deltas = torch.autograd.grad(
+                    flat[..., k].sum(), layer_outputs, create_graph=keep_graph, retain_graph=True
+                )
+                total = 0.0
+                for (layer, inputs, _), delta in zip(records, deltas, strict=True):
+                    own = {a: gaussians[site_of[(layer, a)]].variance for a in layer.site_names}
+                    total = total + layer.example_variances(inputs, delta, own)
+                per_output.append(total[0])
+            means.append(outputs[0])
+            variances.append(torch.stack(per_output, -1).reshape(outputs.shape[1:]))
+            order.append(torch.arange(x.shape[0], device=x.device)[rows])
+    inverse = torch.argsort(torch.cat(order))
+    mean, variance = torch.cat(means)[inverse], torch.cat(variances)[inverse]
+    return (mean, variance) if keep_graph else (mean.detach(), variance.detach())
+
+
 def gaussian_function_kl(
     mean_q: torch.Tensor,
     variance_q: torch.Tensor,
@@ -81,7 +149,8 @@ def gaussian_function_kl(
 
 
 class FunctionSpaceFitter(ELBOFitter):
-    """SVI on S-FSVI's objective with Monte Carlo function moments (module docstring).
+    """SVI on S-FSVI's objective with Monte Carlo or linearised function moments (module
+    docstring).
 
     :param context: the memory that chooses the context points (e.g. ``RandomCoreset(40)``).
     :param function_kl_weight: the weight of ``KL(q_t(f(X_C)) ‖ q_{t-1}(f(X_C)))``.
@@ -89,6 +158,9 @@ class FunctionSpaceFitter(ELBOFitter):
     :param context_samples: draws of ``q_t`` per step for its moments at the context points.
     :param target_samples: draws of ``q_{t-1}`` for its moments, once per task.
     :param jitter: added to both variances (outputs that no weight makes uncertain).
+    :param moments: ``"monte_carlo"`` (the draws above) or ``"linearised"`` (S-FSVI's,
+        :func:`linearised_moments`: exact for a linear model, no sampling noise; nets of
+        linear and FiLM layers).
     """
 
     name = "function_space"
@@ -104,6 +176,7 @@ class FunctionSpaceFitter(ELBOFitter):
         context_samples: int = 8,
         target_samples: int = 64,
         jitter: float = 1e-4,
+        moments: str = "monte_carlo",
     ) -> None:
         super().__init__(heads_in_kl=True, kl_weight=1.0)
         if getattr(context, "kind", None) != "memory":
@@ -116,6 +189,9 @@ class FunctionSpaceFitter(ELBOFitter):
         if self.context_samples < 2 or self.target_samples < 2:
             raise ValueError("context_samples and target_samples must be at least 2")
         self.jitter = checked_real(jitter, "jitter", 0)
+        if moments not in MOMENTS:
+            raise ValueError(f"moments must be one of {MOMENTS}, got {moments!r}")
+        self.moments = moments
         #: The context points so far (``X_C`` with their tasks), ``None`` before the first task.
         self.context_points: Points | None = None
         self._task_data: Points | None = None
@@ -130,6 +206,7 @@ class FunctionSpaceFitter(ELBOFitter):
                 "context_samples",
                 "target_samples",
                 "jitter",
+                "moments",
             )
         }
 
@@ -157,9 +234,7 @@ class FunctionSpaceFitter(ELBOFitter):
         names = model.sites(guide, x, tasks)
         old = read_priors(model.net, names)  # q_{t-1}, also every fixed site's distribution
         with torch.no_grad():
-            target_mean, target_variance = function_moments(
-                model, old, x, task_id, self.target_samples
-            )
+            target_mean, target_variance = self._moments(model, old, x, task_id, target=True)
         fitted = set(problem.sites)
 
         def regulariser() -> torch.Tensor:
@@ -167,11 +242,18 @@ class FunctionSpaceFitter(ELBOFitter):
                 model, guide, [n for n in names if n in fitted], model.fast, packed
             )
             sites = {name: current[name] if name in fitted else old[name] for name in names}
-            mean, variance = function_moments(model, sites, x, task_id, self.context_samples)
+            mean, variance = self._moments(model, sites, x, task_id, target=False)
             kl = gaussian_function_kl(mean, variance, target_mean, target_variance, self.jitter)
             return self.function_kl_weight * kl
 
         return regulariser
+
+    def _moments(self, model, sites, x, task_id, target: bool):
+        """The outputs' mean and variance at ``x`` under ``sites``, this fitter's way."""
+        if self.moments == "linearised":
+            return linearised_moments(model, sites, x, task_id)
+        samples = self.target_samples if target else self.context_samples
+        return function_moments(model, sites, x, task_id, samples)
 
     def state_dict(self) -> dict:
         if self.context_points is None:

@@ -81,6 +81,14 @@ class BayesianFiLM(BayesianLayer):
             return {"weight": scale.sum((-2, -1)), "bias": output_gradient.sum((-2, -1))}
         return {"weight": scale, "bias": output_gradient}
 
+    def example_variances(
+        self, x: torch.Tensor, output_gradient: torch.Tensor, variances: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """``Σ_c (∂(g·out_n)/∂γ_c)² V_γ,c + (∂(g·out_n)/∂b_c)² V_b,c`` from the per-example
+        gradients."""
+        per_example = self._per_example(x, output_gradient)
+        return sum(per_example[name].square() @ variances[name] for name in ("weight", "bias"))
+
     def squared_gradient_sums(
         self, x: torch.Tensor, output_gradient: torch.Tensor
     ) -> dict[str, torch.Tensor]:

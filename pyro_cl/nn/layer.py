@@ -164,6 +164,21 @@ class BayesianLayer(SubstitutableModule):
             "which uses torch.func)"
         )
 
+    def example_variances(
+        self, x: torch.Tensor, output_gradient: torch.Tensor, variances: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """``Σ_θ (∂(g · out_n)/∂θ)² v_θ`` per example, shape ``(S, N)``: the variance a
+        linearised net's output direction ``g`` gets from this layer's independent weights of
+        variances ``variances`` (``{site attribute: v}``), from the recorded input ``x`` and the
+        output gradient (S-FSVI's ``J Σ Jᵀ``, one layer's share of its diagonal).
+
+        Layers whose linearised variances are written out override this; others refuse by name.
+        """
+        raise TypeError(
+            f"{type(self).__name__} has no linearised output variance; linearised function "
+            "moments need BayesianLinear and FiLM layers (use the Monte Carlo moments)"
+        )
+
     def example_gradient_sums(
         self,
         x: torch.Tensor,

@@ -92,6 +92,18 @@ class BayesianLinear(BayesianLayer):
             sums["bias"] = g2.sum((0, 1))
         return sums
 
+    def example_variances(
+        self, x: torch.Tensor, output_gradient: torch.Tensor, variances: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """``∂(g·out_n)/∂W = g_n x_nᵀ``, so ``Σ_oi g_no² x_ni² V_oi + Σ_o g_no² V_b,o``: one
+        matrix product, no per-example gradient formed. ``x`` is ``(P, N, in)``, ``g``
+        ``(S, N, out)``."""
+        g2 = output_gradient.square()
+        total = ((g2 @ variances["weight"]) * x.square()).sum(-1)
+        if self.has_bias:
+            total = total + g2 @ variances["bias"]
+        return total
+
     def example_gradient_sums(
         self,
         x: torch.Tensor,
