@@ -70,6 +70,7 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
         "vcl": {"methods": ["vcl"]},
         "vcl + film": {"methods": ["vcl"], "film": True},
         "fsvi": {"methods": ["fsvi"]},
+        "fsvi linearised": {"methods": ["fsvi"], "fitter_options": {"moments": "linearised"}},
     }
     for film in (False, True):
         beta = best_beta[film]

@@ -103,6 +103,20 @@ MUTATIONS = [
         "start, end = source, target.to(source)",
         ("tests/test_domain_graph.py",),
     ),
+    Mutation(
+        "linearised moments: a linear layer's bias variance dropped",
+        "pyro_cl/nn/linear.py",
+        "            total = total + g2 @ variances[\"bias\"]",
+        "            total = total",
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
+        "linearised moments: the output gradient not squared",
+        "pyro_cl/nn/linear.py",
+        "g2 = output_gradient.square()\n        total",
+        "g2 = output_gradient.abs()\n        total",
+        ("tests/test_function_space.py",),
+    ),
     # the ELBO and its tempering
     Mutation(
         "elbo: the KL term not weighted by β (tempered VCL)",
