@@ -79,7 +79,7 @@ def gaussian_laplace_kl(
     towards ``m`` with a force that does not grow with the distance (an L1 penalty, smoothed over
     ``σ``), where a Gaussian's grows linearly.
     """
-    scale_q = (0.5 * log_variance_q).exp()
+    scale_q = variance_q.sqrt()
     difference = loc_q - loc_p
     standardised = difference / (scale_q * math.sqrt(2.0))
     folded_mean = scale_q * math.sqrt(2.0 / math.pi) * torch.exp(
