@@ -1,6 +1,6 @@
-"""The shared base of pyro_cl's Bayesian layers: Gaussian (or Laplace) priors in buffers, ``PyroSample``
-sites, direct substitution of site values (the fast path) and recording of inputs/outputs (for
-per-example gradients)."""
+"""The shared base of pyro_cl's Bayesian layers: Gaussian (or Laplace) priors in buffers,
+``PyroSample`` sites, direct substitution of site values (the fast path) and recording of
+inputs/outputs (for per-example gradients)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pyro_cl.checks import checked_real
 from pyro_cl.finite import all_finite
 from pyro_cl.nn.effects import ParticlePlate, RecordLayers, innermost
 from pyro_cl.nn.local_reparam import DiagonalGaussian, normal_source, unbroadcast_normal
+from pyro_cl.nn.priors import checked_family
 from pyro_cl.nn.substitution import SubstitutableModule, prior_site
 from pyro_cl.posterior import base_distribution
 
@@ -77,9 +78,7 @@ class BayesianLayer(SubstitutableModule):
     def set_prior_family(self, name: str, family: str) -> None:
         """Make site ``name``'s prior ``"normal"`` or ``"laplace"``, its location and scale kept
         (``N(m, s²)`` becomes ``Laplace(m, s)``)."""
-        if family not in ("normal", "laplace"):
-            raise ValueError(f"a prior family is 'normal' or 'laplace', not {family!r}")
-        self._prior_families[name] = family
+        self._prior_families[name] = checked_family(family)
 
     def prior_parameters(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
         """``(loc, scale)`` buffers of the Gaussian prior of site ``name``.
