@@ -29,7 +29,7 @@ from pyro_cl.baselines.curvature import check_sample_count, diagonal_curvature
 from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.fitters.penalty import Penalty, check_strength, weighted_squared_distance
 from pyro_cl.fitters.point_fit import fit_point_estimate
-from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.guides import MEAN_FIELD, MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.per_example import checked_curvature
@@ -61,6 +61,9 @@ class LaplacePropagation(Fitter):
 
     name = "laplace"
     fits_local_guide = True
+    #: A diagonal Laplace posterior (mean-field) from a Gaussian prior's precision.
+    guide_families = (MEAN_FIELD,)
+    prior_families = ("normal",)
 
     def __init__(
         self,

@@ -27,7 +27,7 @@ import torch
 
 from pyro_cl.checks import checked_count, checked_real
 from pyro_cl.fitters.fitter import Fitter
-from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.guides import MEAN_FIELD, MeanFieldGuide
 from pyro_cl.infer.data_parallel import Shard, all_reduce_sums, rank_and_world, sharded_step
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
@@ -116,6 +116,9 @@ class NaturalGradientUpdate(Fitter):
 
     #: Which curvature statistic the update needs (see :data:`pyro_cl.infer.per_example.CURVATURES`).
     curvature: str | None = None
+    #: The update keeps one precision per weight: a mean-field Gaussian, against Gaussian priors.
+    guide_families = (MEAN_FIELD,)
+    prior_families = ("normal",)
 
     def __init__(
         self,
