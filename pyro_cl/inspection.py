@@ -70,7 +70,7 @@ def active_units(
         raise TypeError(f"{type(net).__name__} has no IBP masks to count active units of")
     x, _, task_id = learner.model.prepare_data(x, None, task_id)
     x = x.to(learner.device)
-    sites = learner.prediction_sites(x[:1], task_id)
+    sites = learner.prediction_sites(x, task_id)
     # Relaxed masks, as in training.
     with exclusive_mode(net, training=True), RecordMasks() as masks, PosteriorConditionals():
         sample_outputs(learner.model, sites, x, task_id, num_samples, learner.fast)

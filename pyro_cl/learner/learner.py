@@ -566,7 +566,7 @@ class ContinualLearner:
         """What predicts at ``time``: the carried posterior, or the point values of a fitter that
         predicts with them (whatever the time); a memory's refit is not carried forward."""
         with exclusive_mode(self.net, training=False):
-            own = self.prediction_sites(x[:1], task_id)
+            own = self.prediction_sites(x, task_id)
         if self.fitter.predicts_with_mean:
             self._check_time(time)
             return own
@@ -591,7 +591,7 @@ class ContinualLearner:
         with self.prediction_random.scope():
             if sites is None:
                 with exclusive_mode(self.net, training=False):
-                    sites = self.prediction_sites(x[:1], task_id)
+                    sites = self.prediction_sites(x, task_id)
             return predictive_samples(
                 self.model, sites, x, task_id, num_samples or self.num_predictive_samples, chunk
             )
