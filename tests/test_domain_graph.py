@@ -13,6 +13,7 @@ from pyro_cl.data.domain_graph import (
     transport_costs,
 )
 from pyro_cl.data.geodesic import geodesic_domains, transport_plan
+from tests.helpers import write_fake_mnist
 
 
 def shifted_domains(shifts, n: int = 200) -> list[torch.Tensor]:
@@ -158,3 +159,20 @@ def test_geodesic_domains_refuse_what_is_not_a_path():
         geodesic_domains(torch.zeros(3, 2), torch.ones(3, 2), steps=0)
     with pytest.raises(ValueError, match="differ in shape"):
         geodesic_domains(torch.zeros(3, 2), torch.ones(3, 4), steps=2)
+
+
+def test_rotating_mnist_domains_are_mnist_at_each_angle(tmp_path):
+    """Every domain is tested on the same images at its angle: the 90° target's test images are
+    the 0° source's turned a quarter counter-clockwise, exactly; each domain draws its own
+    training images."""
+    from pyro_cl.app.domain_benchmark import STREAMS, rotating_mnist
+
+    write_fake_mnist(tmp_path, num_train=60, num_test=20)
+    domains = rotating_mnist(0, tmp_path, per_domain=20, test_size=10)
+    assert STREAMS["rotating_mnist"] is rotating_mnist
+    assert domains.metadata[domains.targets[-1]] == 90.0 and domains.sources == list(range(7))
+    upright = domains.data[0][2].reshape(-1, 28, 28)
+    turned = domains.data[9][2].reshape(-1, 28, 28)
+    torch.testing.assert_close(turned, torch.rot90(upright, 1, (-2, -1)))
+    assert domains.data[0][0].shape == (20, 784) and domains.data[3][1].dtype == torch.int64
+    assert not torch.equal(domains.data[1][1], domains.data[2][1])

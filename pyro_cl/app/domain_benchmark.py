@@ -6,6 +6,8 @@ Two streams of domains with metadata:
 * **rotating digits** — scikit-learn's 8x8 digits rotated by an angle (the metadata): sources
   0°-60° in steps of 10°, targets 70°, 80°, 90°; each source gets its own random 400 training
   images, every domain is tested on the same held-out images at its angle; a 64-100-10 net;
+* **rotating MNIST** — the same angles on MNIST (28x28): 1,000 training images a domain, the
+  first 2,000 test images at every angle, a 784-100-10 net (``--data-root`` holding ``MNIST/``);
 * **weather by year** — the NOAA weather stream (rain or not, 8 daily features) cut into years of
   365 consecutive days (the files carry no dates: year ``k`` is rows ``365k`` to ``365k + 364``,
   labelled ``1949 + k``; the last 274 rows are left out), the year the metadata; sources
@@ -88,6 +90,7 @@ from pyro_cl.data.domain_graph import (
 )
 from pyro_cl.data.drift_data import load_weather
 from pyro_cl.data.geodesic import geodesic_domains
+from pyro_cl.data.mnist import load_mnist
 from pyro_cl.extras import require
 from pyro_cl.learner.graph_vcl import HEADS, GraphVCL
 from pyro_cl.learner.self_training import self_train
@@ -153,11 +156,36 @@ def rotating_digits(seed: int, data_root: Path | None = None, per_domain: int = 
     return Domains("rotating digits", angles, len(sources), data, 15.0, "angle (°)", (100,), 10)
 
 
-def _rotate(x: np.ndarray, angle: float) -> torch.Tensor:
-    images = torch.from_numpy(x).reshape(-1, 1, 8, 8)
+def rotating_mnist(
+    seed: int, data_root: Path | None = None, per_domain: int = 1000, test_size: int = 2000
+) -> Domains:
+    """MNIST rotated as the digits are (sources 0°-60°, targets 70°/80°/90°): each domain its own
+    random ``per_domain`` training images, every domain tested on the same first ``test_size``
+    test images at its angle; a 784-100-10 net. Reads ``data_root/MNIST``."""
+    root = Path(data_root) if data_root is not None else Path("data")
+    (x, y), (x_test, y_test) = load_mnist(root)
+    x, x_test = np.asarray(x, dtype=np.float32), np.asarray(x_test, dtype=np.float32)
+    x_test, y_test = x_test[:test_size], np.asarray(y_test)[:test_size]
+    sources = (0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+    angles = (*sources, 70.0, 80.0, 90.0)
+    rng = np.random.default_rng(seed)
+    data = {}
+    for domain, angle in enumerate(angles):
+        chosen = rng.choice(len(y), per_domain, replace=False)
+        data[domain] = (
+            _rotate(x[chosen], angle, 28),
+            torch.as_tensor(np.asarray(y)[chosen]).long(),
+            _rotate(x_test, angle, 28),
+            torch.as_tensor(y_test).long(),
+        )
+    return Domains("rotating MNIST", angles, len(sources), data, 15.0, "angle (°)", (100,), 10)
+
+
+def _rotate(x: np.ndarray, angle: float, side: int = 8) -> torch.Tensor:
+    images = torch.from_numpy(x).reshape(-1, 1, side, side)
     functional = require("torchvision.transforms.functional", "rotating the digits")
     bilinear = functional.InterpolationMode.BILINEAR
-    return functional.rotate(images, angle, interpolation=bilinear).reshape(-1, 64)
+    return functional.rotate(images, angle, interpolation=bilinear).reshape(-1, side * side)
 
 
 def weather_years(seed: int, data_root: Path | None = None, targets: int = 5) -> Domains:
@@ -189,6 +217,7 @@ def weather_years(seed: int, data_root: Path | None = None, targets: int = 5) ->
 #: The streams ``pyro-cl domains --stream`` knows: ``build(seed, data_root) -> Domains``.
 STREAMS: dict[str, Callable[[int, Path | None], Domains]] = {
     "rotating_digits": rotating_digits,
+    "rotating_mnist": rotating_mnist,
     "weather_years": weather_years,
 }
 
