@@ -106,7 +106,7 @@ MUTATIONS = [
     Mutation(
         "linearised moments: a linear layer's bias variance dropped",
         "pyro_cl/nn/linear.py",
-        "            total = total + g2 @ variances[\"bias\"]",
+        '            total = total + g2 @ variances["bias"]',
         "            total = total",
         ("tests/test_function_space.py",),
     ),
