@@ -94,6 +94,7 @@ from pyro_cl.data.mnist import load_mnist
 from pyro_cl.extras import require
 from pyro_cl.learner.graph_vcl import HEADS, GraphVCL
 from pyro_cl.learner.self_training import self_train
+from pyro_cl.learner.state import LearnerState
 from pyro_cl.metrics import expected_calibration_error
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.transitions import Wiener
@@ -140,20 +141,8 @@ class Domains:
 
 def rotating_digits(seed: int, data_root: Path | None = None, per_domain: int = 400) -> Domains:
     """Rotated 8x8 digits (module docstring); needs no files."""
-    sources = (0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0)
-    angles = (*sources, 70.0, 80.0, 90.0)
     (x, y), (x_test, y_test) = load_digits(seed=0)
-    rng = np.random.default_rng(seed)
-    data = {}
-    for domain, angle in enumerate(angles):
-        chosen = rng.choice(len(y), per_domain, replace=False)
-        data[domain] = (
-            _rotate(x[chosen], angle),
-            torch.from_numpy(y[chosen]),
-            _rotate(x_test, angle),
-            torch.from_numpy(y_test),
-        )
-    return Domains("rotating digits", angles, len(sources), data, 15.0, "angle (°)", (100,), 10)
+    return _rotated_domains("rotating digits", (x, y), (x_test, y_test), 8, seed, per_domain)
 
 
 def rotating_mnist(
@@ -164,8 +153,19 @@ def rotating_mnist(
     test images at its angle; a 784-100-10 net. Reads ``data_root/MNIST``."""
     root = Path(data_root) if data_root is not None else Path("data")
     (x, y), (x_test, y_test) = load_mnist(root)
+    test = (x_test[:test_size], y_test[:test_size])
+    return _rotated_domains("rotating MNIST", (x, y), test, 28, seed, per_domain)
+
+
+def _rotated_domains(
+    name: str, train: tuple, test: tuple, side: int, seed: int, per_domain: int
+) -> Domains:
+    """Sources at 0°-60° in steps of 10°, targets at 70°/80°/90°: each domain ``per_domain`` of
+    the ``train`` images (``side`` × ``side``, flattened) drawn for it alone, every domain
+    tested on all of ``test`` at its angle; a net of 100 hidden units."""
+    (x, y), (x_test, y_test) = train, test
     x, x_test = np.asarray(x, dtype=np.float32), np.asarray(x_test, dtype=np.float32)
-    x_test, y_test = x_test[:test_size], np.asarray(y_test)[:test_size]
+    y, y_test = np.asarray(y, dtype=np.int64), np.asarray(y_test, dtype=np.int64)
     sources = (0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0)
     angles = (*sources, 70.0, 80.0, 90.0)
     rng = np.random.default_rng(seed)
@@ -173,12 +173,12 @@ def rotating_mnist(
     for domain, angle in enumerate(angles):
         chosen = rng.choice(len(y), per_domain, replace=False)
         data[domain] = (
-            _rotate(x[chosen], angle, 28),
-            torch.as_tensor(np.asarray(y)[chosen]).long(),
-            _rotate(x_test, angle, 28),
-            torch.as_tensor(y_test).long(),
+            _rotate(x[chosen], angle, side),
+            torch.from_numpy(y[chosen]),
+            _rotate(x_test, angle, side),
+            torch.from_numpy(y_test),
         )
-    return Domains("rotating MNIST", angles, len(sources), data, 15.0, "angle (°)", (100,), 10)
+    return Domains(name, angles, len(sources), data, 15.0, "angle (°)", (100,), 10)
 
 
 def _rotate(x: np.ndarray, angle: float, side: int = 8) -> torch.Tensor:
@@ -237,11 +237,8 @@ def run_heads(
     costs, ``frequencies`` the sources' label frequencies."""
     data, sources, metadata = domains.data, domains.sources, domains.metadata
     weights = metadata_graph(torch.tensor(metadata), bandwidth=domains.bandwidth)
-    m = torch.tensor(metadata)
-    distances = (m[:, None] - m[None, :]).abs() / domains.bandwidth
-
-    def task(domain: int) -> int:
-        return domain if heads == "per_domain" else 0
+    where = torch.tensor(metadata)
+    distances = (where[:, None] - where[None, :]).abs() / domains.bandwidth
 
     def fitted(order: list[int]) -> VCL:  # VCL along ``order``, each on its head
         vcl = learner(domains, seed, heads)
@@ -264,14 +261,12 @@ def run_heads(
             over.observe(domain, data[domain][:2], [] if parent is None else [parent])
         return over
 
-    def nearest_of(target: int, among: list[int]) -> list[int]:
-        return sorted(among, key=lambda s: abs(metadata[s] - metadata[target]))[:2]
-
     graph = graph_over(sources)
+    task = graph.task_of
     held_out, rest = sources[-1], sources[:-1]
     fits = {
         c: graph_over(rest, Wiener(c)).evaluate(
-            data[held_out][2:], domain=held_out, parents=nearest_of(held_out, rest)
+            data[held_out][2:], domain=held_out, parents=nearest_sources(domains, held_out, rest, 2)
         )["log_likelihood"]
         for c in DIFFUSIONS
     }
@@ -285,7 +280,7 @@ def run_heads(
         test, target = data[t][2:], metadata[t]
         path = transport_path(costs, t, domains)
         along = fitted(path[:-1])
-        nearest = nearest_of(t, sources)
+        nearest = nearest_sources(domains, t, sources, 2)
         oracle = fitted([t])
         scores["sequential VCL"][target] = sequential.evaluate(test, task_id=task(sources[-1]))
         scores["random order"][target] = random_order.evaluate(test, task_id=task(shuffled[-1]))
@@ -377,23 +372,28 @@ def self_training(domains: Domains, source_fit: Callable[[], VCL], pooled: VCL) 
 def self_training_from_nearest(domains: Domains, seed: int) -> dict:
     """From a fresh fit of each target's nearest source: one self-training step on the target,
     and GOAT's path (self-training along the geodesic domains from the source's inputs to the
-    target's, then on the target)."""
+    target's, then on the target), both from the same fit (its state restored in between)."""
     data, metadata = domains.data, domains.metadata
     direct, goat = {}, {}
     for t in domains.targets:
-        nearest = min(domains.sources, key=lambda s: abs(metadata[s] - metadata[t]))
-        fits = []
-        for _ in range(2):
-            fit = learner(domains, seed, "shared")
-            fit.observe(data[nearest][:2])
-            fits.append(fit)
-        self_train(fits[0], data[t][0])
-        direct[metadata[t]] = fits[0].evaluate(data[t][2:])
+        nearest = nearest_sources(domains, t, domains.sources)[0]
+        fit = learner(domains, seed, "shared")
+        fit.observe(data[nearest][:2])
+        fitted = LearnerState.of(fit)
+        self_train(fit, data[t][0])
+        direct[metadata[t]] = fit.evaluate(data[t][2:])
+        fitted.restore_into(fit)
         for domain in geodesic_domains(data[nearest][0], data[t][0], GEODESIC_STEPS):
-            self_train(fits[1], domain)
-        self_train(fits[1], data[t][0])
-        goat[metadata[t]] = fits[1].evaluate(data[t][2:])
+            self_train(fit, domain)
+        self_train(fit, data[t][0])
+        goat[metadata[t]] = fit.evaluate(data[t][2:])
     return {"self-training from the nearest source": direct, "GOAT from the nearest source": goat}
+
+
+def nearest_sources(domains: Domains, target: int, among: list[int], count: int = 1) -> list[int]:
+    """The ``count`` domains of ``among`` nearest ``target`` by metadata, nearest first."""
+    metadata = domains.metadata
+    return sorted(among, key=lambda s: abs(metadata[s] - metadata[target]))[:count]
 
 
 def _majority(frequencies: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
