@@ -80,18 +80,13 @@ def transport_costs(
 
     :raises ImportError: naming the package when POT is missing.
     """
-    try:
-        import ot
-    except ImportError as error:
-        raise ImportError('transport costs need POT: pip install "pyro_cl[domains]"') from error
+    ot = pot("transport costs")
 
     def distance(x: torch.Tensor, z: torch.Tensor) -> float:
-        cost = torch.cdist(x, z).square()
-        a = torch.full((len(x),), 1 / len(x), dtype=torch.float64)
-        b = torch.full((len(z),), 1 / len(z), dtype=torch.float64)
+        a, b, cost = uniform_transport_problem(x, z)
         if epsilon is None:
-            return float(ot.emd2(a.numpy(), b.numpy(), cost.numpy()))
-        return float(ot.sinkhorn2(a.numpy(), b.numpy(), cost.numpy(), epsilon))
+            return float(ot.emd2(a, b, cost))
+        return float(ot.sinkhorn2(a, b, cost, epsilon))
 
     clouds = [s.reshape(s.shape[0], -1)[:max_points].double() for s in samples]
     halves = [(c[: len(c) // 2], c[len(c) // 2 :]) for c in clouds] if debiased else None
@@ -107,6 +102,24 @@ def transport_costs(
                 value = distance(clouds[i], clouds[j])
             costs[i, j] = costs[j, i] = value
     return costs
+
+
+def pot(what: str):
+    """The POT library (``ot``), or an ``ImportError`` saying that ``what`` needs it."""
+    try:
+        import ot
+    except ImportError as error:
+        raise ImportError(f'{what} need POT: pip install "pyro_cl[domains]"') from error
+    return ot
+
+
+def uniform_transport_problem(x: torch.Tensor, z: torch.Tensor) -> tuple:
+    """``(a, b, C)`` as numpy arrays for POT: uniform weights over the points of ``x`` ``(N, D)``
+    and ``z`` ``(M, D)``, and their squared Euclidean costs ``C_ij = |x_i - z_j|²``."""
+    cost = torch.cdist(x, z).square()
+    a = torch.full((len(x),), 1 / len(x), dtype=torch.float64)
+    b = torch.full((len(z),), 1 / len(z), dtype=torch.float64)
+    return a.numpy(), b.numpy(), cost.numpy()
 
 
 def transfer_path(costs: torch.Tensor, sources: Sequence[int], target: int) -> list[int]:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import torch
 
+from pyro_cl.data.domain_graph import pot, uniform_transport_problem
+
 __all__ = ["geodesic_domains", "transport_plan"]
 
 
@@ -30,16 +32,10 @@ def transport_plan(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
     :raises ImportError: naming the package when POT is missing.
     """
-    try:
-        import ot
-    except ImportError as error:
-        raise ImportError('transport plans need POT: pip install "pyro_cl[domains]"') from error
+    ot = pot("transport plans")
     x = source.reshape(len(source), -1).double().cpu()
     z = target.reshape(len(target), -1).double().cpu()
-    cost = torch.cdist(x, z).square()
-    a = torch.full((len(x),), 1 / len(x), dtype=torch.float64)
-    b = torch.full((len(z),), 1 / len(z), dtype=torch.float64)
-    plan = ot.emd(a.numpy(), b.numpy(), cost.numpy())
+    plan = ot.emd(*uniform_transport_problem(x, z))
     return torch.from_numpy(plan).to(source.device)
 
 

@@ -43,6 +43,7 @@ from pyro_cl.checks import checked_count, checked_real
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.guides import MEAN_FIELD
 from pyro_cl.infer.objectives import kl_and_sites, task_groups
+from pyro_cl.infer.per_example import sites_by_layer
 from pyro_cl.infer.site_values import sample_outputs, substitute_sites
 from pyro_cl.nn.effects import RecordLayers
 from pyro_cl.nn.layer import as_diagonal_gaussian
@@ -102,17 +103,16 @@ def linearised_moments(
         if gaussian is None:
             raise TypeError(f"linearised moments need Gaussian sites; {name!r} is {value!r}")
         gaussians[name] = gaussian
-    site_of = {(module, attribute): name for name, (module, attribute) in model.site_index.items()}
+    site_of = sites_by_layer(model)
     keep_graph = torch.is_grad_enabled()
     means, variances, order = [], [], []
     with torch.enable_grad():
+        # every mean a graph leaf (a fixed site's too), so each layer's output has a gradient
+        locs = {
+            name: (g.loc if g.loc.requires_grad else g.loc.detach().requires_grad_())[None]
+            for name, g in gaussians.items()
+        }
         for task, rows in task_groups(task_id, x.shape[0]):
-            locs = {
-                name: (g.loc if g.loc.requires_grad else g.loc.detach().requires_grad_()).unsqueeze(
-                    0
-                )
-                for name, g in gaussians.items()
-            }
             with RecordLayers() as records, substitute_sites(model.net, locs, 1):
                 outputs = model.net_outputs(x[rows].unsqueeze(0), task)
             flat = outputs.reshape(*outputs.shape[:2], -1)

@@ -42,6 +42,7 @@ __all__ = [
     "layer_statistics",
     "functional_statistics",
     "gradient_statistics",
+    "sites_by_layer",
 ]
 
 #: ``None`` (gradients only), the empirical Fisher, or the generalised Gauss-Newton diagonal.
@@ -86,7 +87,7 @@ def _recorded_forward(model: SupervisedModel, theta: dict[str, torch.Tensor], x,
     return leaves, records, outputs
 
 
-def _site_of(model: SupervisedModel) -> dict:
+def sites_by_layer(model: SupervisedModel) -> dict:
     """``{(module, attribute): site name}`` for the model's latent sites."""
     return {(module, attribute): name for name, (module, attribute) in model.site_index.items()}
 
@@ -120,7 +121,7 @@ def layer_statistics(
     gradients = dict(zip(names, derivatives[: len(names)], strict=True))
     if curvature is None:
         return GradientStatistics(loss.detach(), gradients, None)
-    site_of = _site_of(model)
+    site_of = sites_by_layer(model)
     squared: dict[str, torch.Tensor] = {}
 
     def accumulate(output_gradients) -> None:
@@ -252,7 +253,7 @@ def _layer_example_sums(model, theta, weights, x, y, task_id) -> ExampleGradient
     leaves, records, outputs = _recorded_forward(model, theta, x, task_id)
     log_likelihood = model.likelihood.log_prob(outputs, y)  # (S, N)
     output_gradients = torch.autograd.grad(log_likelihood.sum(), [out for _, _, out in records])
-    site_of = _site_of(model)
+    site_of = sites_by_layer(model)
     gradients, weighted = {}, {}
     for (layer, inputs, _), g in zip(records, output_gradients, strict=True):
         mine = {a: n for (module, a), n in site_of.items() if module is layer and n in leaves}
