@@ -71,6 +71,8 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
         "vcl + film": {"methods": ["vcl"], "film": True},
         "fsvi": {"methods": ["fsvi"]},
         "fsvi linearised": {"methods": ["fsvi"], "fitter_options": {"moments": "linearised"}},
+        # no data kept: the coreset size of uniform inputs per earlier task, drawn every step
+        "fsvi uniform": {"methods": ["fsvi-uniform"], "fitter_options": {"moments": "linearised"}},
     }
     for film in (False, True):
         beta = best_beta[film]

@@ -289,8 +289,29 @@ MUTATIONS = [
     Mutation(
         "function space: the parameter KL kept on the first task's weight after it",
         "pyro_cl/fitters/function_space.py",
-        "return 1.0 if self.context_points is None else self.kl_weight",
+        "return 1.0 if self._first_task else self.kl_weight",
         "return self.kl_weight",
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
+        "function space: per-step context points scored against the first draw's target",
+        "pyro_cl/fitters/function_space.py",
+        "fixed = None if self.context.per_step else target(points)",
+        "fixed = target(points)",
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
+        "context points: uniform inputs from the first task's range only",
+        "pyro_cl/fitters/context_points.py",
+        "        if self._range is not None:\n            seen",
+        "        if False:\n            seen",
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
+        "context points: the same kept points drawn at every step",
+        "pyro_cl/fitters/context_points.py",
+        "order = torch.randperm(len(rows), device=rows.device)[: self.per_task]",
+        "order = torch.arange(len(rows), device=rows.device)[: self.per_task]",
         ("tests/test_function_space.py",),
     ),
     # the bank of learners and prediction at a time

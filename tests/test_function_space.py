@@ -7,6 +7,7 @@ import torch
 from pyro.distributions import Normal
 
 from pyro_cl import VCL, ELBOFitter, FunctionSpaceFitter, GaussianLikelihood
+from pyro_cl.fitters.context_points import FromMemory, UniformInputs
 from pyro_cl.fitters.function_space import (
     function_moments,
     gaussian_function_kl,
@@ -17,6 +18,7 @@ from pyro_cl.infer.site_values import substitute_sites
 from pyro_cl.memory import KCenterCoreset, RandomCoreset
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianLinear, BayesianMLP
+from pyro_cl.points import Points
 
 
 def test_function_moments_of_a_linear_model_are_its_closed_form():
@@ -71,11 +73,11 @@ def test_the_first_task_is_vcl_and_context_points_come_from_each_task_fit():
     functional.observe(data[0], task_id=0)
     for name, q in vcl.current_prior().items():
         torch.testing.assert_close(functional.current_prior()[name].mean, q.mean, rtol=0, atol=0)
-    context = functional.fitter.context_points
+    context = functional.fitter.context.points
     assert len(context) == 5 and context.tasks() == [0]
     functional.observe(data[1], task_id=1)
-    assert functional.fitter.context_points.tasks() == [0, 1]
-    assert len(functional.fitter.context_points) == 10
+    assert functional.fitter.context.points.tasks() == [0, 1]
+    assert len(functional.fitter.context.points) == 10
 
 
 def test_the_functional_kl_keeps_the_old_tasks_outputs():
@@ -96,7 +98,7 @@ def test_the_functional_kl_keeps_the_old_tasks_outputs():
             progress=False,
         )
         fs.observe(first, task_id=0)
-        context = fs.fitter.context_points
+        context = fs.fitter.context.points
         fs.observe(second, task_id=1)
         kept[weight] = fs.evaluate((context.x, context.y), task_id=0)["accuracy"]
     assert kept[0.0] < 0.3 and kept[1.0] > kept[0.0] + 0.3, kept
@@ -106,14 +108,14 @@ def test_a_failed_fit_leaves_the_context_points_as_they_were(monkeypatch):
     data = tasks()
     fs = learner(FunctionSpaceFitter(RandomCoreset(5)))
     fs.observe(data[0], task_id=0)
-    before = fs.fitter.context_points
+    before = fs.fitter.context.points
     monkeypatch.setattr(
         ELBOFitter, "fit", lambda self, *a: (_ for _ in ()).throw(DivergenceError("boom"))
     )
     with pytest.raises(DivergenceError):
         fs.observe(data[1], task_id=1)
-    assert fs.fitter.context_points.tasks() == [0]
-    assert torch.equal(fs.fitter.context_points.x, before.x)
+    assert fs.fitter.context.points.tasks() == [0]
+    assert torch.equal(fs.fitter.context.points.x, before.x)
 
 
 def test_a_function_space_learner_saves_and_resumes_identically(tmp_path):
@@ -126,17 +128,19 @@ def test_a_function_space_learner_saves_and_resumes_identically(tmp_path):
         if stop:
             fs.save(tmp_path / "fs.pt")
             fs = VCL.load(tmp_path / "fs.pt")
-            assert isinstance(fs.fitter.context, KCenterCoreset)
-            assert len(fs.fitter.context_points) == 8
+            assert isinstance(fs.fitter.context.memory, KCenterCoreset)
+            assert len(fs.fitter.context.points) == 8
         fs.observe(data[2], task_id=2)
         runs.append({k: v.mean for k, v in fs.current_prior().items()})
     for name in runs[0]:
         torch.testing.assert_close(runs[0][name], runs[1][name], rtol=0, atol=0)
 
 
-def test_the_context_must_be_a_memory():
-    with pytest.raises(TypeError, match="Memory part"):
+def test_the_context_must_be_a_source_or_a_memory():
+    with pytest.raises(TypeError, match="ContextPoints source or a Memory"):
         FunctionSpaceFitter(context=40)
+    with pytest.raises(TypeError, match="Memory part"):
+        FromMemory(UniformInputs(3))
 
 
 # ---------------------------------------------------------------- S-FSVI's linearised moments
@@ -204,3 +208,90 @@ def test_a_linearised_function_space_learner_fits_and_resumes_identically(tmp_pa
         torch.testing.assert_close(runs[0][name], runs[1][name], rtol=0, atol=0)
     with pytest.raises(ValueError, match="moments must be one of"):
         FunctionSpaceFitter(RandomCoreset(4), moments="laplace")
+
+
+def test_drawn_context_points_come_from_the_kept_points_and_change_every_draw():
+    kept = FromMemory(RandomCoreset(6), per_task=2)
+    data = tasks()
+    for task in (0, 1):
+        kept.after_task(_points(*data[task], task))
+    torch.manual_seed(0)
+    draws = [kept.draw() for _ in range(5)]
+    rows = {tuple(row.tolist()) for row in kept.points.x}
+    for draw in draws:
+        assert sorted(draw.task_ids.tolist()) == [0, 0, 1, 1]
+        assert all(tuple(row.tolist()) in rows for row in draw.x)
+        for task in (0, 1):  # no point twice within a task's draw
+            assert len({tuple(r.tolist()) for r in draw.x[draw.task_ids == task]}) == 2
+    assert len({tuple(d.x.flatten().tolist()) for d in draws}) > 1
+    assert kept.per_step and not FromMemory(RandomCoreset(6)).per_step
+
+
+def test_uniform_inputs_cover_the_inputs_range_for_every_task_seen():
+    source = UniformInputs(500)
+    assert source.draw() is None
+    x = torch.tensor([[0.0, 1.0], [0.5, 0.25]])
+    source.after_task(_points(x, torch.zeros(2, dtype=torch.long), 0))
+    source.after_task(_points(x + 1.0, torch.zeros(2, dtype=torch.long), 3))
+    draw = source.draw()
+    assert draw.x.shape == (1000, 2) and draw.tasks() == [0, 3]
+    assert (draw.task_ids == 0).sum() == 500
+    assert draw.x.min() >= 0.0 and draw.x.max() <= 2.0  # the range of both tasks' inputs
+    assert draw.x.min() < 0.05 and draw.x.max() > 1.95  # and all of it, not one task's
+    fixed = UniformInputs(4, low=-1.0, high=-0.5)
+    fixed.after_task(_points(x, torch.zeros(2, dtype=torch.long), 0))
+    assert fixed.draw().x.max() <= -0.5
+    with pytest.raises(ValueError, match="shape"):
+        source.after_task(_points(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), 4))
+    with pytest.raises(ValueError, match="below"):
+        UniformInputs(4, low=1.0, high=1.0)
+
+
+def test_per_step_context_points_are_scored_against_the_old_posterior_at_the_same_points(
+    monkeypatch,
+):
+    """With points drawn at every step, the old posterior's moments are recomputed at each
+    step's points: every target the fit used equals ``q_{t-1}``'s linearised moments there."""
+    data = tasks()
+    fs = learner(FunctionSpaceFitter(UniformInputs(6), moments="linearised"))
+    fs.observe(data[0], task_id=0)
+    old = dict(fs.current_prior())
+    calls = []
+    original = FunctionSpaceFitter._moments
+
+    def recorded(self, model, sites, x, task_id, target):
+        moments = original(self, model, sites, x, task_id, target)
+        calls.append((x.clone(), task_id, target, [m.detach().clone() for m in moments]))
+        return moments
+
+    monkeypatch.setattr(FunctionSpaceFitter, "_moments", recorded)
+    fs.observe(data[1], task_id=1)
+    targets = [c for c in calls if c[2]]
+    assert len(targets) == 20 and len({c[0].sum().item() for c in targets}) == 20  # per step
+    model = fs.model
+    for x, task_id, _, (mean, variance) in targets[:3]:
+        sites = {n: old[n] for n in model.sites(fs.guide, x, [0])}
+        exact_mean, exact_variance = linearised_moments(model, sites, x, task_id)
+        torch.testing.assert_close(mean, exact_mean)
+        torch.testing.assert_close(variance, exact_variance)
+
+
+def test_a_learner_with_drawn_context_points_saves_and_resumes_identically(tmp_path):
+    data = tasks()
+    runs = []
+    for stop in (False, True):
+        fs = learner(FunctionSpaceFitter(UniformInputs(5), context_samples=4), seed=3)
+        fs.observe(data[0], task_id=0)
+        fs.observe(data[1], task_id=1)
+        if stop:
+            fs.save(tmp_path / "fs.pt")
+            fs = VCL.load(tmp_path / "fs.pt")
+            assert isinstance(fs.fitter.context, UniformInputs)
+        fs.observe(data[2], task_id=2)
+        runs.append({k: v.mean for k, v in fs.current_prior().items()})
+    for name in runs[0]:
+        torch.testing.assert_close(runs[0][name], runs[1][name], rtol=0, atol=0)
+
+
+def _points(x, y, task):
+    return Points.of_task(x, y, task)

@@ -22,6 +22,7 @@ from pyro_cl.baselines.ewc import EWC, OnlineEWC
 from pyro_cl.baselines.laplace import LaplacePropagation
 from pyro_cl.baselines.map_estimate import GaussianMAP
 from pyro_cl.baselines.synaptic_intelligence import SynapticIntelligence
+from pyro_cl.fitters.context_points import UniformInputs
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.fitters.function_space import FunctionSpaceFitter
@@ -83,8 +84,10 @@ class Method:
         ``budget="total"``).
     :ivar transition: the transition class that defines the method (e.g. batch VI's
         :class:`~pyro_cl.transitions.base.NoPropagation`); a caller's transition wins.
-    :ivar context: the memory class that chooses a function-space fitter's context points (of
-        the run's memory size per task)."""
+    :ivar context: where a function-space fitter's context points come from: a memory class
+        (keeping the run's memory size of every task) or a
+        :class:`~pyro_cl.fitters.context_points.ContextPoints` class (drawing that many for
+        every task at each step)."""
 
     name: str
     learner: type[ContinualLearner]
@@ -105,8 +108,8 @@ class Method:
 
     @property
     def keeps_points(self) -> bool:
-        """Whether the method keeps data points whose number a run's coreset size sets: a
-        memory with a size, or a function-space fitter's context points."""
+        """Whether the method keeps (or draws) points whose number a run's coreset size sets:
+        a memory with a size, or a function-space fitter's context points."""
         sized = self.memory is not None and "size" in accepted(self.memory)
         return sized or self.context is not None
 
@@ -247,6 +250,16 @@ for _method in (
         description="function-space VI (S-FSVI, Rudner et al. 2022) at random context points "
         "of each task (the coreset size), Monte Carlo function moments",
         context=RandomCoreset,
+    ),
+    Method(
+        "fsvi-uniform",
+        VCL,
+        None,
+        FunctionSpaceFitter,
+        description="function-space VI without keeping any data: context points drawn "
+        "uniformly within the inputs' range at every step (S-FSVI's no-coreset rows), the "
+        "coreset size of them for each task",
+        context=UniformInputs,
     ),
     Method(
         "fsvi-kcenter",

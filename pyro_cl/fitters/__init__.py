@@ -2,6 +2,7 @@
 natural-gradient updates VOGN and IVON, function-space VI at context points, point estimates
 with a penalty, and closed-form coordinate ascent. Subclass :class:`Fitter` (or :class:`Penalty`) to add one."""
 
+from pyro_cl.fitters.context_points import ContextPoints, FromMemory, UniformInputs
 from pyro_cl.fitters.coordinate_ascent import CoordinateAscent
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.fitters.fitter import Fitter
@@ -14,10 +15,13 @@ from pyro_cl.fitters.vogn import VOGN
 __all__ = [
     "IVON",
     "VOGN",
+    "ContextPoints",
     "CoordinateAscent",
     "ELBOFitter",
     "Fitter",
+    "FromMemory",
     "FunctionSpaceFitter",
     "Penalty",
     "PointEstimateFitter",
+    "UniformInputs",
 ]

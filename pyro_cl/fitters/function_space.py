@@ -26,9 +26,15 @@ For a linear model the outputs are exactly Gaussian and the moments converge to 
 of the prior the learner installed (``q_{t-1}``); context points of earlier tasks run through
 their own heads, whose distributions are held at ``q_{t-1}`` (they are not refitted).
 
-The context points come from a :class:`~pyro_cl.memory.protocol.Memory` part (random,
-k-center, or any user's selection), updated with each task's data after its fit: with
-``budget="task"`` it keeps ``K`` points of every task, as S-FSVI's coreset. On the first task
+The context points come from a :class:`~pyro_cl.fitters.context_points.ContextPoints` source,
+told of each task after its fit: a :class:`~pyro_cl.memory.protocol.Memory` part (random,
+k-center, or any user's selection; with ``budget="task"`` it keeps ``K`` points of every task, as
+S-FSVI's coreset) is taken as :class:`~pyro_cl.fitters.context_points.FromMemory` (all its points
+at every step, or a fresh draw of some of each task's per step), and
+:class:`~pyro_cl.fitters.context_points.UniformInputs` keeps no data at all (S-FSVI's "no
+coreset": inputs drawn uniformly at every step). Where the points change from step to step, the
+old posterior's moments are computed at every step (``target_samples`` draws, or its
+linearisation), else once per task. On the first task
 there is nothing to regularise in function space, and the fit is VCL's ELBO against the initial
 prior. Later tasks weigh the parameter-space KL by ``kl_weight`` (0, the default, is S-FSVI's
 objective; 1 adds VCL's term, a functional regulariser on top of VCL) and the functional KL by
@@ -40,6 +46,7 @@ from __future__ import annotations
 import torch
 
 from pyro_cl.checks import checked_count, checked_real
+from pyro_cl.fitters.context_points import ContextPoints, FromMemory
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.guides import MEAN_FIELD
 from pyro_cl.infer.objectives import kl_and_sites, task_groups
@@ -47,7 +54,6 @@ from pyro_cl.infer.per_example import sites_by_layer
 from pyro_cl.infer.site_values import sample_outputs, substitute_sites
 from pyro_cl.nn.effects import RecordLayers
 from pyro_cl.nn.layer import as_diagonal_gaussian
-from pyro_cl.points import Points
 from pyro_cl.posterior import read_priors
 from pyro_cl.spec import Registrable
 
@@ -152,7 +158,9 @@ class FunctionSpaceFitter(ELBOFitter):
     """SVI on S-FSVI's objective with Monte Carlo or linearised function moments (module
     docstring).
 
-    :param context: the memory that chooses the context points (e.g. ``RandomCoreset(40)``).
+    :param context: where the context points come from: a
+        :class:`~pyro_cl.fitters.context_points.ContextPoints` source, or a memory that chooses
+        them (e.g. ``RandomCoreset(40)``, taken as ``FromMemory(RandomCoreset(40))``).
     :param function_kl_weight: the weight of ``KL(q_t(f(X_C)) ‖ q_{t-1}(f(X_C)))``.
     :param kl_weight: the weight of the parameter-space KL after the first task (0: S-FSVI).
     :param context_samples: draws of ``q_t`` per step for its moments at the context points.
@@ -179,8 +187,10 @@ class FunctionSpaceFitter(ELBOFitter):
         moments: str = "monte_carlo",
     ) -> None:
         super().__init__(heads_in_kl=True, kl_weight=1.0)
-        if getattr(context, "kind", None) != "memory":
-            raise TypeError(f"context must be a Memory part, got {context!r}")
+        if getattr(context, "kind", None) == "memory":
+            context = FromMemory(context)
+        if not isinstance(context, ContextPoints):
+            raise TypeError(f"context must be a ContextPoints source or a Memory, got {context!r}")
         self.context = context
         self.function_kl_weight = checked_real(function_kl_weight, "function_kl_weight", 0)
         self.kl_weight = checked_real(kl_weight, "kl_weight", 0)
@@ -192,9 +202,8 @@ class FunctionSpaceFitter(ELBOFitter):
         if moments not in MOMENTS:
             raise ValueError(f"moments must be one of {MOMENTS}, got {moments!r}")
         self.moments = moments
-        #: The context points so far (``X_C`` with their tasks), ``None`` before the first task.
-        self.context_points: Points | None = None
-        self._task_data: Points | None = None
+        self._task_data = None
+        self._first_task = True
 
     def hyperparameters(self) -> dict:
         return {
@@ -213,31 +222,37 @@ class FunctionSpaceFitter(ELBOFitter):
     def prepare(self, context, guide, data, task_id, sites, first_task) -> None:
         super().prepare(context, guide, data, task_id, sites, first_task)
         self._task_data = data  # the step's data: its fit adds context points when it succeeds
+        self._first_task = first_task
 
     def fit(self, context, guide, problem) -> list[float]:
         history = super().fit(context, guide, problem)
         if problem.data is self._task_data:  # a task's step, not a coreset refit
-            self.context_points = self.context.update(self.context_points, problem.data).points
-            self._task_data = None
+            self.context.after_task(problem.data)
+            self._task_data, self._first_task = None, False  # a coreset refit regularises too
         return history
 
     def _parameter_kl_weight(self) -> float:
-        return 1.0 if self.context_points is None else self.kl_weight
+        return 1.0 if self._first_task else self.kl_weight
 
     def _regulariser(self, context, guide, problem, packed):
-        if self.context_points is None or not self.function_kl_weight:
+        points = None if self._first_task else self.context.draw()
+        if points is None or not self.function_kl_weight:
             return None
-        model, points = context.model, self.context_points
-        x = points.x.to(context.device)
-        task_id = model.task_argument(points)
+        model, fitted = context.model, set(problem.sites)
         tasks = points.tasks() if model.multi_head else [points.tasks()[0]]
-        names = model.sites(guide, x, tasks)
+        names = model.sites(guide, points.x.to(context.device), tasks)
         old = read_priors(model.net, names)  # q_{t-1}, also every fixed site's distribution
-        with torch.no_grad():
-            target_mean, target_variance = self._moments(model, old, x, task_id, target=True)
-        fitted = set(problem.sites)
+
+        def target(points):
+            x = points.x.to(context.device)
+            task_id = model.task_argument(points)
+            with torch.no_grad():
+                return (x, task_id, *self._moments(model, old, x, task_id, target=True))
+
+        fixed = None if self.context.per_step else target(points)
 
         def regulariser() -> torch.Tensor:
+            x, task_id, target_mean, target_variance = fixed or target(self.context.draw())
             _, current = kl_and_sites(
                 model, guide, [n for n in names if n in fitted], model.fast, packed
             )
@@ -256,10 +271,7 @@ class FunctionSpaceFitter(ELBOFitter):
         return function_moments(model, sites, x, task_id, samples)
 
     def state_dict(self) -> dict:
-        if self.context_points is None:
-            return {}
-        return {"context_points": self.context_points.state()}
+        return self.context.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
-        points = state.get("context_points")
-        self.context_points = None if points is None else Points.from_state(points)
+        self.context.load_state_dict(state)
