@@ -42,7 +42,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pyro_cl.app.methods import method_names
 from pyro_cl.app.one_step_ahead import (
     OnStream,
     RiverOnStream,
@@ -132,10 +131,10 @@ def pyro_bank(family: str, stream: OnlineStream, args, seed: int) -> LearnerBank
         transitions[f"{family} {strength:g}"] = FAMILIES[family](strength)
     members = {
         label: make_online_learner(
-            args.memory,  # "none": online VB without a memory, adapted by the transition
+            "none",  # online VB without a memory, adapted by the transition
             stream,
             tuple(args.hidden),
-            args.memory_size,
+            0,
             preset.term_samples,
             seed=seed,
             transition=transition,
@@ -261,7 +260,6 @@ def run(args, stream_name: str, seed: int) -> None:
 
 def _settings(args) -> dict:
     names = ("hidden", "iterations", "first_iterations", "particles", "predictive_samples")
-    names += ("memory", "memory_size")
     return {n: getattr(args, n) for n in (*names, "learning_rate", "strengths", "discount")}
 
 
@@ -382,13 +380,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--predictive-samples", type=int, default=100)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--cyclic", action="store_true", help="add sin/cos of the time's cycles")
-    parser.add_argument(
-        "--memory",
-        choices=method_names("online"),
-        default="none",
-        help="every member's memory (an online method of pyro-cl stream)",
-    )
-    parser.add_argument("--memory-size", type=int, default=0, help="the memory's points M")
     parser.add_argument("--num-steps", type=int, help="only the first steps (a quick check)")
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--output", default="results/drift_vs_river")
@@ -397,8 +388,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.table is not None:
         print(table(args.table))
         return 0
-    if (args.memory == "none") != (args.memory_size == 0):
-        parser.error("--memory none takes no --memory-size; any other memory needs one")
     for stream in args.stream:
         for seed in args.seeds:
             run(args, stream, seed)
