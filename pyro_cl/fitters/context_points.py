@@ -21,7 +21,6 @@ fitter then computes the old posterior's moments at every step instead of once p
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
 
 import torch
 
@@ -36,8 +35,10 @@ class ContextPoints(Registrable, ABC, kind="context_points"):
     """A function-space fitter's source of context points: subclass it, give it a ``name``
     and implement :meth:`after_task` and :meth:`draw`."""
 
-    #: Whether :meth:`draw` returns new points at every step.
-    per_step: ClassVar[bool] = False
+    @property
+    def per_step(self) -> bool:
+        """Whether :meth:`draw` returns new points at every step."""
+        return False
 
     @abstractmethod
     def after_task(self, data: Points) -> None:
@@ -71,7 +72,7 @@ class FromMemory(ContextPoints):
         self.points: Points | None = None
 
     @property
-    def per_step(self) -> bool:  # type: ignore[override]
+    def per_step(self) -> bool:
         return self.per_task is not None
 
     def after_task(self, data: Points) -> None:
@@ -105,7 +106,6 @@ class UniformInputs(ContextPoints):
     """
 
     name = "uniform_inputs"
-    per_step = True
 
     def __init__(self, per_task: int, low: float | None = None, high: float | None = None) -> None:
         self.per_task = checked_count(per_task, "per_task")
@@ -116,6 +116,10 @@ class UniformInputs(ContextPoints):
         self._shape: tuple[int, ...] | None = None
         self._range: torch.Tensor | None = None  # (smallest, largest) input value seen
         self._like: torch.Tensor | None = None  # dtype and device of the inputs and targets
+
+    @property
+    def per_step(self) -> bool:
+        return True
 
     def after_task(self, data: Points) -> None:
         shape = tuple(data.x.shape[1:])
