@@ -73,6 +73,8 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
         "fsvi linearised": {"methods": ["fsvi"], "fitter_options": {"moments": "linearised"}},
         # no data kept: the coreset size of uniform inputs per earlier task, drawn every step
         "fsvi uniform": {"methods": ["fsvi-uniform"], "fitter_options": {"moments": "linearised"}},
+        # no data kept: the task's own inputs through the earlier heads (multi-head streams)
+        "fsvi current": {"methods": ["fsvi-current"], "fitter_options": {"moments": "linearised"}},
     }
     for film in (False, True):
         beta = best_beta[film]

@@ -308,6 +308,13 @@ MUTATIONS = [
         ("tests/test_function_space.py",),
     ),
     Mutation(
+        "context points: the fitted task's own head held at its own inputs",
+        "pyro_cl/fitters/context_points.py",
+        "earlier = [t for t in self._tasks if t not in data.tasks()]",
+        "earlier = list(self._tasks)",
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
         "context points: the same kept points drawn at every step",
         "pyro_cl/fitters/context_points.py",
         "order = torch.randperm(len(rows), device=rows.device)[: self.per_task]",

@@ -7,7 +7,7 @@ import torch
 from pyro.distributions import Normal
 
 from pyro_cl import VCL, ELBOFitter, FunctionSpaceFitter, GaussianLikelihood
-from pyro_cl.fitters.context_points import FromMemory, UniformInputs
+from pyro_cl.fitters.context_points import CurrentInputs, FromMemory, UniformInputs
 from pyro_cl.fitters.function_space import (
     function_moments,
     gaussian_function_kl,
@@ -216,7 +216,7 @@ def test_drawn_context_points_come_from_the_kept_points_and_change_every_draw():
     for task in (0, 1):
         kept.after_task(_points(*data[task], task))
     torch.manual_seed(0)
-    draws = [kept.draw() for _ in range(5)]
+    draws = [kept.draw(None) for _ in range(5)]
     rows = {tuple(row.tolist()) for row in kept.points.x}
     for draw in draws:
         assert sorted(draw.task_ids.tolist()) == [0, 0, 1, 1]
@@ -229,18 +229,18 @@ def test_drawn_context_points_come_from_the_kept_points_and_change_every_draw():
 
 def test_uniform_inputs_cover_the_inputs_range_for_every_task_seen():
     source = UniformInputs(500)
-    assert source.draw() is None
+    assert source.draw(None) is None
     x = torch.tensor([[0.0, 1.0], [0.5, 0.25]])
     source.after_task(_points(x, torch.zeros(2, dtype=torch.long), 0))
     source.after_task(_points(x + 1.0, torch.zeros(2, dtype=torch.long), 3))
-    draw = source.draw()
+    draw = source.draw(None)
     assert draw.x.shape == (1000, 2) and draw.tasks() == [0, 3]
     assert (draw.task_ids == 0).sum() == 500
     assert draw.x.min() >= 0.0 and draw.x.max() <= 2.0  # the range of both tasks' inputs
     assert draw.x.min() < 0.05 and draw.x.max() > 1.95  # and all of it, not one task's
     fixed = UniformInputs(4, low=-1.0, high=-0.5)
     fixed.after_task(_points(x, torch.zeros(2, dtype=torch.long), 0))
-    assert fixed.draw().x.max() <= -0.5
+    assert fixed.draw(None).x.max() <= -0.5
     with pytest.raises(ValueError, match="shape"):
         source.after_task(_points(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), 4))
     with pytest.raises(ValueError, match="below"):
@@ -295,3 +295,47 @@ def test_a_learner_with_drawn_context_points_saves_and_resumes_identically(tmp_p
 
 def _points(x, y, task):
     return Points.of_task(x, y, task)
+
+
+def test_current_inputs_are_the_fitted_tasks_own_inputs_for_every_earlier_head():
+    source = CurrentInputs(3)
+    data = tasks()
+    now = _points(*data[2], 2)
+    assert source.draw(now) is None
+    source.after_task(_points(*data[0], 0))
+    source.after_task(_points(*data[1], 1))
+    assert source.draw(_points(*data[0], 0)).tasks() == [1]  # a task's own head is the fit's
+    torch.manual_seed(0)
+    draws = [source.draw(now) for _ in range(4)]
+    rows = {tuple(r.tolist()) for r in now.x}
+    for draw in draws:
+        assert draw.task_ids.tolist() == [0, 0, 0, 1, 1, 1]
+        assert all(tuple(r.tolist()) in rows for r in draw.x)
+    assert len({tuple(d.x.flatten().tolist()) for d in draws}) > 1
+    few = _points(now.x[:2], now.y[:2], 2)
+    assert len(source.draw(few)) == 4  # all of a small task's inputs, for each earlier head
+    restored = CurrentInputs(3)
+    restored.load_state_dict(source.state_dict())
+    assert restored.draw(now).tasks() == [0, 1]
+
+
+def test_the_old_heads_are_held_at_the_new_tasks_inputs():
+    """Multi-head, the trunk shared: with the functional KL at task 1's inputs through head 0,
+    head 0's predictions on task 0's test inputs move less while task 1 is fitted than with no
+    regulariser at all (weight 0, and no parameter KL)."""
+    data = tasks()
+    moved = {}
+    for weight in (0.0, 1.0):
+        fs = VCL(
+            BayesianMLP(4, [16], 2, heads=3),
+            fitter=FunctionSpaceFitter(CurrentInputs(40), function_kl_weight=weight),
+            epochs=150,
+            learning_rate=0.01,
+            seed=1,
+            progress=False,
+        )
+        fs.observe(data[0], task_id=0)
+        before = fs.predict(data[0][0], task_id=0)
+        fs.observe(data[1], task_id=1)
+        moved[weight] = (fs.predict(data[0][0], task_id=0) - before).abs().mean().item()
+    assert moved[1.0] < 0.5 * moved[0.0], moved

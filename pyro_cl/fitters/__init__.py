@@ -2,7 +2,12 @@
 natural-gradient updates VOGN and IVON, function-space VI at context points, point estimates
 with a penalty, and closed-form coordinate ascent. Subclass :class:`Fitter` (or :class:`Penalty`) to add one."""
 
-from pyro_cl.fitters.context_points import ContextPoints, FromMemory, UniformInputs
+from pyro_cl.fitters.context_points import (
+    ContextPoints,
+    CurrentInputs,
+    FromMemory,
+    UniformInputs,
+)
 from pyro_cl.fitters.coordinate_ascent import CoordinateAscent
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.fitters.fitter import Fitter
@@ -17,6 +22,7 @@ __all__ = [
     "VOGN",
     "ContextPoints",
     "CoordinateAscent",
+    "CurrentInputs",
     "ELBOFitter",
     "Fitter",
     "FromMemory",

@@ -9,10 +9,14 @@ one step, ``None`` while there is nothing to regularise. Two kinds:
 * **kept points** (:class:`FromMemory`): a :class:`~pyro_cl.memory.protocol.Memory` keeps points
   of every task (random, k-center, a user's own); every step uses all of them, or
   ``per_task`` of each task's drawn afresh at every step (S-FSVI's ``coreset.draw``);
-* **drawn inputs** (:class:`UniformInputs`): no data is kept; every step draws ``per_task``
-  inputs uniformly within the range of the inputs seen, one set for each earlier task (whose
-  head they run through). S-FSVI's "no coreset" rows draw context points this way
-  (``uniform_rand``), and reach 99.62% on split MNIST without keeping any image.
+* **drawn inputs**, no data kept: :class:`UniformInputs` draws ``per_task`` inputs uniformly
+  within the range of the inputs seen for each earlier task (whose head they run through) at
+  every step (S-FSVI's ``uniform_rand``); :class:`CurrentInputs` draws them from the task being
+  fitted (S-FSVI's ``train_pixel_rand_1.0``, the context points of their "no coreset" rows,
+  99.62% on split MNIST): the old heads' outputs on the new task's inputs are held where they
+  were, the idea of learning without forgetting (Li & Hoiem 2016) in function space. Meant for
+  multi-head nets: with one shared head the old outputs on the new inputs are what the new
+  labels overwrite.
 
 A source whose points change from step to step says so (:attr:`ContextPoints.per_step`): the
 fitter then computes the old posterior's moments at every step instead of once per task.
@@ -28,7 +32,7 @@ from pyro_cl.checks import checked_count
 from pyro_cl.points import Points
 from pyro_cl.spec import Registrable
 
-__all__ = ["ContextPoints", "FromMemory", "UniformInputs"]
+__all__ = ["ContextPoints", "CurrentInputs", "FromMemory", "UniformInputs"]
 
 
 class ContextPoints(Registrable, ABC, kind="context_points"):
@@ -45,10 +49,11 @@ class ContextPoints(Registrable, ABC, kind="context_points"):
         """Record a task whose fit succeeded (``data``: its training points)."""
 
     @abstractmethod
-    def draw(self) -> Points | None:
+    def draw(self, data: Points) -> Points | None:
         """The context points of one step, each with the task whose head it runs through;
-        ``None`` before the first task. Draws come from torch's generator (the learner's
-        training stream while it fits)."""
+        ``None`` before the first task. ``data`` is what the step fits (the task's points, or
+        a memory's in a refit). Draws come from torch's generator (the learner's training
+        stream while it fits)."""
 
 
 class FromMemory(ContextPoints):
@@ -78,7 +83,7 @@ class FromMemory(ContextPoints):
     def after_task(self, data: Points) -> None:
         self.points = self.memory.update(self.points, data).points
 
-    def draw(self) -> Points | None:
+    def draw(self, data: Points) -> Points | None:  # noqa: ARG002 (the kept points only)
         if self.points is None or self.per_task is None:
             return self.points
         chosen = []
@@ -132,7 +137,7 @@ class UniformInputs(ContextPoints):
         self._like = data.y[:0]
         self._tasks = sorted(set(self._tasks) | set(data.tasks()))
 
-    def draw(self) -> Points | None:
+    def draw(self, data: Points) -> Points | None:  # noqa: ARG002 (only its range)
         if not self._tasks:
             return None
         low = self._range[0] if self.low is None else self.low
@@ -161,3 +166,42 @@ class UniformInputs(ContextPoints):
         self._tasks = [int(t) for t in state["tasks"]]
         self._shape = tuple(int(s) for s in state["shape"])
         self._range, self._like = state["range"], state["like"]
+
+
+class CurrentInputs(ContextPoints):
+    """``per_task`` of the fitted task's own inputs for each earlier task's head, drawn afresh
+    at every step (without replacement; all of them if the task has fewer); no data kept.
+
+    :param per_task: inputs drawn for each earlier task at every step.
+    """
+
+    name = "current_inputs"
+
+    def __init__(self, per_task: int) -> None:
+        self.per_task = checked_count(per_task, "per_task")
+        self._tasks: list[int] = []
+
+    @property
+    def per_step(self) -> bool:
+        return True
+
+    def after_task(self, data: Points) -> None:
+        self._tasks = sorted(set(self._tasks) | set(data.tasks()))
+
+    def draw(self, data: Points) -> Points | None:
+        earlier = [t for t in self._tasks if t not in data.tasks()]
+        if not earlier:
+            return None
+        rows = torch.cat(
+            [torch.randperm(len(data), device=data.x.device)[: self.per_task] for _ in earlier]
+        )
+        task_ids = torch.tensor(earlier, device=data.x.device).repeat_interleave(
+            min(self.per_task, len(data))
+        )
+        return Points(data.x[rows], data.y[rows], task_ids)
+
+    def state_dict(self) -> dict:
+        return {"tasks": torch.tensor(self._tasks, dtype=torch.long)} if self._tasks else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._tasks = [int(t) for t in state["tasks"]] if state else []

@@ -31,8 +31,9 @@ told of each task after its fit: a :class:`~pyro_cl.memory.protocol.Memory` part
 k-center, or any user's selection; with ``budget="task"`` it keeps ``K`` points of every task, as
 S-FSVI's coreset) is taken as :class:`~pyro_cl.fitters.context_points.FromMemory` (all its points
 at every step, or a fresh draw of some of each task's per step), and
-:class:`~pyro_cl.fitters.context_points.UniformInputs` keeps no data at all (S-FSVI's "no
-coreset": inputs drawn uniformly at every step). Where the points change from step to step, the
+:class:`~pyro_cl.fitters.context_points.UniformInputs` and
+:class:`~pyro_cl.fitters.context_points.CurrentInputs` keep no data at all (inputs drawn at
+every step uniformly, or from the task being fitted: S-FSVI's "no coreset" rows). Where the points change from step to step, the
 old posterior's moments are computed at every step (``target_samples`` draws, or its
 linearisation), else once per task. On the first task
 there is nothing to regularise in function space, and the fit is VCL's ELBO against the initial
@@ -235,7 +236,7 @@ class FunctionSpaceFitter(ELBOFitter):
         return 1.0 if self._first_task else self.kl_weight
 
     def _regulariser(self, context, guide, problem, packed):
-        points = None if self._first_task else self.context.draw()
+        points = None if self._first_task else self.context.draw(problem.data)
         if points is None or not self.function_kl_weight:
             return None
         model, fitted = context.model, set(problem.sites)
@@ -252,7 +253,9 @@ class FunctionSpaceFitter(ELBOFitter):
         fixed = None if self.context.per_step else target(points)
 
         def regulariser() -> torch.Tensor:
-            x, task_id, target_mean, target_variance = fixed or target(self.context.draw())
+            x, task_id, target_mean, target_variance = fixed or target(
+                self.context.draw(problem.data)
+            )
             _, current = kl_and_sites(
                 model, guide, [n for n in names if n in fitted], model.fast, packed
             )
