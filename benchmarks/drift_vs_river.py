@@ -285,7 +285,10 @@ def table(output: Path) -> str:
     for stream_folder in sorted(p for p in output.iterdir() if p.is_dir()):
         rows = {}
         for learner in sorted(p for p in stream_folder.iterdir() if p.is_dir()):
-            runs = [json.loads(f.read_text()) for f in sorted(learner.glob("seed*/scores.json"))]
+            runs = [
+                {**json.loads(f.read_text()), "seed": f.parent.name}
+                for f in sorted(learner.glob("seed*/scores.json"))
+            ]
             if runs:
                 rows[learner.name] = runs
         if not rows:
@@ -323,15 +326,17 @@ def table(output: Path) -> str:
 
 def _hindsight(rows: dict) -> list[str]:
     """Each bank's log-likelihood against its best member's, a strength no online learner could
-    have chosen (last half of the steps, mean over seeds)."""
-
-    def mean(name: str) -> float:
-        return float(np.mean([r["summary"]["log_likelihood"] for r in rows[name]]))
-
+    have chosen (last half of the steps, mean over the seeds the bank ran)."""
     lines = []
     for family in FAMILIES:
         members = [n for n in rows if n == "online-vb" or n.startswith(f"{family}-")]
         if family in rows and members:
+            seeds = {r["seed"] for r in rows[family]}
+
+            def mean(name: str, seeds=seeds) -> float:
+                runs = [r for r in rows[name] if r["seed"] in seeds]
+                return float(np.mean([r["summary"]["log_likelihood"] for r in runs]))
+
             best = max(members, key=mean)
             lines.append(
                 f"\n{family} bank {mean(family):.4f} against the best fixed strength in "
