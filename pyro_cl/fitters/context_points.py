@@ -14,10 +14,9 @@ one step, ``None`` while there is nothing to regularise. Two kinds:
   every step (S-FSVI's ``uniform_rand``); :class:`CurrentInputs` draws them from the task being
   fitted (S-FSVI's ``train_pixel_rand_1.0``, the context points of their "no coreset" rows,
   99.62% on split MNIST in their README; ours 99.27 ± 0.17%, benchmarks/RESULTS.md): the old
-  heads' outputs on the new task's inputs are held where they
-  were, the idea of learning without forgetting (Li & Hoiem 2016) in function space. Meant for
-  multi-head nets: with one shared head the old outputs on the new inputs are what the new
-  labels overwrite.
+  heads' outputs on the new task's inputs are held where they were, the idea of learning without
+  forgetting (Li & Hoiem 2016) in function space. Meant for multi-head nets: with one shared
+  head the old outputs on the new inputs are what the new labels overwrite.
 
 A source whose points change from step to step says so (:attr:`ContextPoints.per_step`): the
 fitter then computes the old posterior's moments at every step instead of once per task.
@@ -102,7 +101,32 @@ class FromMemory(ContextPoints):
         self.points = None if points is None else Points.from_state(points)
 
 
-class UniformInputs(ContextPoints):
+class _DrawnInputs(ContextPoints):
+    """Inputs drawn afresh at every step for each task fitted so far, no data kept: the base of
+    :class:`UniformInputs` and :class:`CurrentInputs`, which keeps the tasks seen.
+
+    :param per_task: inputs drawn for each earlier task at every step.
+    """
+
+    def __init__(self, per_task: int) -> None:
+        self.per_task = checked_count(per_task, "per_task")
+        self._tasks: list[int] = []
+
+    @property
+    def per_step(self) -> bool:
+        return True
+
+    def after_task(self, data: Points) -> None:
+        self._tasks = sorted(set(self._tasks) | set(data.tasks()))
+
+    def state_dict(self) -> dict:
+        return {"tasks": torch.tensor(self._tasks, dtype=torch.long)} if self._tasks else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._tasks = [int(t) for t in state["tasks"]] if state else []
+
+
+class UniformInputs(_DrawnInputs):
     """``per_task`` inputs drawn uniformly at every step for each earlier task, no data kept.
 
     :param per_task: inputs drawn for each earlier task at every step.
@@ -114,18 +138,13 @@ class UniformInputs(ContextPoints):
     name = "uniform_inputs"
 
     def __init__(self, per_task: int, low: float | None = None, high: float | None = None) -> None:
-        self.per_task = checked_count(per_task, "per_task")
+        super().__init__(per_task)
         if low is not None and high is not None and not low < high:
             raise ValueError(f"low must be below high, got low={low} and high={high}")
         self.low, self.high = low, high
-        self._tasks: list[int] = []
         self._shape: tuple[int, ...] | None = None
         self._range: torch.Tensor | None = None  # (smallest, largest) input value seen
         self._like: torch.Tensor | None = None  # dtype and device of the inputs and targets
-
-    @property
-    def per_step(self) -> bool:
-        return True
 
     def after_task(self, data: Points) -> None:
         shape = tuple(data.x.shape[1:])
@@ -136,7 +155,7 @@ class UniformInputs(ContextPoints):
             seen = torch.stack([seen[0].minimum(self._range[0]), seen[1].maximum(self._range[1])])
         self._shape, self._range = shape, seen
         self._like = data.y[:0]
-        self._tasks = sorted(set(self._tasks) | set(data.tasks()))
+        super().after_task(data)
 
     def draw(self, data: Points) -> Points | None:  # noqa: ARG002 (only its range)
         if not self._tasks:
@@ -154,22 +173,22 @@ class UniformInputs(ContextPoints):
         if not self._tasks:
             return {}
         return {
-            "tasks": torch.tensor(self._tasks),
+            **super().state_dict(),
             "shape": torch.tensor(self._shape),
             "range": self._range,
             "like": self._like,
         }
 
     def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
         if not state:
-            self._tasks, self._shape, self._range, self._like = [], None, None, None
+            self._shape, self._range, self._like = None, None, None
             return
-        self._tasks = [int(t) for t in state["tasks"]]
         self._shape = tuple(int(s) for s in state["shape"])
         self._range, self._like = state["range"], state["like"]
 
 
-class CurrentInputs(ContextPoints):
+class CurrentInputs(_DrawnInputs):
     """``per_task`` of the fitted task's own inputs for each earlier task's head, drawn afresh
     at every step (without replacement; all of them if the task has fewer); no data kept.
 
@@ -177,17 +196,6 @@ class CurrentInputs(ContextPoints):
     """
 
     name = "current_inputs"
-
-    def __init__(self, per_task: int) -> None:
-        self.per_task = checked_count(per_task, "per_task")
-        self._tasks: list[int] = []
-
-    @property
-    def per_step(self) -> bool:
-        return True
-
-    def after_task(self, data: Points) -> None:
-        self._tasks = sorted(set(self._tasks) | set(data.tasks()))
 
     def draw(self, data: Points) -> Points | None:
         earlier = [t for t in self._tasks if t not in data.tasks()]
@@ -200,9 +208,3 @@ class CurrentInputs(ContextPoints):
             min(self.per_task, len(data))
         )
         return Points(data.x[rows], data.y[rows], task_ids)
-
-    def state_dict(self) -> dict:
-        return {"tasks": torch.tensor(self._tasks, dtype=torch.long)} if self._tasks else {}
-
-    def load_state_dict(self, state: dict) -> None:
-        self._tasks = [int(t) for t in state["tasks"]] if state else []

@@ -33,9 +33,9 @@ S-FSVI's coreset) is taken as :class:`~pyro_cl.fitters.context_points.FromMemory
 at every step, or a fresh draw of some of each task's per step), and
 :class:`~pyro_cl.fitters.context_points.UniformInputs` and
 :class:`~pyro_cl.fitters.context_points.CurrentInputs` keep no data at all (inputs drawn at
-every step uniformly, or from the task being fitted: S-FSVI's "no coreset" rows). Where the points change from step to step, the
-old posterior's moments are computed at every step (``target_samples`` draws, or its
-linearisation), else once per task. On the first task
+every step uniformly, or from the task being fitted: S-FSVI's "no coreset" rows). Where the
+points change from step to step, the old posterior's moments are computed at every step
+(``target_samples`` draws, or its linearisation), else once per task. On the first task
 there is nothing to regularise in function space, and the fit is VCL's ELBO against the initial
 prior. Later tasks weigh the parameter-space KL by ``kl_weight`` (0, the default, is S-FSVI's
 objective; 1 adds VCL's term, a functional regulariser on top of VCL) and the functional KL by
