@@ -117,6 +117,20 @@ MUTATIONS = [
         "g2 = output_gradient.abs()\n        total",
         ("tests/test_function_space.py",),
     ),
+    Mutation(
+        "linearised moments: a convolution's bias gradient not squared",
+        "pyro_cl/nn/conv.py",
+        'total = total + output_gradient.sum((-2, -1)).square() @ variances["bias"]',
+        'total = total + output_gradient.sum((-2, -1)) @ variances["bias"]',
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
+        "linearised moments: a convolution's kernel gradients read without the stride",
+        "pyro_cl/nn/conv.py",
+        "padding=self.padding, dilation=self.stride, groups=num",
+        "padding=self.padding, dilation=1, groups=num",
+        ("tests/test_function_space.py", "tests/test_conv.py"),
+    ),
     # the ELBO and its tempering
     Mutation(
         "elbo: the KL term not weighted by β (tempered VCL)",

@@ -17,7 +17,7 @@ from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.site_values import substitute_sites
 from pyro_cl.memory import KCenterCoreset, RandomCoreset
 from pyro_cl.model import SupervisedModel
-from pyro_cl.nn import BayesianLinear, BayesianMLP
+from pyro_cl.nn import BayesianCNN, BayesianConv2d, BayesianLinear, BayesianMLP
 from pyro_cl.points import Points
 
 
@@ -161,14 +161,33 @@ def test_linearised_moments_of_a_linear_model_are_its_closed_form_exactly():
     torch.testing.assert_close(variance, x.square() @ scale.square().T + bias_scale.square())
 
 
-@pytest.mark.parametrize("film", [0, 2])
-def test_linearised_variances_are_the_jacobians_squared_against_the_variances(film):
-    """A tanh MLP (with FiLM layers): ``Σ_θ J_{nk,θ}² σ_θ²`` with ``J`` from autograd, point by
-    point and output by output, and the mean at the means."""
+def linearised_nets():
+    """``(net, inputs)``: tanh MLPs with and without FiLM, a small CNN with per-channel FiLM
+    (padded and unpadded convolutions, a max pool, a dense layer) and a strided, padded
+    convolution on its own."""
+    yield BayesianMLP(3, [4, 5], 2, heads=2, activation="tanh"), torch.randn(4, 3)
+    yield BayesianMLP(3, [4, 5], 2, heads=2, activation="tanh", film_tasks=2), torch.randn(4, 3)
+    cnn = BayesianCNN((2, 6, 6), ((3, 4),), (5,), 2, heads=2, film_tasks=2)
+    yield cnn, torch.randn(3, 2, 6, 6)
+    yield FlatConv2d(2, 3, 3, stride=2, padding=1), torch.randn(3, 2, 5, 5)
+
+
+class FlatConv2d(BayesianConv2d):
+    """A convolution as a one-head net whose outputs are its flattened feature maps."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x).flatten(-3)
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_linearised_variances_are_the_jacobians_squared_against_the_variances(index):
+    """``Σ_θ J_{nk,θ}² σ_θ²`` with ``J`` from autograd, point by point and output by output,
+    and the mean at the means, for every layer with linearised variances (linear, FiLM on units
+    and on channels, convolutions with and without stride and padding)."""
     torch.manual_seed(1)
-    net = BayesianMLP(3, [4, 5], 2, heads=2, activation="tanh", film_tasks=film)
+    net, x = list(linearised_nets())[index]
     model = SupervisedModel(net, GaussianLikelihood(1.0))
-    x, task = torch.randn(4, 3), 1
+    task = 1 if index < 3 else 0
     names = [n for n in model.site_index if not n.startswith("heads.0")]
     names = [n for n in names if not n.startswith("film.0")]
     locs = {n: torch.randn_like(net.get_buffer(f"{n}_prior_loc")) for n in names}
@@ -181,7 +200,7 @@ def test_linearised_variances_are_the_jacobians_squared_against_the_variances(fi
         outputs = model.net_outputs(x.unsqueeze(0), task)[0]
     torch.testing.assert_close(mean, outputs.detach())
     for n in range(len(x)):
-        for k in range(2):
+        for k in range(outputs.shape[-1]):
             grads = torch.autograd.grad(outputs[n, k], list(leaves.values()), retain_graph=True)
             expected = sum(
                 (g.square() * variances[name]).sum() for g, name in zip(grads, leaves, strict=True)

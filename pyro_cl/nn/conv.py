@@ -100,34 +100,61 @@ class BayesianConv2d(BayesianLayer):
     def squared_gradient_sums(
         self, x: torch.Tensor, output_gradient: torch.Tensor
     ) -> dict[str, torch.Tensor]:
-        """``Σ_n (∂ℓ_n/∂W)²`` and ``Σ_n (∂ℓ_n/∂b)²`` over examples and particles.
-
-        Example ``n``'s kernel gradient is the correlation of its input with its output
-        gradient ``G_n``, ``∂ℓ_n/∂W[o, c, i, j] = Σ_p G_n[o, p] x_n[c, s·p + (i, j) - pad]``: one
-        convolution of the inputs, grouped by example, with each ``G_n`` as the kernel (dilated
-        by the stride ``s``), for one particle at a time. It forms no unfolded patches (the
-        ``C·k²·L`` numbers per example that ``G_n U_nᵀ`` would read: split CIFAR's 10-sample
-        VOGN step is 1.10x faster, ``benchmarks/conv_per_example.py``) and squares inside the
-        sum over positions, which a summed gradient cannot.
+        """``Σ_n (∂ℓ_n/∂W)²`` and ``Σ_n (∂ℓ_n/∂b)²`` over examples and particles, from each
+        example's kernel gradient (:meth:`_example_kernel_gradients`, one particle at a time):
+        the square is taken inside the sum over positions, which a summed gradient cannot.
 
         ``x`` is ``(P, N, C, H, W)`` (``P`` 1 or ``S``), ``output_gradient`` ``(S, N, C_out, H', W')``.
         """
-        particles, num = output_gradient.shape[:2]
-        k, channels, outputs = self.kernel_size, self.in_channels, self.out_channels
-        weight = x.new_zeros(channels, outputs, k, k)
-        for s in range(particles):
-            # batch: the input channels; channels: the examples, each its own group
-            inputs = x[0 if x.shape[0] == 1 else s].transpose(0, 1)  # (C, N, H, W)
-            kernels = output_gradient[s].reshape(num * outputs, 1, *output_gradient.shape[-2:])
-            per_example = F.conv2d(
-                inputs, kernels, padding=self.padding, dilation=self.stride, groups=num
-            )  # (C, N·C_out, ≥k, ≥k): a stride that leaves input rows over gives more
-            per_example = per_example[..., :k, :k].reshape(channels, num, outputs, k, k)
-            weight += per_example.square().sum(1)
-        sums = {"weight": weight.transpose(0, 1).contiguous()}
+        weight = sum(
+            self._example_kernel_gradients(x[0 if x.shape[0] == 1 else s], g).square().sum(0)
+            for s, g in enumerate(output_gradient)
+        )
+        sums = {"weight": weight}
         if self.has_bias:
             sums["bias"] = output_gradient.sum((-2, -1)).square().sum((0, 1))
         return sums
+
+    def example_variances(
+        self, x: torch.Tensor, output_gradient: torch.Tensor, variances: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """``Σ_θ (∂(g·out_n)/∂θ)² v_θ`` per example: example ``n``'s kernel gradient (the
+        correlation of its input with ``g_n``, as in :meth:`squared_gradient_sums`) squared and
+        weighted by the kernel's variances, and ``Σ_o (Σ_p g_n[o, p])² v_b[o]`` for the bias.
+        ``x`` is ``(P, N, C, H, W)``, ``g`` ``(S, N, C_out, H', W')``; returns ``(S, N)``."""
+        total = torch.stack(
+            [
+                (
+                    self._example_kernel_gradients(x[0 if x.shape[0] == 1 else s], g).square()
+                    * variances["weight"]
+                ).sum((1, 2, 3, 4))
+                for s, g in enumerate(output_gradient)
+            ]
+        )
+        if self.has_bias:
+            total = total + output_gradient.sum((-2, -1)).square() @ variances["bias"]
+        return total
+
+    def _example_kernel_gradients(
+        self, x: torch.Tensor, output_gradient: torch.Tensor
+    ) -> torch.Tensor:
+        """``∂(g_n · out_n)/∂W`` for every example, ``(N, C_out, C, k, k)``, from the input
+        ``x`` ``(N, C, H, W)`` and the output gradient ``g`` ``(N, C_out, H', W')`` of one particle.
+
+        Example ``n``'s is the correlation of its input with ``g_n``, ``∂/∂W[o, c, i, j] =
+        Σ_p g_n[o, p] x_n[c, s·p + (i, j) - pad]``: one convolution of the inputs, grouped by
+        example, with each ``g_n`` as the kernel (dilated by the stride ``s``). It forms no
+        unfolded patches (the ``C·k²·L`` numbers per example that ``g_n U_nᵀ`` would read: split
+        CIFAR's 10-sample VOGN step is 1.10x faster, ``benchmarks/conv_per_example.py``)."""
+        num, outputs = output_gradient.shape[:2]
+        k, channels = self.kernel_size, self.in_channels
+        # batch: the input channels; channels: the examples, each its own group
+        kernels = output_gradient.reshape(num * outputs, 1, *output_gradient.shape[-2:])
+        per_example = F.conv2d(
+            x.transpose(0, 1), kernels, padding=self.padding, dilation=self.stride, groups=num
+        )  # (C, N·C_out, ≥k, ≥k): a stride that leaves input rows over gives more
+        per_example = per_example[..., :k, :k].reshape(channels, num, outputs, k, k)
+        return per_example.permute(1, 2, 0, 3, 4)
 
     def extra_repr(self) -> str:
         return (

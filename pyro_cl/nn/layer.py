@@ -175,7 +175,7 @@ class BayesianLayer(SubstitutableModule):
         """
         raise TypeError(
             f"{type(self).__name__} has no linearised output variance; linearised function "
-            "moments need BayesianLinear and FiLM layers (use the Monte Carlo moments)"
+            "moments need BayesianLinear, BayesianConv2d and FiLM layers (use the Monte Carlo moments)"
         )
 
     def example_gradient_sums(
