@@ -110,14 +110,15 @@ def run_once(folder: Path, fields: dict) -> list[RunResult]:
 
 
 def choose_betas(args, base: dict, output: Path) -> dict[bool, float]:
-    """Stage 1: the β of the best validation ACC, for VCL and for VCL + FiLM (nothing to
-    choose, and no run, with one β)."""
-    if len(set(args.betas)) == 1:
-        return {False: args.betas[0], True: args.betas[0]}
+    """Stage 1: the β of the best validation ACC among ``--betas`` for VCL and among
+    ``--film-betas`` (default: the same) for VCL + FiLM; a single β is taken without a run."""
     best = {}
-    for film in (False, True):
+    for film, betas in ((False, args.betas), (True, args.film_betas or args.betas)):
+        if len(set(betas)) == 1:
+            best[film] = betas[0]
+            continue
         scores = {}
-        for beta in args.betas:
+        for beta in betas:
             folder = output / f"validation-{'film-' if film else ''}beta{beta:g}"
             fields = dict(base, methods=["vcl"], seeds=[0], film=film, validation=args.validation)
             fields["fitter_options"] = {"kl_weight": beta}
@@ -164,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedule", choices=sorted(SCHEDULES), default="short")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--betas", type=float, nargs="+", default=list(BETAS))
+    parser.add_argument("--film-betas", type=float, nargs="+", help="VCL + FiLM's (--betas)")
+    parser.add_argument(
+        "--no-fresh-fits",
+        action="store_true",
+        help="skip fitting each task alone (no FWT or intransigence: half the time)",
+    )
     parser.add_argument("--validation", type=float, default=0.1)
     parser.add_argument("--rows", nargs="+", help="only these rows of the table (by label)")
     parser.add_argument("--data-root", default="data")
@@ -188,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for seed in args.seeds:
             folder = output / f"{label.replace(' ', '_').replace('=', '')}-seed{seed}"
-            run = run_once(folder, dict(base, seeds=[seed], forward_transfer=True, **fields))
+            fresh = not args.no_fresh_fits
+            run = run_once(folder, dict(base, seeds=[seed], forward_transfer=fresh, **fields))
             results.setdefault(label, []).extend(run)
         table = summary_table(results)
         (output / "table.md").write_text(table + "\n")
