@@ -16,7 +16,10 @@ Learners:
   (:class:`pyro_cl.learner.bank.LearnerBank`) whose members are online VB (strength 0) and the
   family at each ``--strengths`` value. Each member is scored on its own (the fixed strengths;
   the best of them *in hindsight* is a number no online learner could have chosen) and the bank
-  is scored as its evidence-weighted model average (the strength chosen online).
+  is scored as its evidence-weighted model average (the strength chosen online). With
+  ``--memory`` (e.g. ``grs --memory-size 100``) every member keeps that memory and is scored,
+  and weighed, by its refit on it, as a single learner with a memory is (a refit is not carried
+  to a step's time).
 
 Streams: ``weather`` and ``elec2`` (real, from ``--data-root``), ``sea`` (river's SEA concepts,
 abrupt switches every 5000 rows, 10% label noise) and ``hyperplane`` (river's rotating
@@ -42,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pyro_cl.app.methods import method_names
 from pyro_cl.app.one_step_ahead import (
     OnStream,
     RiverOnStream,
@@ -131,10 +135,10 @@ def pyro_bank(family: str, stream: OnlineStream, args, seed: int) -> LearnerBank
         transitions[f"{family} {strength:g}"] = FAMILIES[family](strength)
     members = {
         label: make_online_learner(
-            "none",  # online VB without a memory, adapted by the transition
+            args.memory,  # "none": online VB without a memory, adapted by the transition
             stream,
             tuple(args.hidden),
-            0,
+            args.memory_size,
             preset.term_samples,
             seed=seed,
             transition=transition,
@@ -146,7 +150,8 @@ def pyro_bank(family: str, stream: OnlineStream, args, seed: int) -> LearnerBank
         )
         for label, transition in transitions.items()
     }
-    return LearnerBank(members, discount=args.discount)
+    # a memory's refit is not carried to a step's time: members with one predict with it
+    return LearnerBank(members, discount=args.discount, at_time=args.memory == "none")
 
 
 class BankOnStream(OnStream):
@@ -156,7 +161,7 @@ class BankOnStream(OnStream):
     comparison with Kurle et al.'s metric, with the last posteriors."""
 
     def __init__(self, bank: LearnerBank) -> None:
-        super().__init__(bank)
+        super().__init__(bank, at_time=bank.at_time)
         self.members = {label: StreamScores() for label in bank.members}
         self.members_at_posterior = {label: StreamScores() for label in bank.members}
         self.weights: list[dict[str, float]] = []
@@ -164,15 +169,11 @@ class BankOnStream(OnStream):
     def predict_proba(self, x: np.ndarray, time: float) -> np.ndarray:
         bank = self.learner
         inputs = torch.as_tensor(x, dtype=torch.float32)
-        samples = bank.member_samples(inputs, None, time)
+        samples = bank.member_samples(inputs, None, time if bank.at_time else None)
+        at_posterior = bank.member_samples(inputs, None, None) if bank.at_time else samples
         self._own = {
-            "at time": [
-                bank.likelihood.predictive_probabilities(s).double().numpy() for s in samples
-            ],
-            "at posterior": [
-                bank.likelihood.predictive_probabilities(s).double().numpy()
-                for s in bank.member_samples(inputs, None, None)
-            ],
+            kind: [bank.likelihood.predictive_probabilities(s).double().numpy() for s in drawn]
+            for kind, drawn in (("at time", samples), ("at posterior", at_posterior))
         }
         self.weights.append(bank.weights)
         return bank.mixed_probabilities(samples).numpy()
@@ -260,6 +261,7 @@ def run(args, stream_name: str, seed: int) -> None:
 
 def _settings(args) -> dict:
     names = ("hidden", "iterations", "first_iterations", "particles", "predictive_samples")
+    names += ("memory", "memory_size")
     return {n: getattr(args, n) for n in (*names, "learning_rate", "strengths", "discount")}
 
 
@@ -385,6 +387,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--predictive-samples", type=int, default=100)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--cyclic", action="store_true", help="add sin/cos of the time's cycles")
+    parser.add_argument(
+        "--memory",
+        choices=method_names("online"),
+        default="none",
+        help="every member's memory (an online method of pyro-cl stream); its members are then "
+        "scored by their memory's refit, not carried to the step's time",
+    )
+    parser.add_argument("--memory-size", type=int, default=0, help="the memory's points M")
     parser.add_argument("--num-steps", type=int, help="only the first steps (a quick check)")
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--output", default="results/drift_vs_river")
@@ -393,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.table is not None:
         print(table(args.table))
         return 0
+    if (args.memory == "none") != (args.memory_size == 0):
+        parser.error("--memory none takes no --memory-size; any other memory needs one")
     for stream in args.stream:
         for seed in args.seeds:
             run(args, stream, seed)

@@ -122,6 +122,40 @@ def test_the_weights_are_the_normalised_discounted_evidence_and_predictions_thei
     assert bank.chosen == max(bank.weights, key=bank.weights.get)
 
 
+def test_members_with_a_memory_are_weighed_by_their_refit_without_a_time():
+    """``at_time=False``: each member is scored by its own prediction posterior (the memory's
+    refit), as a twin learner that predicts and then learns the same steps scores itself; the
+    bank then refuses a time, and a bank that carries to the step's time refuses the members."""
+
+    def members():
+        return {
+            "slow": drift_learner(Wiener(0.1), memory=RandomCoreset(4), seed=0),
+            "fast": drift_learner(Wiener(1.0), memory=RandomCoreset(4), seed=1),
+        }
+
+    bank, twins = LearnerBank(members(), at_time=False), members()
+    expected = torch.full((2,), -math.log(2), dtype=torch.float64)
+    data = drift_data(4)
+    for time, (x, y) in enumerate(data):
+        own = [twin.predictive_samples(x) for twin in twins.values()]
+        evidence = torch.stack(
+            [bank.likelihood.predictive_log_likelihood(s, y).double().sum() for s in own]
+        )
+        expected = expected + evidence
+        expected = expected - torch.logsumexp(expected, 0)
+        bank.observe((x, y), time=float(time))
+        for twin in twins.values():
+            twin.observe((x, y), time=float(time))
+        torch.testing.assert_close(bank.log_weights, expected)
+    assert all(m.prediction_posteriors for m in bank.members.values())  # the refits exist
+    with pytest.raises(ValueError, match="at_time=False"):
+        bank.predict(data[0][0], time=9.0)
+    carried = LearnerBank(members())
+    carried.observe(data[0], time=0.0)
+    with pytest.raises(ValueError, match="memory's refit"):
+        carried.observe(data[1], time=1.0)
+
+
 def random_walk_regression(diffusion, steps=20, per_step=10, seed=0):
     """``y = x·w_k + noise`` with ``w_{k+1} = w_k + diffusion · N(0, I)``: a Wiener process of
     known diffusion (in units of the unit prior's scale, one time constant a step)."""

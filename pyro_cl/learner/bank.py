@@ -17,6 +17,12 @@ Bayesian model average ``Σ_m w_m p_m(y | x)``, whose cumulative log-loss is at 
 ``log M`` nats worse than the best candidate's in hindsight, on any stream. ``γ < 1`` discounts old
 evidence, for streams whose best strength itself changes.
 
+Each ``p_m`` is member ``m``'s posterior carried to the step's time by its transition (the
+default), or, with ``at_time=False``, the member's own prediction posterior whatever the time:
+for members with a memory, whose prediction is a refit on the memory that no transition carries
+(:meth:`~pyro_cl.learner.ContinualLearner.predict` refuses a time there), this is how a single
+such learner is scored one step ahead.
+
 Every member keeps its own transaction: a step the bank cannot finish (one member's fit diverges)
 leaves every member and the weights as they were.
 """
@@ -45,6 +51,9 @@ class LearnerBank:
         its own net (e.g. ``{"ε=0.01": VCL(net_a, transition=BayesianForgetting(0.01)), ...}``).
     :param discount: ``γ ∈ (0, 1]``, the weight kept of the evidence so far at each step.
     :param num_samples: posterior draws for the members' predictives (default: each member's own).
+    :param at_time: weigh and predict with each member's posterior carried to the step's time
+        (``True``), or with its own prediction posterior (``False``: members with a memory's
+        refit; the bank then predicts without a time).
     """
 
     def __init__(
@@ -52,6 +61,7 @@ class LearnerBank:
         members: Mapping[str, ContinualLearner],
         discount: float = 1.0,
         num_samples: int | None = None,
+        at_time: bool = True,
     ) -> None:
         members = dict(members)
         if len(members) < 2:
@@ -70,6 +80,7 @@ class LearnerBank:
         self.members = members
         self.discount = checked_real(discount, "the discount", low=0.0, high=1.0, low_open=True)
         self.num_samples = num_samples
+        self.at_time = bool(at_time)
         self.log_weights = torch.full((len(members),), -math.log(len(members)), dtype=torch.float64)
 
     @property
@@ -84,6 +95,11 @@ class LearnerBank:
 
     def member_samples(self, x, task_id: int | None = None, time: float | None = None) -> list:
         """Each member's predictive samples ``(S, N, outputs)`` of inputs ``x`` (at ``time``)."""
+        if time is not None and not self.at_time:
+            raise ValueError(
+                "this bank predicts with its members' own posteriors (at_time=False): predict "
+                "without a time"
+            )
         return [
             member.predictive_samples(x, task_id, self.num_samples, time=time)
             for member in self.members.values()
@@ -113,9 +129,11 @@ class LearnerBank:
     def observe(self, data, task_id: int | None = None, time: float | None = None) -> None:
         """Weigh the members by their predictive of ``data`` at the step's ``time`` (before any of
         them learns it: ``p_m(D_{t_k} | D_{t_{<k}})``, each member's posterior carried to ``t_k``
-        by its transition), then let every member learn it; all or nothing."""
+        by its transition, or its own prediction posterior with ``at_time=False``), then let
+        every member learn it; all or nothing."""
         time = next(iter(self.members.values()))._check_time(time)
-        evidence = self.member_log_likelihoods(data, task_id, time).sum(1)
+        scored_at = time if self.at_time else None
+        evidence = self.member_log_likelihoods(data, task_id, scored_at).sum(1)
         with ExitStack() as members_as_they_were:
             for member in self.members.values():
                 members_as_they_were.enter_context(transaction(member))
