@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
+from pyro_cl.app.methods import METHODS
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.runner import run_benchmark
 
@@ -167,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--betas", type=float, nargs="+", default=list(BETAS))
     parser.add_argument("--film-betas", type=float, nargs="+", help="VCL + FiLM's (--betas)")
     parser.add_argument(
+        "--context-points",
+        type=int,
+        help="points a task for the rows that keep or draw them (default: the stream's coreset "
+        "size); their folders and labels say so",
+    )
+    parser.add_argument(
         "--no-fresh-fits",
         action="store_true",
         help="skip fitting each task alone (no FWT or intransigence: half the time)",
@@ -193,8 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     for label, fields in rows(best_beta).items():
         if args.rows and label not in args.rows:
             continue
+        if args.context_points and any(METHODS[m].keeps_points for m in fields["methods"]):
+            fields = dict(fields, coreset_size=args.context_points)
+            label = f"{label} ({args.context_points} a task)"
         for seed in args.seeds:
-            folder = output / f"{label.replace(' ', '_').replace('=', '')}-seed{seed}"
+            name = label.replace(" (", "-").replace(" a task)", "").replace(" ", "_")
+            folder = output / f"{name.replace('=', '')}-seed{seed}"
             fresh = not args.no_fresh_fits
             run = run_once(folder, dict(base, seeds=[seed], forward_transfer=fresh, **fields))
             results.setdefault(label, []).extend(run)
