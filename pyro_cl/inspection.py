@@ -9,6 +9,8 @@
   Loo et al. 2021, section 4): a weight whose posterior is still its initial prior carries no
   information and no KL, ``KL(q(θ_i) ‖ p_0(θ_i)) < PRUNED_KL`` nats; a hidden unit is pruned when
   its incoming weights and bias are at the prior on average.
+* :func:`penultimate_features` — what the net's last Bayesian layer (the head) reads, every site
+  at its posterior mean: the trunk as a fixed encoder (GOAT's feature space, He et al. 2023).
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 import torch
 from pyro.distributions import Distribution, Normal
 
-from pyro_cl.infer.site_values import sample_outputs
+from pyro_cl.infer.site_values import sample_outputs, substitute_sites
 from pyro_cl.learner.learner import ContinualLearner
-from pyro_cl.nn.effects import PosteriorConditionals, RecordMasks
+from pyro_cl.nn.effects import PosteriorConditionals, RecordLayers, RecordMasks
 from pyro_cl.nn.exclusive import exclusive_mode
 from pyro_cl.nn.structured import has_structured_sites
 from pyro_cl.posterior import base_distribution
@@ -30,6 +32,7 @@ __all__ = [
     "PRUNED_KL",
     "PRUNING_SCORES",
     "active_units",
+    "penultimate_features",
     "prune_weights",
     "pruning_curve",
     "share_at_prior",
@@ -75,6 +78,29 @@ def active_units(
     with exclusive_mode(net, training=True), RecordMasks() as masks, PosteriorConditionals():
         sample_outputs(learner.model, sites, x, task_id, num_samples, learner.fast)
     return [(mask > threshold).sum(-1).reshape(-1, x.shape[0]) for mask in masks]
+
+
+@torch.no_grad()
+def penultimate_features(
+    learner: ContinualLearner, x: torch.Tensor, task_id: int = 0
+) -> torch.Tensor:
+    """The input of the net's last Bayesian layer (the head of task ``task_id``) for each point
+    of ``x``, with every site at the mean of the posterior that predicts that task: the features
+    of the fit's trunk used as a fixed encoder, shape ``(N, features)``.
+
+    :raises TypeError: for a net outside pyro_cl's layers (which the fast path cannot run).
+    """
+    x, _, task_id = learner.model.prepare_data(x, None, task_id)
+    x = x.to(learner.device)
+    means = {name: q.mean.unsqueeze(0) for name, q in learner.posterior(task_id).items()}
+    net = learner.net
+    with exclusive_mode(net, training=False), RecordLayers() as records:
+        with substitute_sites(net, means, 1):
+            learner.model.net_outputs(x.unsqueeze(0), task_id)
+    if not records:
+        raise TypeError(f"{type(net).__name__} ran no pyro_cl layer: it has no head to read")
+    _, inputs, _ = records[-1]
+    return inputs[0].reshape(x.shape[0], -1)
 
 
 def _weight_sites(posterior: Mapping[str, Distribution]) -> dict[str, Normal]:

@@ -54,7 +54,10 @@ its labels only by the oracle. VCL at a short CPU schedule (:data:`SETTINGS`). M
   that source's inputs to the target's (:func:`~pyro_cl.data.geodesic.geodesic_domains`, He et
   al. 2023, in input space) and then on the target; **GOAT from the pooled fit** — the same path
   from the source-only fit, its geodesic running from a uniform sample of every source's inputs
-  (as many as the target's: an exact plan stays cheap) to the target's.
+  (as many as the target's: an exact plan stays cheap) to the target's; **GOAT in feature
+  space, nearest source** — GOAT as its paper runs it: the nearest source's fresh fit's trunk (at
+  its posterior means) a fixed encoder, a Bayesian linear head fitted on the source's features
+  and self-trained along geodesic domains between the source's and the target's features.
 
 "One model or several" (``--heads shared per_domain``): with one shared head every domain runs
 the same net; with per-domain heads domain ``d`` has head ``d``, sequential VCL and the OT path
@@ -94,6 +97,7 @@ from pyro_cl.data.drift_data import load_weather
 from pyro_cl.data.geodesic import geodesic_domains
 from pyro_cl.data.mnist import load_mnist
 from pyro_cl.extras import require
+from pyro_cl.inspection import penultimate_features
 from pyro_cl.learner.graph_vcl import HEADS, GraphVCL
 from pyro_cl.learner.self_training import self_train
 from pyro_cl.learner.state import LearnerState
@@ -107,11 +111,12 @@ METHODS = ("majority class", "source only", "sequential VCL", "random order", "O
            "uniform average", "oracle", "graph VCL, moment-matched", "self-training, target only",
            "gradual self-training", "self-training from the nearest source",
            "GOAT from the nearest source", "graph VCL + Wiener along edges",
-           "GOAT from the pooled fit")  # fmt: skip
+           "GOAT from the pooled fit", "GOAT in feature space, nearest source")  # fmt: skip
 #: The methods whose net has one head whatever ``--heads`` says (or no net at all).
 SHARED_BY_HEADS = ("majority class", "source only", "self-training, target only",
                    "gradual self-training", "self-training from the nearest source",
-                   "GOAT from the nearest source", "GOAT from the pooled fit")  # fmt: skip
+                   "GOAT from the nearest source", "GOAT from the pooled fit",
+                   "GOAT in feature space, nearest source")  # fmt: skip
 #: Intermediate domains GOAT generates between the nearest source and a target.
 GEODESIC_STEPS = 3
 #: The Wiener diffusions (per bandwidth of metadata) the sources choose from.
@@ -376,10 +381,11 @@ def self_training(domains: Domains, source_fit: Callable[[], VCL], pooled: VCL) 
 
 def self_training_from_nearest(domains: Domains, seed: int) -> dict:
     """From a fresh fit of each target's nearest source: one self-training step on the target,
-    and GOAT's path (self-training along the geodesic domains from the source's inputs to the
-    target's, then on the target), both from the same fit (its state restored in between)."""
+    GOAT's path in input space (self-training along the geodesic domains from the source's
+    inputs to the target's, then on the target) and GOAT's path in feature space
+    (:func:`goat_in_feature_space`), all from the same fit (its state restored in between)."""
     data, metadata = domains.data, domains.metadata
-    direct, goat = {}, {}
+    direct, goat, features = {}, {}, {}
     for t in domains.targets:
         nearest = nearest_sources(domains, t, domains.sources)[0]
         fit = learner(domains, seed, "shared")
@@ -390,7 +396,34 @@ def self_training_from_nearest(domains: Domains, seed: int) -> dict:
         fitted.restore_into(fit)
         goat_path(fit, data[nearest][0], data[t][0])
         goat[metadata[t]] = fit.evaluate(data[t][2:])
-    return {"self-training from the nearest source": direct, "GOAT from the nearest source": goat}
+        fitted.restore_into(fit)
+        features[metadata[t]] = goat_in_feature_space(domains, fit, nearest, t, seed)
+    return {
+        "self-training from the nearest source": direct,
+        "GOAT from the nearest source": goat,
+        "GOAT in feature space, nearest source": features,
+    }
+
+
+def goat_in_feature_space(
+    domains: Domains, fit: VCL, source: int, target: int, seed: int
+) -> dict[str, float]:
+    """GOAT as He et al. (2023) run it, on the trunk of ``fit`` (fitted on domain ``source``)
+    used as a fixed encoder (:func:`~pyro_cl.inspection.penultimate_features`, the posterior
+    means): a Bayesian head fitted on the source's features and labels, self-trained along
+    :data:`GEODESIC_STEPS` geodesic domains between the source's features and the target's and
+    then on the target's, and scored on the target's test features."""
+    data = domains.data
+
+    def encode(x: torch.Tensor) -> torch.Tensor:
+        return penultimate_features(fit, x)
+
+    source_features = encode(data[source][0])
+    net = BayesianMLP(source_features.shape[1], [], domains.classes)
+    head = VCL(net, seed=seed, **SETTINGS)
+    head.observe((source_features, data[source][1]))
+    goat_path(head, source_features, encode(data[target][0]))
+    return head.evaluate((encode(data[target][2]), data[target][3]))
 
 
 def goat_from_pooled(domains: Domains, pooled: VCL, fitted: LearnerState, seed: int) -> dict:
