@@ -139,7 +139,7 @@ def pyro_bank(family: str, stream: OnlineStream, args, seed: int) -> LearnerBank
             stream,
             tuple(args.hidden),
             args.memory_size,
-            preset.term_samples,
+            args.term_samples or preset.term_samples,
             seed=seed,
             transition=transition,
             epochs=args.iterations,
@@ -261,7 +261,7 @@ def run(args, stream_name: str, seed: int) -> None:
 
 def _settings(args) -> dict:
     names = ("hidden", "iterations", "first_iterations", "particles", "predictive_samples")
-    names += ("memory", "memory_size")
+    names += ("memory", "memory_size", "term_samples")
     return {n: getattr(args, n) for n in (*names, "learning_rate", "strengths", "discount")}
 
 
@@ -395,6 +395,11 @@ def main(argv: list[str] | None = None) -> int:
         "scored by their memory's refit, not carried to the step's time",
     )
     parser.add_argument("--memory-size", type=int, default=0, help="the memory's points M")
+    parser.add_argument(
+        "--term-samples",
+        type=int,
+        help="K_term of a GRS memory's factors (default: the stream preset's, 100,000 on weather)",
+    )
     parser.add_argument("--num-steps", type=int, help="only the first steps (a quick check)")
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--output", default="results/drift_vs_river")
