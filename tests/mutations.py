@@ -339,8 +339,15 @@ MUTATIONS = [
     Mutation(
         "bank: evidence from the uncarried posterior (the drift ignored)",
         "pyro_cl/learner/bank.py",
-        "evidence = self.member_log_likelihoods(data, task_id, time).sum(1)",
-        "evidence = self.member_log_likelihoods(data, task_id, None).sum(1)",
+        "scored_at = time if self.at_time else None",
+        "scored_at = None",
+        ("tests/test_learner_bank.py",),
+    ),
+    Mutation(
+        "bank: members with a memory scored at the step's time (at_time ignored)",
+        "pyro_cl/learner/bank.py",
+        "scored_at = time if self.at_time else None",
+        "scored_at = time",
         ("tests/test_learner_bank.py",),
     ),
     Mutation(
