@@ -169,7 +169,7 @@ class BankOnStream(OnStream):
     def predict_proba(self, x: np.ndarray, time: float) -> np.ndarray:
         bank = self.learner
         inputs = torch.as_tensor(x, dtype=torch.float32)
-        samples = bank.member_samples(inputs, None, time if bank.at_time else None)
+        samples = bank.member_samples(inputs, None, self.prediction_time(time))
         at_posterior = bank.member_samples(inputs, None, None) if bank.at_time else samples
         self._own = {
             kind: [bank.likelihood.predictive_probabilities(s).double().numpy() for s in drawn]

@@ -64,9 +64,14 @@ class OnStream:
         self.learner = learner
         self.at_time = at_time
 
+    def prediction_time(self, time: float) -> float | None:
+        """The time a step at ``time`` is predicted at: ``time``, or ``None`` (the last
+        posterior) when ``at_time`` is false."""
+        return time if self.at_time else None
+
     def predict_proba(self, x: np.ndarray, time: float) -> np.ndarray:
         inputs = torch.as_tensor(x, dtype=torch.float32)
-        when = time if self.at_time else None
+        when = self.prediction_time(time)
         return self.learner.predict(inputs, time=when).detach().cpu().double().numpy()
 
     def learn(self, x: np.ndarray, y: np.ndarray, time: float) -> None:
