@@ -322,6 +322,20 @@ MUTATIONS = [
         ("tests/test_function_space.py",),
     ),
     Mutation(
+        "function space: per point weighed by |X_C| / N instead of N / |X_C|",
+        "pyro_cl/fitters/function_space.py",
+        "kl = kl * (data_size(problem.data) / x.shape[0])",
+        "kl = kl * (x.shape[0] / data_size(problem.data))",
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
+        "function space: context_draws ignored (every kept point at every step)",
+        "pyro_cl/fitters/function_space.py",
+        "context = FromMemory(context, per_task=context_draws)",
+        "context = FromMemory(context)",
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
         "context points: uniform inputs from the first task's range only",
         "pyro_cl/fitters/context_points.py",
         "        if self._range is not None:\n            seen",

@@ -143,6 +143,55 @@ def test_the_context_must_be_a_source_or_a_memory():
         FromMemory(UniformInputs(3))
 
 
+def _first_regulariser_value(monkeypatch, fitter):
+    """The functional term ``R`` at task 1's second step (the loss adds ``R / N``): at the first
+    the posterior is still the old one (``R = 0`` and no gradient), so the second step's
+    parameters are the same under any weighing of ``R``."""
+    data, values = tasks(), []
+    fs = learner(fitter, seed=3)
+    fs.observe(data[0], task_id=0)
+    original = FunctionSpaceFitter._regulariser
+
+    def recording(self, *args):
+        regulariser = original(self, *args)
+        return lambda: values.append(regulariser()) or values[-1]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(FunctionSpaceFitter, "_regulariser", recording)
+        fs.observe(data[1], task_id=1)
+    return values[1].item()
+
+
+def test_per_point_weighs_each_context_point_as_one_training_point(monkeypatch):
+    """S-FSVI's ``kl_scale="equal"``: the same KL times ``N / |X_C|`` (80 points, 5 context
+    points of the one earlier task), so ``R / N`` is the KL per context point."""
+    by_scale = {
+        scale: _first_regulariser_value(
+            monkeypatch,
+            FunctionSpaceFitter(
+                RandomCoreset(5),
+                moments="linearised",
+                function_kl_scale=scale,
+                function_kl_weight=2,
+            ),
+        )
+        for scale in ("sum", "per_point")
+    }
+    assert by_scale["sum"] > 0
+    assert by_scale["per_point"] == pytest.approx(by_scale["sum"] * 80 / 5, rel=1e-6)
+
+
+def test_context_draws_take_that_many_of_each_tasks_kept_points_per_step():
+    fitter = FunctionSpaceFitter(RandomCoreset(10), context_draws=3)
+    assert isinstance(fitter.context, FromMemory) and fitter.context.per_task == 3
+    assert fitter.context.per_step
+    assert FunctionSpaceFitter(RandomCoreset(10)).context.per_task is None
+    with pytest.raises(ValueError, match="needs a memory"):
+        FunctionSpaceFitter(UniformInputs(4), context_draws=3)
+    with pytest.raises(ValueError, match="function_kl_scale"):
+        FunctionSpaceFitter(RandomCoreset(10), function_kl_scale="mean")
+
+
 # ---------------------------------------------------------------- S-FSVI's linearised moments
 def test_linearised_moments_of_a_linear_model_are_its_closed_form_exactly():
     """A linear model is its own linearisation: ``N(x μᵀ + m, x² s²ᵀ + t²)`` to rounding."""

@@ -17,7 +17,7 @@ from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.infer.parts import Parts
 from pyro_cl.infer.row_gather import RowGather
 
-__all__ = ["ELBOFitter"]
+__all__ = ["ELBOFitter", "data_size"]
 
 
 class ELBOFitter(Fitter):
@@ -78,12 +78,8 @@ class ELBOFitter(Fitter):
         # Weighted likelihoods: N_eff = Σ w_n is the data size of the bound (a zero-weight point
         # changes nothing), and the weights are rescaled to mean 1 so that a minibatch's
         # (1/M) Σ w̃_n log p(y_n) estimates Σ_n w_n log p(y_n) / N_eff.
-        weights, size = None, num_data
-        if data.weights is not None:
-            size = float(data.weights.sum())
-            if not size > 0:
-                raise ValueError("every likelihood weight of the data is 0: nothing to fit")
-            weights = data.likelihood_weights() * (num_data / size)
+        size = data_size(data)
+        weights = None if data.weights is None else data.likelihood_weights() * (num_data / size)
 
         rows_of = RowGather(data.x)
         with _packed(model, guide, sites, self._kl_free(model, sites)) as packed:
@@ -125,6 +121,20 @@ class ELBOFitter(Fitter):
                 "heads_in_kl=False needs a multi-head net of pyro_cl's layers on the fast route"
             )
         return model.net.head_sites(sites)
+
+
+def data_size(data) -> float:
+    """``N`` of the bound: the number of points, or ``Σ w_n`` of weighted likelihoods (a
+    zero-weight point changes nothing).
+
+    :raises ValueError: if every weight is 0.
+    """
+    if data.weights is None:
+        return len(data)
+    size = float(data.weights.sum())
+    if not size > 0:
+        raise ValueError("every likelihood weight of the data is 0: nothing to fit")
+    return size
 
 
 def _packed(

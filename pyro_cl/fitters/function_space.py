@@ -40,6 +40,18 @@ there is nothing to regularise in function space, and the fit is VCL's ELBO agai
 prior. Later tasks weigh the parameter-space KL by ``kl_weight`` (0, the default, is S-FSVI's
 objective; 1 adds VCL's term, a functional regulariser on top of VCL) and the functional KL by
 ``function_kl_weight``.
+
+**How much a context point weighs.** Eq. 9 sums the functional KL over the context points
+against the log-likelihood summed over the task's ``N`` points (``function_kl_scale="sum"``, the
+default: the bound as written). S-FSVI's code weighs it otherwise (``objectives_cl.py``,
+``kl_scale="equal"``): each minibatch's summed log-likelihood against the KL times
+``batch size / |X_C|``, so the KL *per context point* counts as much as one training point's
+log-likelihood; ``function_kl_scale="per_point"`` does the same, which on the whole task is::
+
+    F(q_t) = E_{q_t(θ)}[log p(D_t | θ)] - (N / |X_C|) KL(q_t(f(X_C)) ‖ q_{t-1}(f(X_C)))
+
+(a KL tempered up by ``N / |X_C|``: 1,500 at permuted MNIST's 60,000 points and 40 context
+points.) ``|X_C|`` is the step's number of context points, all tasks' together.
 """
 
 from __future__ import annotations
@@ -48,7 +60,7 @@ import torch
 
 from pyro_cl.checks import checked_count, checked_real
 from pyro_cl.fitters.context_points import ContextPoints, FromMemory
-from pyro_cl.fitters.elbo_fitter import ELBOFitter
+from pyro_cl.fitters.elbo_fitter import ELBOFitter, data_size
 from pyro_cl.guides import MEAN_FIELD
 from pyro_cl.infer.objectives import kl_and_sites, task_groups
 from pyro_cl.infer.per_example import sites_by_layer
@@ -59,6 +71,7 @@ from pyro_cl.posterior import read_priors
 from pyro_cl.spec import Registrable
 
 __all__ = [
+    "FUNCTION_KL_SCALES",
     "MOMENTS",
     "FunctionSpaceFitter",
     "function_moments",
@@ -68,6 +81,9 @@ __all__ = [
 
 #: How the outputs' moments at the context points are computed.
 MOMENTS = ("monte_carlo", "linearised")
+
+#: How the functional KL is weighed against the log-likelihood (module docstring).
+FUNCTION_KL_SCALES = ("sum", "per_point")
 
 
 def function_moments(
@@ -163,6 +179,10 @@ class FunctionSpaceFitter(ELBOFitter):
         :class:`~pyro_cl.fitters.context_points.ContextPoints` source, or a memory that chooses
         them (e.g. ``RandomCoreset(40)``, taken as ``FromMemory(RandomCoreset(40))``).
     :param function_kl_weight: the weight of ``KL(q_t(f(X_C)) ‖ q_{t-1}(f(X_C)))``.
+    :param function_kl_scale: ``"sum"`` (eq. 9 as written) or ``"per_point"`` (S-FSVI's code:
+        the KL times ``N / |X_C|``, each context point weighed as one training point).
+    :param context_draws: with a memory as ``context``, draw this many of each task's kept points
+        afresh at every step (S-FSVI draws 40 of a 200-point coreset); ``None`` uses them all.
     :param kl_weight: the weight of the parameter-space KL after the first task (0: S-FSVI).
     :param context_samples: draws of ``q_t`` per step for its moments at the context points.
     :param target_samples: draws of ``q_{t-1}`` for its moments, once per task.
@@ -186,10 +206,17 @@ class FunctionSpaceFitter(ELBOFitter):
         target_samples: int = 64,
         jitter: float = 1e-4,
         moments: str = "monte_carlo",
+        function_kl_scale: str = "sum",
+        context_draws: int | None = None,
     ) -> None:
         super().__init__(heads_in_kl=True, kl_weight=1.0)
         if getattr(context, "kind", None) == "memory":
-            context = FromMemory(context)
+            context = FromMemory(context, per_task=context_draws)
+        elif context_draws is not None:
+            raise ValueError(
+                f"context_draws needs a memory as context (it draws from its kept points), "
+                f"not {context!r}"
+            )
         if not isinstance(context, ContextPoints):
             raise TypeError(f"context must be a ContextPoints source or a Memory, got {context!r}")
         self.context = context
@@ -203,6 +230,11 @@ class FunctionSpaceFitter(ELBOFitter):
         if moments not in MOMENTS:
             raise ValueError(f"moments must be one of {MOMENTS}, got {moments!r}")
         self.moments = moments
+        if function_kl_scale not in FUNCTION_KL_SCALES:
+            raise ValueError(
+                f"function_kl_scale must be one of {FUNCTION_KL_SCALES}, got {function_kl_scale!r}"
+            )
+        self.function_kl_scale = function_kl_scale
         self._task_data = None
         self._first_task = True
 
@@ -217,6 +249,7 @@ class FunctionSpaceFitter(ELBOFitter):
                 "target_samples",
                 "jitter",
                 "moments",
+                "function_kl_scale",
             )
         }
 
@@ -262,6 +295,8 @@ class FunctionSpaceFitter(ELBOFitter):
             sites = {name: current[name] if name in fitted else old[name] for name in names}
             mean, variance = self._moments(model, sites, x, task_id, target=False)
             kl = gaussian_function_kl(mean, variance, target_mean, target_variance, self.jitter)
+            if self.function_kl_scale == "per_point":  # R / N = KL / |X_C|: ×N/|X_C| here
+                kl = kl * (data_size(problem.data) / x.shape[0])
             return self.function_kl_weight * kl
 
         return regulariser
