@@ -78,6 +78,11 @@ EWC_STRENGTH = {
 }
 
 
+#: S-FSVI's weighing of the functional KL (each context point as one training point) and its
+#: draws: 40 of each task's kept points (the coreset size of them) afresh at every step.
+PER_POINT = {"function_kl_scale": "per_point", "context_draws": 40}
+
+
 def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
     """``{label: BenchmarkRun fields}`` of the table's rows (a tempered row only where the
     validation chose a β other than 1, which is VCL itself)."""
@@ -92,11 +97,10 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
         "fsvi uniform": {"methods": ["fsvi-uniform"], "fitter_options": {"moments": "linearised"}},
         # no data kept: the task's own inputs through the earlier heads (multi-head streams)
         "fsvi current": {"methods": ["fsvi-current"], "fitter_options": {"moments": "linearised"}},
-        # S-FSVI's weighing (each context point counts as a training point) and its draws: 40 of
-        # each task's kept points (the coreset size of them) afresh at every step
-        "fsvi per point": {
+        "fsvi per point": {"methods": ["fsvi"], "fitter_options": dict(PER_POINT)},
+        "fsvi per point linearised": {
             "methods": ["fsvi"],
-            "fitter_options": {"function_kl_scale": "per_point", "context_draws": 40},
+            "fitter_options": {**PER_POINT, "moments": "linearised"},
         },
     }
     for film in (False, True):
