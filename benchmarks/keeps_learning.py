@@ -97,6 +97,10 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
         "fsvi uniform": {"methods": ["fsvi-uniform"], "fitter_options": {"moments": "linearised"}},
         # no data kept: the task's own inputs through the earlier heads (multi-head streams)
         "fsvi current": {"methods": ["fsvi-current"], "fitter_options": {"moments": "linearised"}},
+        "fsvi current per point": {
+            "methods": ["fsvi-current"],
+            "fitter_options": {"moments": "linearised", "function_kl_scale": "per_point"},
+        },
         "fsvi per point": {"methods": ["fsvi"], "fitter_options": dict(PER_POINT)},
         "fsvi per point linearised": {
             "methods": ["fsvi"],
