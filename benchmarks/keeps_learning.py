@@ -28,12 +28,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.methods import METHODS
+from pyro_cl.app.plotting import plot_accuracy
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.runner import run_benchmark
 
@@ -237,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
             results.setdefault(label, []).extend(run)
         table = summary_table(results)
         (output / "table.md").write_text(table + "\n")
+    if results:  # each row's first seed, as the VCL paper's figures 4-5 draw them
+        first = [replace(runs[0], method=label) for label, runs in results.items()]
+        print(f"wrote {plot_accuracy(first, output / 'accuracy.png')}")
     print(summary_table(results))
     return 0
 
