@@ -344,17 +344,29 @@ def test_per_step_context_points_are_scored_against_the_old_posterior_at_the_sam
         torch.testing.assert_close(variance, exact_variance)
 
 
-def test_a_learner_with_drawn_context_points_saves_and_resumes_identically(tmp_path):
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: FunctionSpaceFitter(UniformInputs(5), context_samples=4),
+        lambda: FunctionSpaceFitter(
+            RandomCoreset(6), context_samples=4, context_draws=3, function_kl_scale="per_point"
+        ),
+    ],
+    ids=["uniform", "memory-draws-per-point"],
+)
+def test_a_learner_with_drawn_context_points_saves_and_resumes_identically(tmp_path, make):
     data = tasks()
     runs = []
     for stop in (False, True):
-        fs = learner(FunctionSpaceFitter(UniformInputs(5), context_samples=4), seed=3)
+        fs = learner(make(), seed=3)
         fs.observe(data[0], task_id=0)
         fs.observe(data[1], task_id=1)
         if stop:
             fs.save(tmp_path / "fs.pt")
             fs = VCL.load(tmp_path / "fs.pt")
-            assert isinstance(fs.fitter.context, UniformInputs)
+            assert type(fs.fitter.context) is type(make().context)
+            assert fs.fitter.context.per_step
+            assert fs.fitter.function_kl_scale == make().function_kl_scale
         fs.observe(data[2], task_id=2)
         runs.append({k: v.mean for k, v in fs.current_prior().items()})
     for name in runs[0]:
