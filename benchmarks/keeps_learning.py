@@ -229,9 +229,8 @@ def main(argv: list[str] | None = None) -> int:
             name = label.replace(" (", "-").replace(" a task)", "").replace(" ", "_")
             folder = output / f"{name.replace('=', '')}-seed{seed}"
             fresh = not args.no_fresh_fits
-            training = base["training"] | fields.get(
-                "training", {}
-            )  # the row's over the schedule's
+            # a row's training settings go over the schedule's
+            training = base["training"] | fields.get("training", {})
             run = run_once(
                 folder,
                 base | fields | {"seeds": [seed], "forward_transfer": fresh, "training": training},

@@ -16,6 +16,7 @@ from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.infer.parts import Parts
 from pyro_cl.infer.row_gather import RowGather
+from pyro_cl.points import Points
 
 __all__ = ["ELBOFitter", "data_size"]
 
@@ -123,7 +124,7 @@ class ELBOFitter(Fitter):
         return model.net.head_sites(sites)
 
 
-def data_size(data) -> float:
+def data_size(data: Points) -> float:
     """``N`` of the bound: the number of points, or ``Σ w_n`` of weighted likelihoods (a
     zero-weight point changes nothing).
 
