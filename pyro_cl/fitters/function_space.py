@@ -239,10 +239,14 @@ class FunctionSpaceFitter(ELBOFitter):
         self._first_task = True
 
     def hyperparameters(self) -> dict:
-        return {
+        # points drawn from a memory are given as the memory and its draws, as the constructor
+        # takes them (FromMemory(memory, per_task) is built from them again)
+        context, draws = self.context, None
+        if isinstance(context, FromMemory):
+            context, draws = context.memory, context.per_task
+        return {"context": context, "context_draws": draws} | {
             name: getattr(self, name)
             for name in (
-                "context",
                 "function_kl_weight",
                 "kl_weight",
                 "context_samples",
