@@ -324,8 +324,8 @@ MUTATIONS = [
     Mutation(
         "function space: per point weighed by |X_C| / N instead of N / |X_C|",
         "pyro_cl/fitters/function_space.py",
-        "kl = kl * (data_size(problem.data) / x.shape[0])",
-        "kl = kl * (x.shape[0] / data_size(problem.data))",
+        "kl = kl * (num_data / x.shape[0])",
+        "kl = kl * (x.shape[0] / num_data)",
         ("tests/test_function_space.py",),
     ),
     Mutation(

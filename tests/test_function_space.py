@@ -143,7 +143,7 @@ def test_the_context_must_be_a_source_or_a_memory():
         FromMemory(UniformInputs(3))
 
 
-def _first_regulariser_value(monkeypatch, fitter):
+def _second_step_regulariser_value(monkeypatch, fitter):
     """The functional term ``R`` at task 1's second step (the loss adds ``R / N``): at the first
     the posterior is still the old one (``R = 0`` and no gradient), so the second step's
     parameters are the same under any weighing of ``R``."""
@@ -166,7 +166,7 @@ def test_per_point_weighs_each_context_point_as_one_training_point(monkeypatch):
     """S-FSVI's ``kl_scale="equal"``: the same KL times ``N / |X_C|`` (80 points, 5 context
     points of the one earlier task), so ``R / N`` is the KL per context point."""
     by_scale = {
-        scale: _first_regulariser_value(
+        scale: _second_step_regulariser_value(
             monkeypatch,
             FunctionSpaceFitter(
                 RandomCoreset(5),

@@ -288,6 +288,7 @@ class FunctionSpaceFitter(ELBOFitter):
                 return (x, task_id, *self._moments(model, old, x, task_id, target=True))
 
         fixed = None if self.context.per_step else target(points)
+        num_data = data_size(problem.data)  # per point: R / N = KL / |X_C|, so R = KL·N/|X_C|
 
         def regulariser() -> torch.Tensor:
             x, task_id, target_mean, target_variance = fixed or target(
@@ -299,8 +300,8 @@ class FunctionSpaceFitter(ELBOFitter):
             sites = {name: current[name] if name in fitted else old[name] for name in names}
             mean, variance = self._moments(model, sites, x, task_id, target=False)
             kl = gaussian_function_kl(mean, variance, target_mean, target_variance, self.jitter)
-            if self.function_kl_scale == "per_point":  # R / N = KL / |X_C|: ×N/|X_C| here
-                kl = kl * (data_size(problem.data) / x.shape[0])
+            if self.function_kl_scale == "per_point":
+                kl = kl * (num_data / x.shape[0])
             return self.function_kl_weight * kl
 
         return regulariser
