@@ -419,3 +419,105 @@ def test_the_old_heads_are_held_at_the_new_tasks_inputs():
         fs.observe(data[1], task_id=1)
         moved[weight] = (fs.predict(data[0][0], task_id=0) - before).abs().mean().item()
     assert moved[1.0] < 0.5 * moved[0.0], moved
+
+
+# ------------------------------------------------------- S-FSVI's first task: a function prior
+def _first_task_calls(monkeypatch, fitter, data):
+    """The first task's recorded ``(regulariser value, q's moments and inputs)`` per step and the
+    parameter-KL weight of each ELBO term."""
+    import pyro_cl.fitters.elbo_fitter as elbo_fitter
+
+    values, moments, kl_weights = [], [], []
+    original_regulariser, original_moments = (
+        FunctionSpaceFitter._regulariser,
+        FunctionSpaceFitter._moments,
+    )
+    original_elbo = elbo_fitter.negative_elbo
+
+    def regulariser(self, *args):
+        term = original_regulariser(self, *args)
+        return None if term is None else lambda: values.append(term()) or values[-1]
+
+    def recorded(self, model, sites, x, task_id, target):
+        mean, variance = original_moments(self, model, sites, x, task_id, target)
+        moments.append((x.clone(), task_id, mean.detach().clone(), variance.detach().clone()))
+        return mean, variance
+
+    def elbo(*args, kl_weight, **kwargs):
+        kl_weights.append(kl_weight)
+        return original_elbo(*args, kl_weight=kl_weight, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(FunctionSpaceFitter, "_regulariser", regulariser)
+        patch.setattr(FunctionSpaceFitter, "_moments", recorded)
+        patch.setattr(elbo_fitter, "negative_elbo", elbo)
+        fs = learner(fitter, seed=2)
+        fs.observe(data, task_id=0)
+    return fs, values, moments, kl_weights
+
+
+def test_a_function_prior_is_the_first_tasks_kl_to_n0v_at_fresh_uniform_inputs(monkeypatch):
+    """S-FSVI's task 0: ``KL(q(f(X_C)) ‖ N(0, v))`` summed over 7 uniform inputs drawn within
+    the task's range at every step, through the task's head, times ``N/|X_C|`` per point; no
+    parameter KL (``kl_weight`` 0)."""
+    x, y = tasks()[0]
+    x = x.clamp(-1.0, 2.0)
+    fitter = FunctionSpaceFitter(
+        RandomCoreset(5),
+        moments="linearised",
+        function_kl_scale="per_point",
+        function_prior_variance=0.01,
+        function_prior_points=7,
+        jitter=1e-3,
+    )
+    _, values, moments, kl_weights = _first_task_calls(monkeypatch, fitter, (x, y))
+    assert len(values) == len(moments) == 20 and set(kl_weights) == {0.0}
+    for value, (drawn, task_id, mean, variance) in zip(values, moments, strict=True):
+        assert drawn.shape == (7, 4) and task_id == 0
+        assert drawn.min() >= -1.0 and drawn.max() <= 2.0
+        exact = torch.distributions.kl_divergence(
+            Normal(mean, (variance + 1e-3).sqrt()), Normal(0.0, (0.01 + 1e-3) ** 0.5)
+        ).sum()
+        torch.testing.assert_close(value.detach(), exact * 80 / 7)
+    assert len({m[0].sum().item() for m in moments}) == 20  # fresh inputs at every step
+
+
+def test_the_first_task_keeps_vcls_elbo_without_a_function_prior_and_kl_weight_applies(
+    monkeypatch,
+):
+    data = tasks()[0]
+    _, values, _, kl_weights = _first_task_calls(
+        monkeypatch, FunctionSpaceFitter(RandomCoreset(5)), data
+    )
+    assert values == [] and set(kl_weights) == {1.0}
+    fitter = FunctionSpaceFitter(RandomCoreset(5), function_prior_variance=0.1, kl_weight=0.5)
+    _, values, _, kl_weights = _first_task_calls(monkeypatch, fitter, data)
+    assert len(values) == 20 and set(kl_weights) == {0.5}
+    with pytest.raises(ValueError, match="function_prior_variance"):
+        FunctionSpaceFitter(RandomCoreset(5), function_prior_variance=0.0)
+
+
+def test_a_small_function_prior_holds_the_outputs_near_zero_off_the_data():
+    """Fitted on task 0 alone, a prior ``N(0, 10⁻³)`` on the outputs at uniform inputs gives
+    smaller outputs there than VCL's ELBO against ``N(0, 1)`` weights, and smaller output
+    variances than a prior ``N(0, 10)``."""
+    data = tasks()[0]
+    torch.manual_seed(5)
+    off_data = torch.rand(200, 4) * 6 - 3
+    size = {}
+    for variance in (None, 1e-3, 10.0):
+        fitter = FunctionSpaceFitter(
+            RandomCoreset(5),
+            moments="linearised",
+            function_kl_scale="per_point",
+            function_prior_variance=variance,
+        )
+        fs = VCL(
+            BayesianMLP(4, [16], 2), fitter=fitter, epochs=60, learning_rate=0.01, progress=False
+        )
+        fs.observe(data, task_id=0)
+        sites = {n: fs.current_prior()[n] for n in fs.model.sites(fs.guide, off_data, [0])}
+        mean, var = linearised_moments(fs.model, sites, off_data, 0)
+        size[variance] = (mean.abs().mean().item(), var.mean().item())
+    assert size[1e-3][0] < 0.5 * size[None][0], size
+    assert size[1e-3][1] < 0.5 * size[10.0][1], size

@@ -37,7 +37,16 @@ every step uniformly, or from the task being fitted: S-FSVI's "no coreset" rows)
 points change from step to step, the old posterior's moments are computed at every step
 (``target_samples`` draws, or its linearisation), else once per task. On the first task
 there is nothing to regularise in function space, and the fit is VCL's ELBO against the initial
-prior. Later tasks weigh the parameter-space KL by ``kl_weight`` (0, the default, is S-FSVI's
+prior; or, with ``function_prior_variance=v``, S-FSVI's own first task (their ``prior_type="fixed"``
+for task 0, ``v = 10⁻³`` in every MNIST config of their code): eq. 9 against a prior *on the
+functions*, the outputs at ``function_prior_points`` inputs drawn uniformly within the task's
+input range at every step i.i.d. ``N(0, v)``::
+
+    F(q_1) = E_{q_1(θ)}[log p(D_1 | θ)] - KL(q_1(f(X_C)) ‖ N(0, v I))
+
+(weighed as later tasks' functional KL), with the parameter-space KL weighed by ``kl_weight`` (0:
+none, as theirs). A small ``v`` asks for outputs near 0 on inputs unlike the data, with small
+function variance there, which also keeps the posterior variances small. Later tasks weigh the parameter-space KL by ``kl_weight`` (0, the default, is S-FSVI's
 objective; 1 adds VCL's term, a functional regulariser on top of VCL) and the functional KL by
 ``function_kl_weight``.
 
@@ -59,7 +68,7 @@ from __future__ import annotations
 import torch
 
 from pyro_cl.checks import checked_count, checked_real
-from pyro_cl.fitters.context_points import ContextPoints, FromMemory
+from pyro_cl.fitters.context_points import ContextPoints, FromMemory, UniformInputs
 from pyro_cl.fitters.elbo_fitter import ELBOFitter, data_size
 from pyro_cl.guides import MEAN_FIELD
 from pyro_cl.infer.objectives import kl_and_sites, task_groups
@@ -183,13 +192,17 @@ class FunctionSpaceFitter(ELBOFitter):
         the KL times ``N / |X_C|``, each context point weighed as one training point).
     :param context_draws: with a memory as ``context``, draw this many of each task's kept points
         afresh at every step (S-FSVI draws 40 of a 200-point coreset); ``None`` uses them all.
-    :param kl_weight: the weight of the parameter-space KL after the first task (0: S-FSVI).
+    :param kl_weight: the weight of the parameter-space KL after the first task, and on it with
+        a function prior (0: S-FSVI).
     :param context_samples: draws of ``q_t`` per step for its moments at the context points.
     :param target_samples: draws of ``q_{t-1}`` for its moments, once per task.
     :param jitter: added to both variances (outputs that no weight makes uncertain).
     :param moments: ``"monte_carlo"`` (the draws above) or ``"linearised"`` (S-FSVI's,
         :func:`linearised_moments`: exact for a linear model, no sampling noise; nets of
         linear and FiLM layers).
+    :param function_prior_variance: ``v`` of S-FSVI's first-task prior ``N(0, v)`` on the
+        outputs (module docstring); ``None`` fits the first task with VCL's ELBO.
+    :param function_prior_points: the uniform inputs it is taken at, drawn at every step.
     """
 
     name = "function_space"
@@ -208,6 +221,8 @@ class FunctionSpaceFitter(ELBOFitter):
         moments: str = "monte_carlo",
         function_kl_scale: str = "sum",
         context_draws: int | None = None,
+        function_prior_variance: float | None = None,
+        function_prior_points: int = 40,
     ) -> None:
         super().__init__(heads_in_kl=True, kl_weight=1.0)
         if getattr(context, "kind", None) == "memory":
@@ -235,6 +250,12 @@ class FunctionSpaceFitter(ELBOFitter):
                 f"function_kl_scale must be one of {FUNCTION_KL_SCALES}, got {function_kl_scale!r}"
             )
         self.function_kl_scale = function_kl_scale
+        self.function_prior_variance = (
+            None
+            if function_prior_variance is None
+            else checked_real(function_prior_variance, "function_prior_variance", 0, low_open=True)
+        )
+        self.function_prior_points = checked_count(function_prior_points, "function_prior_points")
         self._task_data = None
         self._first_task = True
 
@@ -254,6 +275,8 @@ class FunctionSpaceFitter(ELBOFitter):
                 "jitter",
                 "moments",
                 "function_kl_scale",
+                "function_prior_variance",
+                "function_prior_points",
             )
         }
 
@@ -270,13 +293,25 @@ class FunctionSpaceFitter(ELBOFitter):
         return history
 
     def _parameter_kl_weight(self) -> float:
-        return 1.0 if self._first_task else self.kl_weight
+        if self._first_task and self.function_prior_variance is None:
+            return 1.0  # VCL's ELBO against the initial prior
+        return self.kl_weight
 
     def _regulariser(self, context, guide, problem, packed):
-        points = None if self._first_task else self.context.draw(problem.data)
-        if points is None or not self.function_kl_weight:
+        if not self.function_kl_weight:
             return None
         model, fitted = context.model, set(problem.sites)
+        if self._first_task:
+            if self.function_prior_variance is None:
+                return None
+            uniform = UniformInputs(self.function_prior_points)  # within this task's range
+            uniform.after_task(problem.data)
+            draw, per_step = uniform.draw, True
+        else:
+            draw, per_step = self.context.draw, self.context.per_step
+        points = draw(problem.data)
+        if points is None:
+            return None
         tasks = points.tasks() if model.multi_head else [points.tasks()[0]]
         names = model.sites(guide, points.x.to(context.device), tasks)
         old = read_priors(model.net, names)  # q_{t-1}, also every fixed site's distribution
@@ -284,16 +319,16 @@ class FunctionSpaceFitter(ELBOFitter):
         def target(points):
             x = points.x.to(context.device)
             task_id = model.task_argument(points)
+            if self._first_task:  # the function prior, N(0, v) for every output
+                return x, task_id, x.new_zeros(()), x.new_tensor(self.function_prior_variance)
             with torch.no_grad():
                 return (x, task_id, *self._moments(model, old, x, task_id, target=True))
 
-        fixed = None if self.context.per_step else target(points)
+        fixed = None if per_step else target(points)
         num_data = data_size(problem.data)  # per point: R / N = KL / |X_C|, so R = KL·N/|X_C|
 
         def regulariser() -> torch.Tensor:
-            x, task_id, target_mean, target_variance = fixed or target(
-                self.context.draw(problem.data)
-            )
+            x, task_id, target_mean, target_variance = fixed or target(draw(problem.data))
             _, current = kl_and_sites(
                 model, guide, [n for n in names if n in fitted], model.fast, packed
             )
