@@ -329,6 +329,13 @@ MUTATIONS = [
         ("tests/test_function_space.py",),
     ),
     Mutation(
+        "drift streams: a column constant up to rounding divided by its rounding",
+        "pyro_cl/data/streams.py",
+        "return np.where(std > rounding, std, 1.0)",
+        "return np.where(std > 0, std, 1.0)",
+        ("tests/test_drift_data.py",),
+    ),
+    Mutation(
         "function prior: the outputs' prior variance taken as 1, not v",
         "pyro_cl/fitters/function_space.py",
         "x.new_tensor(self.function_prior_variance)",

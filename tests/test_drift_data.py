@@ -123,6 +123,26 @@ def test_drift_streams_standardise_with_the_first_step_only():
         drift_stream(x, y, times[::-1], first_size=20, step_size=10)
 
 
+def test_a_column_constant_in_the_first_step_is_centred_not_blown_up():
+    """elec2's Victorian columns are one value (0.003467, 0.414912, ...) for its first ~17,000
+    rows: their standard deviation over the first step is rounding (~10⁻¹⁸ to 10⁻¹⁶), not 0,
+    and dividing by it made later values ~10¹⁶. A column constant up to rounding is centred."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(70, 3))
+    x[:30, 1], x[:30, 2] = 0.003467, 0.414912  # constant while the first step lasts
+    x[30:, 1], x[30:, 2] = rng.uniform(0.0, 0.01, 40), 0.0
+    assert 0 < x[:30, 1].std() < 1e-15 and 0 < x[:30, 2].std() < 1e-15  # rounding, not 0
+    stream = drift_stream(x, rng.integers(0, 2, 70), first_size=30, step_size=10)
+    later = torch.cat([step.x for step in list(stream)[1:]]).double()
+    torch.testing.assert_close(later[:, 1], torch.as_tensor(x[30:, 1] - 0.003467))
+    torch.testing.assert_close(later[:, 2], torch.full((40,), -0.414912, dtype=torch.float64))
+    assert stream[0].x[:, 1:].abs().max() < 1e-6
+    small = x.copy()
+    small[:30, 1] = rng.normal(0.0, 1e-6, 30)  # small but varying: still standardised
+    varying = drift_stream(small, rng.integers(0, 2, 70), first_size=30, step_size=10)
+    assert varying[0].x[:, 1].double().std(unbiased=False) == pytest.approx(1.0, rel=1e-4)
+
+
 def test_the_rotating_toy_follows_its_rotating_logistic_model():
     stream = rotating_logistic_stream(num_steps=73, step_size=400, seed=3)
     assert len(stream) == 73 and [s.time for s in stream[:3]] == [0.0, 1.0, 2.0]

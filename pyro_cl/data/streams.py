@@ -72,9 +72,18 @@ class OnlineStream:
         return self.steps[index]
 
 
+def _scales(mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """Each column's standard deviation, or 1 where the column is constant: its standard
+    deviation 0 or only rounding (a constant 0.415 has one of ~10⁻¹⁷ in float64; dividing by it
+    would blow later values up to ~10¹⁶, as elec2's Victorian columns, constant for its first
+    ~17,000 rows, did)."""
+    rounding = 64 * np.finfo(np.float64).eps * np.maximum(np.abs(mean), 1.0)
+    return np.where(std > rounding, std, 1.0)
+
+
 def _standardised(train: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mean, std = train.mean(0), train.std(0)
-    std = np.where(std > 0, std, 1.0)  # constant columns (e.g. MNIST's border pixels) stay 0
+    std = _scales(mean, std)  # constant columns (e.g. MNIST's border pixels) stay 0
     return (train - mean) / std, (other - mean) / std
 
 
@@ -205,7 +214,7 @@ def drift_stream(
             f"column {int(np.flatnonzero(bad)[0])}'s values are not finite or overflow its "
             "statistics (mean or standard deviation over the first step): rescale or drop it"
         )
-    standardised = (x - mean) / np.where(std > 0, std, 1.0)
+    standardised = (x - mean) / _scales(mean, std)
     steps = _time_steps(standardised, y, bounds, step_times, torch.long)
     return OnlineStream(name, steps, None, x.shape[1], int(y.max()) + 1, False)
 
