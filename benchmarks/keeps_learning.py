@@ -119,6 +119,16 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
             "methods": ["fsvi"],
             "fitter_options": {**PER_POINT, "function_prior_variance": 1e-3},
         },
+        # all of S-FSVI's choices at once: that prior, linearised moments, small variances
+        "fsvi as s-fsvi": {
+            "methods": ["fsvi"],
+            "fitter_options": {
+                **PER_POINT,
+                "function_prior_variance": 1e-3,
+                "moments": "linearised",
+            },
+            "training": {"init_log_variance": -9.0},
+        },
     }
     for film in (False, True):
         beta = best_beta[film]
