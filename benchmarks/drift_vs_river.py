@@ -92,11 +92,17 @@ CYCLES = {"weather": (365.25,), "elec2": (48.0, 336.0)}
 
 
 def make_stream(
-    name: str, data_root: str, seed: int, num_steps: int | None, cyclic: bool = False
+    name: str,
+    data_root: str,
+    seed: int,
+    num_steps: int | None,
+    cyclic: bool = False,
+    standardise: bool = True,
 ) -> OnlineStream:
     """The stream ``name``: a real one from its preset's table, a synthetic one from river's
     generators at ``seed`` (with the weather preset's sizes); with ``cyclic``, a sine and cosine
-    of every cycle of the time stamp are added as features (for every learner alike)."""
+    of every cycle of the time stamp are added as features (for every learner alike); the
+    inputs standardised by the first step's statistics unless ``standardise`` is off."""
     if name in ("sea", "hyperplane"):
         x, y = _synthetic(name, seed)
         times = None
@@ -109,7 +115,7 @@ def make_stream(
         stamps = np.arange(len(x), dtype=np.float64) if times is None else times
         angles = [2 * np.pi * stamps / period for period in CYCLES[name]]
         x = np.column_stack([x, *[f(a) for a in angles for f in (np.sin, np.cos)]])
-    return drift_stream(x, y, times, 1000, 100, num_steps, name=name)
+    return drift_stream(x, y, times, 1000, 100, num_steps, name=name, standardise=standardise)
 
 
 # ---------------------------------------------------------------------------- learners
@@ -214,7 +220,9 @@ def _member_scores(scores: StreamScores, bank_scores: StreamScores, members: int
 
 
 def run(args, stream_name: str, seed: int) -> None:
-    stream = make_stream(stream_name, args.data_root, seed, args.num_steps, args.cyclic)
+    stream = make_stream(
+        stream_name, args.data_root, seed, args.num_steps, args.cyclic, not args.raw_inputs
+    )
     base = Path(args.output) / stream_name
     context = {
         "command": " ".join(sys.argv),
@@ -387,6 +395,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--predictive-samples", type=int, default=100)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--cyclic", action="store_true", help="add sin/cos of the time's cycles")
+    parser.add_argument(
+        "--raw-inputs",
+        action="store_true",
+        help="the table's inputs as given, not standardised (elec2 is already in [0, 1])",
+    )
     parser.add_argument(
         "--memory",
         choices=method_names("online"),

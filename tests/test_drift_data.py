@@ -141,6 +141,10 @@ def test_a_column_constant_in_the_first_step_is_centred_not_blown_up():
     small[:30, 1] = rng.normal(0.0, 1e-6, 30)  # small but varying: still standardised
     varying = drift_stream(small, rng.integers(0, 2, 70), first_size=30, step_size=10)
     assert varying[0].x[:, 1].double().std(unbiased=False) == pytest.approx(1.0, rel=1e-4)
+    raw = drift_stream(x, rng.integers(0, 2, 70), first_size=30, step_size=10, standardise=False)
+    torch.testing.assert_close(
+        torch.cat([s.x for s in raw]), torch.as_tensor(x, dtype=torch.float32)
+    )
 
 
 def test_the_rotating_toy_follows_its_rotating_logistic_model():

@@ -182,6 +182,7 @@ def drift_stream(
     step_size: int = 100,
     num_steps: int | None = None,
     name: str = "drift",
+    standardise: bool = True,
 ) -> OnlineStream:
     """A classification stream in the rows' own (time) order (section 6.2, table 2): ``N_{t_0}``
     rows, then ``N_{t_1:K}`` rows per step. A step's time is its last row's time stamp (row index
@@ -190,6 +191,9 @@ def drift_stream(
     There is no test set (:attr:`OnlineStream.test` is ``None``): score it one step ahead.
 
     :param y: integer class labels from 0.
+    :param standardise: ``False`` keeps the inputs as given, for tables already on a common
+        scale (MOA's elec2 is in [0, 1]: columns constant over the first step, which
+        standardising leaves at their raw scale, keep the scale of the others).
     """
     x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
     y = np.asarray(y)
@@ -214,8 +218,9 @@ def drift_stream(
             f"column {int(np.flatnonzero(bad)[0])}'s values are not finite or overflow its "
             "statistics (mean or standard deviation over the first step): rescale or drop it"
         )
-    standardised = (x - mean) / _scales(mean, std)
-    steps = _time_steps(standardised, y, bounds, step_times, torch.long)
+    if standardise:
+        x = (x - mean) / _scales(mean, std)
+    steps = _time_steps(x, y, bounds, step_times, torch.long)
     return OnlineStream(name, steps, None, x.shape[1], int(y.max()) + 1, False)
 
 
