@@ -37,18 +37,18 @@ every step uniformly, or from the task being fitted: S-FSVI's "no coreset" rows)
 points change from step to step, the old posterior's moments are computed at every step
 (``target_samples`` draws, or its linearisation), else once per task. On the first task
 there is nothing to regularise in function space, and the fit is VCL's ELBO against the initial
-prior; or, with ``function_prior_variance=v``, S-FSVI's own first task (their ``prior_type="fixed"``
-for task 0, ``v = 10⁻³`` in every MNIST config of their code): eq. 9 against a prior *on the
-functions*, the outputs at ``function_prior_points`` inputs drawn uniformly within the task's
-input range at every step i.i.d. ``N(0, v)``::
+prior; or, with ``function_prior_variance=v``, S-FSVI's own first task (their
+``prior_type="fixed"`` for task 0, ``v = 10⁻³`` in every MNIST config): eq. 9 against a prior
+*on the functions*, the outputs at ``function_prior_points`` inputs drawn uniformly within the
+task's input range at every step i.i.d. ``N(0, v)``::
 
     F(q_1) = E_{q_1(θ)}[log p(D_1 | θ)] - KL(q_1(f(X_C)) ‖ N(0, v I))
 
 (weighed as later tasks' functional KL), with the parameter-space KL weighed by ``kl_weight`` (0:
 none, as theirs). A small ``v`` asks for outputs near 0 on inputs unlike the data, with small
-function variance there, which also keeps the posterior variances small. Later tasks weigh the parameter-space KL by ``kl_weight`` (0, the default, is S-FSVI's
-objective; 1 adds VCL's term, a functional regulariser on top of VCL) and the functional KL by
-``function_kl_weight``.
+function variance there, which also keeps the posterior variances small. Later tasks weigh the
+parameter-space KL by ``kl_weight`` (0, the default, is S-FSVI's objective; 1 adds VCL's term, a
+functional regulariser on top of VCL) and the functional KL by ``function_kl_weight``.
 
 **How much a context point weighs.** Eq. 9 sums the functional KL over the context points
 against the log-likelihood summed over the task's ``N`` points (``function_kl_scale="sum"``, the
@@ -300,8 +300,8 @@ class FunctionSpaceFitter(ELBOFitter):
     def _regulariser(self, context, guide, problem, packed):
         if not self.function_kl_weight:
             return None
-        model, fitted = context.model, set(problem.sites)
-        if self._first_task:
+        model, fitted, first = context.model, set(problem.sites), self._first_task
+        if first:
             if self.function_prior_variance is None:
                 return None
             uniform = UniformInputs(self.function_prior_points)  # within this task's range
@@ -319,7 +319,7 @@ class FunctionSpaceFitter(ELBOFitter):
         def target(points):
             x = points.x.to(context.device)
             task_id = model.task_argument(points)
-            if self._first_task:  # the function prior, N(0, v) for every output
+            if first:  # the function prior, N(0, v) for every output
                 return x, task_id, x.new_zeros(()), x.new_tensor(self.function_prior_variance)
             with torch.no_grad():
                 return (x, task_id, *self._moments(model, old, x, task_id, target=True))
