@@ -72,6 +72,35 @@ def test_the_domain_adaptation_benchmark_scores_every_method_on_every_target(tmp
     assert "| graph VCL | shared |" in (tmp_path / "table.md").read_text()
 
 
+def test_gradual_goat_runs_from_the_nearest_source_through_each_target_in_turn(monkeypatch):
+    """Each leg of the path starts where the last ended (the source's inputs, then each target's
+    in metadata order), and its first target's score is GOAT from the nearest source's there:
+    the same fit along the same path."""
+    from pyro_cl.app import domain_benchmark
+
+    monkeypatch.setitem(domain_benchmark.SETTINGS, "epochs", 2)
+    monkeypatch.setitem(domain_benchmark.SETTINGS, "ml_init_epochs", 1)
+    domains = domain_benchmark.rotating_digits(0, per_domain=60)
+    legs, original = [], domain_benchmark.goat_path
+
+    def recorded(fit, source_x, target_x):
+        legs.append((source_x, target_x))
+        original(fit, source_x, target_x)
+
+    monkeypatch.setattr(domain_benchmark, "goat_path", recorded)
+    gradual = domain_benchmark.goat_along_targets(domains, 0)
+    data, targets = domains.data, domains.targets
+    nearest = domain_benchmark.nearest_sources(domains, targets[0], domains.sources)[0]
+    assert domains.metadata[nearest] == 60.0
+    starts = [data[nearest][0]] + [data[t][0] for t in targets[:-1]]
+    assert len(legs) == len(targets)
+    for (source_x, target_x), start, t in zip(legs, starts, targets, strict=True):
+        assert source_x is start and target_x is data[t][0]
+    direct = domain_benchmark.self_training_from_nearest(domains, 0)
+    first = domains.metadata[targets[0]]
+    assert gradual[first] == direct["GOAT from the nearest source"][first]
+
+
 def test_the_weather_by_year_domains_with_a_head_per_domain(tmp_path, monkeypatch):
     import json
 

@@ -57,7 +57,11 @@ its labels only by the oracle. VCL at a short CPU schedule (:data:`SETTINGS`). M
   (as many as the target's: an exact plan stays cheap) to the target's; **GOAT in feature
   space, nearest source** — GOAT as its paper runs it: the nearest source's fresh fit's trunk (at
   its posterior means) a fixed encoder, a Bayesian linear head fitted on the source's features
-  and self-trained along geodesic domains between the source's and the target's features.
+  and self-trained along geodesic domains between the source's and the target's features;
+  **GOAT along the targets, nearest source** — gradual GOAT: the first target's nearest
+  source's fresh fit, self-trained along the geodesic to the first target, then from each
+  target's inputs to the next's (the targets each other's intermediate domains, as in Kumar et
+  al.'s gradual self-training), each target scored after its own leg.
 
 "One model or several" (``--heads shared per_domain``): with one shared head every domain runs
 the same net; with per-domain heads domain ``d`` has head ``d``, sequential VCL and the OT path
@@ -111,12 +115,14 @@ METHODS = ("majority class", "source only", "sequential VCL", "random order", "O
            "uniform average", "oracle", "graph VCL, moment-matched", "self-training, target only",
            "gradual self-training", "self-training from the nearest source",
            "GOAT from the nearest source", "graph VCL + Wiener along edges",
-           "GOAT from the pooled fit", "GOAT in feature space, nearest source")  # fmt: skip
+           "GOAT from the pooled fit", "GOAT in feature space, nearest source",
+           "GOAT along the targets, nearest source")  # fmt: skip
 #: The methods whose net has one head whatever ``--heads`` says (or no net at all).
 SHARED_BY_HEADS = ("majority class", "source only", "self-training, target only",
                    "gradual self-training", "self-training from the nearest source",
                    "GOAT from the nearest source", "GOAT from the pooled fit",
-                   "GOAT in feature space, nearest source")  # fmt: skip
+                   "GOAT in feature space, nearest source",
+                   "GOAT along the targets, nearest source")  # fmt: skip
 #: Intermediate domains GOAT generates between the nearest source and a target.
 GEODESIC_STEPS = 3
 #: The Wiener diffusions (per bandwidth of metadata) the sources choose from.
@@ -353,6 +359,7 @@ def run_seed(domains: Domains, seed: int, heads: list[str]) -> dict:
         **self_training_from_nearest(domains, seed),
     }
     shared["GOAT from the pooled fit"] = goat_from_pooled(domains, pooled, fitted, seed)
+    shared["GOAT along the targets, nearest source"] = goat_along_targets(domains, seed)
     costs = transport_costs([data[d][0] for d in data], max_points=200)
     scores = {}
     for setting in heads:
@@ -439,6 +446,22 @@ def goat_from_pooled(domains: Domains, pooled: VCL, fitted: LearnerState, seed: 
         goat_path(pooled, source_x[order], data[t][0])
         goat[domains.metadata[t]] = pooled.evaluate(data[t][2:])
     return goat
+
+
+def goat_along_targets(domains: Domains, seed: int) -> dict:
+    """Gradual GOAT: a fresh fit of the first target's nearest source, then :func:`goat_path`
+    from that source's inputs to the first target's and from each target's inputs to the next's
+    (metadata order); each target scored after its own leg."""
+    data, targets = domains.data, domains.targets
+    nearest = nearest_sources(domains, targets[0], domains.sources)[0]
+    fit = learner(domains, seed, "shared")
+    fit.observe(data[nearest][:2])
+    scores, previous = {}, data[nearest][0]
+    for t in targets:
+        goat_path(fit, previous, data[t][0])
+        scores[domains.metadata[t]] = fit.evaluate(data[t][2:])
+        previous = data[t][0]
+    return scores
 
 
 def goat_path(fit: VCL, source_x: torch.Tensor, target_x: torch.Tensor) -> None:
