@@ -19,6 +19,7 @@ from pyro_cl.data import (
     rotating_logistic_stream,
     rotating_weights,
 )
+from pyro_cl.data.streams import _scales
 from tests.helpers import load_benchmark_script
 
 
@@ -141,6 +142,8 @@ def test_a_column_constant_in_the_first_step_is_centred_not_blown_up():
     small[:30, 1] = rng.normal(0.0, 1e-6, 30)  # small but varying: still standardised
     varying = drift_stream(small, rng.integers(0, 2, 70), first_size=30, step_size=10)
     assert varying[0].x[:, 1].double().std(unbiased=False) == pytest.approx(1.0, rel=1e-4)
+    constant32 = np.full(1000, 0.414912, dtype=np.float32)  # float32 rounds coarser: ~10⁻⁷
+    assert 0 < constant32.std() and _scales(constant32.mean(0), constant32.std(0)) == 1.0
     raw = drift_stream(x, rng.integers(0, 2, 70), first_size=30, step_size=10, standardise=False)
     torch.testing.assert_close(
         torch.cat([s.x for s in raw]), torch.as_tensor(x, dtype=torch.float32)

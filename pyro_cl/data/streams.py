@@ -77,7 +77,8 @@ def _scales(mean: np.ndarray, std: np.ndarray) -> np.ndarray:
     deviation 0 or only rounding (a constant 0.415 has one of ~10⁻¹⁷ in float64; dividing by it
     would blow later values up to ~10¹⁶, as elec2's Victorian columns, constant for its first
     ~17,000 rows, did)."""
-    rounding = 64 * np.finfo(np.float64).eps * np.maximum(np.abs(mean), 1.0)
+    precision = std.dtype if np.issubdtype(std.dtype, np.floating) else np.float64
+    rounding = 64 * np.finfo(precision).eps * np.maximum(np.abs(mean), 1.0)
     return np.where(std > rounding, std, 1.0)
 
 
@@ -192,8 +193,8 @@ def drift_stream(
 
     :param y: integer class labels from 0.
     :param standardise: ``False`` keeps the inputs as given, for tables already on a common
-        scale (MOA's elec2 is in [0, 1]: columns constant over the first step, which
-        standardising leaves at their raw scale, keep the scale of the others).
+        scale (MOA's elec2, all in [0, 1]). Standardising only centres a column constant over
+        the first step, so its later values keep their raw scale while the others are rescaled.
     """
     x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
     y = np.asarray(y)
