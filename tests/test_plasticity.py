@@ -48,6 +48,21 @@ def test_weights_and_units_at_the_prior_are_counted():
     assert share_at_prior({"hidden.0.weight": just_above}, prior) == {"hidden.0.weight": 0.0}
 
 
+def test_the_pruning_summary_covers_the_shared_hidden_layers_only():
+    """Averaged share and summed units over the trunk; a net of heads alone has none to
+    summarise (``None``, not the mean of nothing)."""
+    from pyro_cl.app.result import RunResult
+
+    run = RunResult(method="vcl", stream="toy", step_names=["1"], seed=0, wall_time_s=1.0)
+    run.details["share_at_prior"] = [{"hidden.0": 0.2, "hidden.1": 0.4, "heads.0": 0.9}]
+    run.details["units_in_use"] = [{"hidden.0": 10, "hidden.1": 5, "heads.0": 2}]
+    summary = run.pruning_after_last_step()
+    assert summary == {"share_at_prior": pytest.approx(0.3), "units_in_use": 15}
+    run.details["share_at_prior"] = [{"heads.0": 0.9}]
+    run.details["units_in_use"] = [{"heads.0": 2}]
+    assert run.pruning_after_last_step() is None
+
+
 def test_the_validation_split_holds_out_training_data_and_never_reads_the_test_set():
     x = torch.arange(100.0).unsqueeze(1)
     y = torch.arange(100) % 2

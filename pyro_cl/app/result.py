@@ -125,11 +125,14 @@ class RunResult:
     def pruning_after_last_step(self) -> dict | None:
         """``{"share_at_prior", "units_in_use"}`` after the last step, averaged (shares) and
         summed (units) over the shared hidden layers (heads and FiLM layers left out), from the
-        pruning metric's ``details``; ``None`` where it did not run."""
+        pruning metric's ``details``; ``None`` where it did not run or the net has no shared
+        hidden layer."""
         shares, units = self.details.get("share_at_prior"), self.details.get("units_in_use")
         if not shares:
             return None
         hidden = shared_sites(units[-1])
+        if not hidden:
+            return None
         return {
             "share_at_prior": float(np.mean([shares[-1][name] for name in hidden])),
             "units_in_use": int(sum(units[-1][name] for name in hidden)),
