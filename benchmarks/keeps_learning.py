@@ -83,6 +83,8 @@ EWC_STRENGTH = {
 #: S-FSVI's weighing of the functional KL (each context point as one training point) and its
 #: draws: 40 of each task's kept points (the coreset size of them) afresh at every step.
 PER_POINT = {"function_kl_scale": "per_point", "context_draws": 40}
+#: ... with S-FSVI's first task: N(0, 10⁻³) on the outputs at 40 uniform inputs, no weight KL.
+FUNCTION_PRIOR = {**PER_POINT, "function_prior_variance": 1e-3}
 
 
 def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
@@ -114,19 +116,14 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
             "methods": ["fsvi"],
             "fitter_options": {**PER_POINT, "moments": "linearised"},
         },
-        # S-FSVI's first task: N(0, 10⁻³) on the outputs at 40 uniform inputs, no weight KL
         "fsvi per point function prior": {
             "methods": ["fsvi"],
-            "fitter_options": {**PER_POINT, "function_prior_variance": 1e-3},
+            "fitter_options": dict(FUNCTION_PRIOR),
         },
         # all of S-FSVI's choices at once: that prior, linearised moments, small variances
         "fsvi as s-fsvi": {
             "methods": ["fsvi"],
-            "fitter_options": {
-                **PER_POINT,
-                "function_prior_variance": 1e-3,
-                "moments": "linearised",
-            },
+            "fitter_options": {**FUNCTION_PRIOR, "moments": "linearised"},
             "training": {"init_log_variance": -9.0},
         },
     }
