@@ -10,7 +10,9 @@ unseen 70°, 80° and 90° targets. Variants, each a part of the same learner: f
 estimate, no prior: the forgetting the chain induces); VCL; tempered VCL
 (``kl_weight`` β); a Wiener transition between sources (one time unit a source, so a posterior
 widens as the chain moves on); task-specific FiLM layers (a set per source; the targets read
-the last source's); function-space VI at 40 random context points a source. Writes
+the last source's), alone and with tempering (GVCL's pair); online EWC (a point estimate held
+by the running Fisher, at split MNIST's λ = 1 and permuted MNIST's λ = 100 of the VCL paper);
+function-space VI at 40 random context points a source. Writes
 ``results.json`` and prints a table (mean ± std over seeds) to ``--output``.
 """
 
@@ -25,9 +27,15 @@ import numpy as np
 
 from pyro_cl import VCL, ELBOFitter, FunctionSpaceFitter, Wiener
 from pyro_cl.app.domain_benchmark import SETTINGS, rotating_digits
-from pyro_cl.baselines import FineTuning
+from pyro_cl.baselines import FineTuning, OnlineEWC
+from pyro_cl.fitters import PointEstimateFitter
 from pyro_cl.memory import RandomCoreset
 from pyro_cl.nn import BayesianMLP
+
+
+def _online_ewc(strength: float) -> PointEstimateFitter:
+    return PointEstimateFitter(OnlineEWC(strength))
+
 
 VARIANTS = {
     "fine-tuning": {"learner": FineTuning},
@@ -35,6 +43,9 @@ VARIANTS = {
     "vcl β=0.1": {"fitter": lambda: ELBOFitter(kl_weight=0.1)},
     "vcl + wiener(0.3)": {"transition": lambda: Wiener(0.3, time_constant=1.0)},
     "vcl + film": {"film": True},
+    "vcl β=0.1 + film": {"fitter": lambda: ELBOFitter(kl_weight=0.1), "film": True},
+    "online ewc λ=1": {"learner": FineTuning, "fitter": lambda: _online_ewc(1.0)},
+    "online ewc λ=100": {"learner": FineTuning, "fitter": lambda: _online_ewc(100.0)},
     "fsvi (40 context points a source)": {"fitter": lambda: FunctionSpaceFitter(RandomCoreset(40))},
 }
 
