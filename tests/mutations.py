@@ -371,6 +371,27 @@ MUTATIONS = [
         ("tests/test_function_space.py",),
     ),
     Mutation(
+        "context points: Gaussian inputs drawn with the Cholesky factor untransposed (L^T L)",
+        "pyro_cl/fitters/context_points.py",
+        "noise = z @ factor.T if",
+        "noise = z @ factor if",
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
+        "context points: Gaussian inputs' pooled moments without the between-sets term",
+        "pyro_cl/fitters/context_points.py",
+        '"scatter": old["scatter"] + new["scatter"] + weight * cross,',
+        '"scatter": old["scatter"] + new["scatter"],',
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
+        "context points: Gaussian inputs' pooled mean weighed by the old count",
+        "pyro_cl/fitters/context_points.py",
+        '"mean": old["mean"] + delta * new["count"] / count,',
+        '"mean": old["mean"] + delta * old["count"] / count,',
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
         "context points: the fitted task's own head held at its own inputs",
         "pyro_cl/fitters/context_points.py",
         "earlier = [t for t in self._tasks if t not in data.tasks()]",

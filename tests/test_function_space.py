@@ -7,7 +7,12 @@ import torch
 from pyro.distributions import Normal
 
 from pyro_cl import VCL, ELBOFitter, FunctionSpaceFitter, GaussianLikelihood
-from pyro_cl.fitters.context_points import CurrentInputs, FromMemory, UniformInputs
+from pyro_cl.fitters.context_points import (
+    CurrentInputs,
+    FromMemory,
+    GaussianInputs,
+    UniformInputs,
+)
 from pyro_cl.fitters.function_space import (
     function_moments,
     gaussian_function_kl,
@@ -315,6 +320,65 @@ def test_uniform_inputs_cover_the_inputs_range_for_every_task_seen():
         UniformInputs(4, low=1.0, high=1.0)
 
 
+def _correlated(n: int, shift: float, seed: int) -> torch.Tensor:
+    """``n`` draws of a correlated 3-d Gaussian: mean ``shift``, covariance ``A Aᵀ``."""
+    generator = torch.Generator().manual_seed(seed)
+    mixing = torch.tensor([[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.0, -0.5, 0.2]])
+    return torch.randn(n, 3, generator=generator, dtype=torch.float64) @ mixing.double().T + shift
+
+
+def _moments(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    centred = x - x.mean(0)
+    return x.mean(0), centred.T @ centred / len(x)
+
+
+def test_gaussian_inputs_draw_from_each_tasks_own_mean_and_covariance():
+    """Many draws for a task have its inputs' mean and (full) covariance, the other task's
+    not; the diagonal choice keeps the variances and drops the correlations; draws stay inside
+    the task's range; a task seen again pools its inputs exactly."""
+    labels = torch.zeros(4000, dtype=torch.long)
+    first, second = _correlated(4000, 0.0, 0), _correlated(4000, 5.0, 1)
+    source = GaussianInputs(20000)
+    assert source.draw(None) is None
+    source.after_task(_points(first, labels, 0))
+    source.after_task(_points(second, labels, 2))
+    torch.manual_seed(0)
+    draw = source.draw(None)
+    assert draw.tasks() == [0, 2] and draw.x.shape == (40000, 3)
+    for task, x in ((0, first), (2, second)):
+        drawn = draw.x[draw.task_ids == task]
+        mean, covariance = _moments(x)
+        drawn_mean, drawn_covariance = _moments(drawn)
+        torch.testing.assert_close(drawn_mean, mean, atol=0.03, rtol=0)
+        torch.testing.assert_close(drawn_covariance, covariance, atol=0.04, rtol=0)
+        assert drawn.min() >= x.min() and drawn.max() <= x.max()
+    diagonal = GaussianInputs(20000, covariance="diagonal")
+    diagonal.after_task(_points(first, labels, 0))
+    drawn_covariance = _moments(diagonal.draw(None).x)[1]
+    torch.testing.assert_close(drawn_covariance.diagonal(), _moments(first)[1].diagonal(),
+                               atol=0.04, rtol=0)  # fmt: skip
+    assert drawn_covariance[1, 0].abs() < 0.03 < _moments(first)[1][1, 0]
+    halves = GaussianInputs(3)
+    halves.after_task(_points(first[:1000], labels[:1000], 0))
+    halves.after_task(_points(first[1000:] + 1.0, labels[1000:], 0))
+    whole = torch.cat([first[:1000], first[1000:] + 1.0])
+    mean, covariance = _moments(whole)
+    pooled = halves.moments[0]
+    torch.testing.assert_close(pooled["mean"], mean)
+    torch.testing.assert_close(pooled["scatter"] / pooled["count"], covariance)
+    torch.testing.assert_close(pooled["range"], torch.stack([whole.min(), whole.max()]))
+    restored = GaussianInputs(3)
+    restored.load_state_dict(halves.state_dict())
+    torch.manual_seed(1)
+    expected = halves.draw(None).x
+    torch.manual_seed(1)
+    torch.testing.assert_close(restored.draw(None).x, expected, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="shape"):
+        source.after_task(_points(torch.zeros(2, 4), labels[:2], 4))
+    with pytest.raises(ValueError, match="covariance"):
+        GaussianInputs(3, covariance="low rank")
+
+
 def test_per_step_context_points_are_scored_against_the_old_posterior_at_the_same_points(
     monkeypatch,
 ):
@@ -351,8 +415,9 @@ def test_per_step_context_points_are_scored_against_the_old_posterior_at_the_sam
         lambda: FunctionSpaceFitter(
             RandomCoreset(6), context_samples=4, context_draws=3, function_kl_scale="per_point"
         ),
+        lambda: FunctionSpaceFitter(GaussianInputs(5), context_samples=4),
     ],
-    ids=["uniform", "memory-draws-per-point"],
+    ids=["uniform", "memory-draws-per-point", "gaussian"],
 )
 def test_a_learner_with_drawn_context_points_saves_and_resumes_identically(tmp_path, make):
     data = tasks()

@@ -22,7 +22,7 @@ from pyro_cl.baselines.ewc import EWC, OnlineEWC
 from pyro_cl.baselines.laplace import LaplacePropagation
 from pyro_cl.baselines.map_estimate import GaussianMAP
 from pyro_cl.baselines.synaptic_intelligence import SynapticIntelligence
-from pyro_cl.fitters.context_points import CurrentInputs, UniformInputs
+from pyro_cl.fitters.context_points import CurrentInputs, GaussianInputs, UniformInputs
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.fitters.function_space import FunctionSpaceFitter
@@ -260,6 +260,16 @@ for _method in (
         "uniformly within the inputs' range at every step (S-FSVI's no-coreset rows), the "
         "coreset size of them for each task",
         context=UniformInputs,
+    ),
+    Method(
+        "fsvi-gaussian",
+        VCL,
+        None,
+        FunctionSpaceFitter,
+        description="function-space VI without keeping any data point: each task's input mean "
+        "and covariance kept, the coreset size of inputs drawn from that Gaussian for each "
+        "earlier task at every step",
+        context=GaussianInputs,
     ),
     Method(
         "fsvi-current",

@@ -6,6 +6,7 @@ from pyro_cl.fitters.context_points import (
     ContextPoints,
     CurrentInputs,
     FromMemory,
+    GaussianInputs,
     UniformInputs,
 )
 from pyro_cl.fitters.coordinate_ascent import CoordinateAscent
@@ -27,6 +28,7 @@ __all__ = [
     "Fitter",
     "FromMemory",
     "FunctionSpaceFitter",
+    "GaussianInputs",
     "Penalty",
     "PointEstimateFitter",
     "UniformInputs",

@@ -16,7 +16,11 @@ one step, ``None`` while there is nothing to regularise. Two kinds:
   99.62% on split MNIST in their README; ours 99.27 ± 0.17%, benchmarks/RESULTS.md): the old
   heads' outputs on the new task's inputs are held where they were, the idea of learning without
   forgetting (Li & Hoiem 2016) in function space. Meant for multi-head nets: with one shared
-  head the old outputs on the new inputs are what the new labels overwrite.
+  head the old outputs on the new inputs are what the new labels overwrite;
+* **drawn from kept moments** (:class:`GaussianInputs`, ours, not a published choice): each
+  task's input mean and covariance are kept (no point) and every step draws ``per_task``
+  inputs from that Gaussian, clipped to the task's range: between uniform noise, which holds the
+  function where no input of the task lies, and kept points, which keep data.
 
 A source whose points change from step to step says so (:attr:`ContextPoints.per_step`): the
 fitter then computes the old posterior's moments at every step instead of once per task.
@@ -32,7 +36,7 @@ from pyro_cl.checks import checked_count
 from pyro_cl.points import Points
 from pyro_cl.spec import Registrable
 
-__all__ = ["ContextPoints", "CurrentInputs", "FromMemory", "UniformInputs"]
+__all__ = ["ContextPoints", "CurrentInputs", "FromMemory", "GaussianInputs", "UniformInputs"]
 
 
 class ContextPoints(Registrable, ABC, kind="context_points"):
@@ -208,3 +212,122 @@ class CurrentInputs(_DrawnInputs):
             min(self.per_task, len(data))
         )
         return Points(data.x[rows], data.y[rows], task_ids)
+
+
+class GaussianInputs(_DrawnInputs):
+    """``per_task`` inputs drawn at every step for each earlier task from a Gaussian with that
+    task's input mean and covariance, clipped to the smallest and largest input value the task
+    had; the moments are kept, no point.
+
+    A task seen again (the same task id) merges its moments with the earlier ones exactly (the
+    pooled mean and covariance of all its inputs). Keeps ``D + D (D + 1) / 2`` numbers a task
+    for ``D`` input features with ``covariance="full"``, ``2 D`` with ``"diagonal"`` (for
+    images whose full covariance would be large).
+
+    :param per_task: inputs drawn for each earlier task at every step.
+    :param covariance: ``"full"`` or ``"diagonal"``.
+    :param jitter: added to the covariance's diagonal before its Cholesky factor (constant
+        features have zero variance).
+    """
+
+    name = "gaussian_inputs"
+
+    def __init__(self, per_task: int, covariance: str = "full", jitter: float = 1e-6) -> None:
+        super().__init__(per_task)
+        if covariance not in ("full", "diagonal"):
+            raise ValueError(f"covariance must be 'full' or 'diagonal', not {covariance!r}")
+        if not jitter >= 0:
+            raise ValueError(f"jitter must be at least 0, got {jitter!r}")
+        self.covariance, self.jitter = covariance, float(jitter)
+        #: Per task: the count, mean, scatter (sum of squared deviations: a matrix, or a vector
+        #: when diagonal) and the (smallest, largest) input value.
+        self.moments: dict[int, dict[str, torch.Tensor]] = {}
+        self._shape: tuple[int, ...] | None = None
+        self._like: torch.Tensor | None = None  # dtype and device of the targets
+        self._factors: dict[int, torch.Tensor] = {}  # Cholesky factors (or standard deviations)
+
+    def after_task(self, data: Points) -> None:
+        shape = tuple(data.x.shape[1:])
+        if self._shape is not None and shape != self._shape:
+            raise ValueError(f"inputs of shape {shape} after inputs of shape {self._shape}")
+        self._shape, self._like = shape, data.y[:0]
+        for task in data.tasks():
+            x = data.x[data.task_ids == task].detach().flatten(1)
+            self.moments[task] = self._merged(self.moments.get(task), self._moments(x))
+            self._factors.pop(task, None)
+        super().after_task(data)
+
+    def _moments(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        mean = x.mean(0)
+        centred = x - mean
+        scatter = centred.T @ centred if self.covariance == "full" else centred.pow(2).sum(0)
+        count = torch.tensor(float(len(x)), dtype=x.dtype, device=x.device)
+        return {"count": count, "mean": mean, "scatter": scatter,
+                "range": torch.stack([x.min(), x.max()])}  # fmt: skip
+
+    def _merged(self, old: dict | None, new: dict) -> dict[str, torch.Tensor]:
+        """Chan et al.'s pairwise update: the moments of both sets of inputs together."""
+        if old is None:
+            return new
+        count = old["count"] + new["count"]
+        delta = new["mean"] - old["mean"]
+        weight = old["count"] * new["count"] / count
+        cross = torch.outer(delta, delta) if self.covariance == "full" else delta.pow(2)
+        return {
+            "count": count,
+            "mean": old["mean"] + delta * new["count"] / count,
+            "scatter": old["scatter"] + new["scatter"] + weight * cross,
+            "range": torch.stack(
+                [old["range"][0].minimum(new["range"][0]), old["range"][1].maximum(new["range"][1])]
+            ),
+        }
+
+    def _factor(self, task: int) -> torch.Tensor:
+        if task not in self._factors:
+            moments = self.moments[task]
+            covariance = moments["scatter"] / moments["count"].clamp(min=1.0)
+            if self.covariance == "full":
+                eye = torch.eye(len(covariance), dtype=covariance.dtype, device=covariance.device)
+                self._factors[task] = torch.linalg.cholesky(covariance + self.jitter * eye)
+            else:
+                self._factors[task] = (covariance + self.jitter).sqrt()
+        return self._factors[task]
+
+    def draw(self, data: Points) -> Points | None:  # noqa: ARG002 (only the kept moments)
+        if not self._tasks:
+            return None
+        drawn = []
+        for task in self._tasks:
+            moments, factor = self.moments[task], self._factor(task)
+            z = torch.randn(self.per_task, len(moments["mean"]), dtype=factor.dtype,
+                            device=factor.device)  # fmt: skip
+            noise = z @ factor.T if self.covariance == "full" else z * factor
+            low, high = moments["range"]
+            drawn.append((moments["mean"] + noise).clamp(low, high))
+        x = torch.cat(drawn).reshape(-1, *self._shape)
+        task_ids = torch.tensor(self._tasks, device=x.device).repeat_interleave(self.per_task)
+        y = self._like.new_zeros(
+            (len(x), *self._like.shape[1:])
+        )  # unused: context points have none
+        return Points(x, y, task_ids)
+
+    def state_dict(self) -> dict:
+        if not self._tasks:
+            return {}
+        state = {**super().state_dict(), "shape": torch.tensor(self._shape), "like": self._like}
+        for task, moments in self.moments.items():
+            state.update({f"task{task}.{name}": value for name, value in moments.items()})
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.moments, self._factors = {}, {}
+        if not state:
+            self._shape, self._like = None, None
+            return
+        self._shape = tuple(int(s) for s in state["shape"])
+        self._like = state["like"]
+        for task in self._tasks:
+            self.moments[task] = {
+                name: state[f"task{task}.{name}"] for name in ("count", "mean", "scatter", "range")
+            }
