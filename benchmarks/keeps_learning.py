@@ -105,6 +105,15 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
             "methods": ["fsvi-current"],
             "fitter_options": {"moments": "linearised", "function_kl_scale": "per_point"},
         },
+        # no data point kept: each task's input mean and covariance, inputs drawn every step
+        "fsvi gaussian": {
+            "methods": ["fsvi-gaussian"],
+            "fitter_options": {"moments": "linearised"},
+        },
+        "fsvi gaussian per point": {
+            "methods": ["fsvi-gaussian"],
+            "fitter_options": {"moments": "linearised", "function_kl_scale": "per_point"},
+        },
         "fsvi per point": {"methods": ["fsvi"], "fitter_options": dict(PER_POINT)},
         # S-FSVI's initial posterior variances (log-variance uniform in [-10, -8]: the middle)
         "fsvi per point small variances": {
