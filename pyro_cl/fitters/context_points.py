@@ -253,6 +253,8 @@ class GaussianInputs(_DrawnInputs):
         self._shape, self._like = shape, data.y[:0]
         for task in data.tasks():
             x = data.x[data.task_ids == task].detach().flatten(1)
+            if not x.is_floating_point():  # e.g. uint8 pixels: moments need a float type
+                x = x.to(torch.get_default_dtype())
             self.moments[task] = self._merged(self.moments.get(task), self._moments(x))
             self._factors.pop(task, None)
         super().after_task(data)
