@@ -107,7 +107,7 @@ class FromMemory(ContextPoints):
 
 class _DrawnInputs(ContextPoints):
     """Inputs drawn afresh at every step for each task fitted so far, no data kept: the base of
-    :class:`UniformInputs` and :class:`CurrentInputs`, which keeps the tasks seen.
+    :class:`CurrentInputs` and of the generated inputs, which keeps the tasks seen.
 
     :param per_task: inputs drawn for each earlier task at every step.
     """
@@ -130,7 +130,48 @@ class _DrawnInputs(ContextPoints):
         self._tasks = [int(t) for t in state["tasks"]] if state else []
 
 
-class UniformInputs(_DrawnInputs):
+class _GeneratedInputs(_DrawnInputs):
+    """Inputs made up at every step, not taken from data: the base of :class:`UniformInputs`
+    and :class:`GaussianInputs`, which keeps the inputs' shape (the same for every task) and
+    builds the step's points with targets of the tasks' type, unused.
+
+    :param per_task: inputs drawn for each earlier task at every step.
+    """
+
+    def __init__(self, per_task: int) -> None:
+        super().__init__(per_task)
+        self._shape: tuple[int, ...] | None = None
+        self._like: torch.Tensor | None = None  # dtype and device of the targets
+
+    def after_task(self, data: Points) -> None:
+        shape = tuple(data.x.shape[1:])
+        if self._shape is not None and shape != self._shape:
+            raise ValueError(f"inputs of shape {shape} after inputs of shape {self._shape}")
+        self._shape, self._like = shape, data.y[:0]
+        super().after_task(data)
+
+    def _points(self, x: torch.Tensor) -> Points:
+        """``x`` (``per_task`` rows for each task so far, in task order) as context points."""
+        task_ids = torch.tensor(self._tasks, device=x.device).repeat_interleave(self.per_task)
+        # targets of the tasks' type, unused: context points have none
+        y = self._like.new_zeros((len(x), *self._like.shape[1:]))
+        return Points(x, y, task_ids)
+
+    def state_dict(self) -> dict:
+        if not self._tasks:
+            return {}
+        return {**super().state_dict(), "shape": torch.tensor(self._shape), "like": self._like}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if not state:
+            self._shape, self._like = None, None
+            return
+        self._shape = tuple(int(s) for s in state["shape"])
+        self._like = state["like"]
+
+
+class UniformInputs(_GeneratedInputs):
     """``per_task`` inputs drawn uniformly at every step for each earlier task, no data kept.
 
     :param per_task: inputs drawn for each earlier task at every step.
@@ -146,20 +187,14 @@ class UniformInputs(_DrawnInputs):
         if low is not None and high is not None and not low < high:
             raise ValueError(f"low must be below high, got low={low} and high={high}")
         self.low, self.high = low, high
-        self._shape: tuple[int, ...] | None = None
         self._range: torch.Tensor | None = None  # (smallest, largest) input value seen
-        self._like: torch.Tensor | None = None  # dtype and device of the inputs and targets
 
     def after_task(self, data: Points) -> None:
-        shape = tuple(data.x.shape[1:])
-        if self._shape is not None and shape != self._shape:
-            raise ValueError(f"inputs of shape {shape} after inputs of shape {self._shape}")
+        super().after_task(data)
         seen = torch.stack([data.x.min(), data.x.max()]).detach()
         if self._range is not None:
             seen = torch.stack([seen[0].minimum(self._range[0]), seen[1].maximum(self._range[1])])
-        self._shape, self._range = shape, seen
-        self._like = data.y[:0]
-        super().after_task(data)
+        self._range = seen
 
     def draw(self, data: Points) -> Points | None:  # noqa: ARG002 (only its range)
         if not self._tasks:
@@ -168,28 +203,17 @@ class UniformInputs(_DrawnInputs):
         high = self._range[1] if self.high is None else self.high
         n = self.per_task * len(self._tasks)
         device, dtype = self._range.device, self._range.dtype
-        x = low + (high - low) * torch.rand(n, *self._shape, device=device, dtype=dtype)
-        task_ids = torch.tensor(self._tasks, device=device).repeat_interleave(self.per_task)
-        y = self._like.new_zeros((n, *self._like.shape[1:]))  # unused: context points have none
-        return Points(x, y, task_ids)
+        return self._points(
+            low + (high - low) * torch.rand(n, *self._shape, device=device, dtype=dtype)
+        )
 
     def state_dict(self) -> dict:
-        if not self._tasks:
-            return {}
-        return {
-            **super().state_dict(),
-            "shape": torch.tensor(self._shape),
-            "range": self._range,
-            "like": self._like,
-        }
+        state = super().state_dict()
+        return {**state, "range": self._range} if state else state
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        if not state:
-            self._shape, self._range, self._like = None, None, None
-            return
-        self._shape = tuple(int(s) for s in state["shape"])
-        self._range, self._like = state["range"], state["like"]
+        self._range = state["range"] if state else None
 
 
 class CurrentInputs(_DrawnInputs):
@@ -214,7 +238,7 @@ class CurrentInputs(_DrawnInputs):
         return Points(data.x[rows], data.y[rows], task_ids)
 
 
-class GaussianInputs(_DrawnInputs):
+class GaussianInputs(_GeneratedInputs):
     """``per_task`` inputs drawn at every step for each earlier task from a Gaussian with that
     task's input mean and covariance, clipped to the smallest and largest input value the task
     had; the moments are kept, no point.
@@ -242,22 +266,16 @@ class GaussianInputs(_DrawnInputs):
         #: Per task: the count, mean, scatter (sum of squared deviations: a matrix, or a vector
         #: when diagonal) and the (smallest, largest) input value.
         self.moments: dict[int, dict[str, torch.Tensor]] = {}
-        self._shape: tuple[int, ...] | None = None
-        self._like: torch.Tensor | None = None  # dtype and device of the targets
         self._factors: dict[int, torch.Tensor] = {}  # Cholesky factors (or standard deviations)
 
     def after_task(self, data: Points) -> None:
-        shape = tuple(data.x.shape[1:])
-        if self._shape is not None and shape != self._shape:
-            raise ValueError(f"inputs of shape {shape} after inputs of shape {self._shape}")
-        self._shape, self._like = shape, data.y[:0]
+        super().after_task(data)
         for task in data.tasks():
             x = data.x[data.task_ids == task].detach().flatten(1)
             if not x.is_floating_point():  # e.g. uint8 pixels: moments need a float type
                 x = x.to(torch.get_default_dtype())
             self.moments[task] = self._merged(self.moments.get(task), self._moments(x))
             self._factors.pop(task, None)
-        super().after_task(data)
 
     def _moments(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         mean = x.mean(0)
@@ -306,17 +324,10 @@ class GaussianInputs(_DrawnInputs):
             noise = z @ factor.T if self.covariance == "full" else z * factor
             low, high = moments["range"]
             drawn.append((moments["mean"] + noise).clamp(low, high))
-        x = torch.cat(drawn).reshape(-1, *self._shape)
-        task_ids = torch.tensor(self._tasks, device=x.device).repeat_interleave(self.per_task)
-        y = self._like.new_zeros(
-            (len(x), *self._like.shape[1:])
-        )  # unused: context points have none
-        return Points(x, y, task_ids)
+        return self._points(torch.cat(drawn).reshape(-1, *self._shape))
 
     def state_dict(self) -> dict:
-        if not self._tasks:
-            return {}
-        state = {**super().state_dict(), "shape": torch.tensor(self._shape), "like": self._like}
+        state = super().state_dict()
         for task, moments in self.moments.items():
             state.update({f"task{task}.{name}": value for name, value in moments.items()})
         return state
@@ -324,11 +335,6 @@ class GaussianInputs(_DrawnInputs):
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.moments, self._factors = {}, {}
-        if not state:
-            self._shape, self._like = None, None
-            return
-        self._shape = tuple(int(s) for s in state["shape"])
-        self._like = state["like"]
         for task in self._tasks:
             self.moments[task] = {
                 name: state[f"task{task}.{name}"] for name in ("count", "mean", "scatter", "range")
