@@ -160,6 +160,64 @@ def pyro_bank(family: str, stream: OnlineStream, args, seed: int) -> LearnerBank
     return LearnerBank(members, discount=args.discount, at_time=args.memory == "none")
 
 
+class RefitNet:
+    """A point-estimate net of our learners' shape (tanh, ``hidden``), refitted at every step by
+    Adam on the rows seen so far, or on the last ``window`` of them: with every row, what the net
+    class reaches with no posterior and no transition (a stationary batch fit); with a window,
+    the classic retrain-on-recent-data answer to drift. Warm-started from the previous step's
+    weights; ``first_epochs`` passes over the first step, then ``epochs`` passes over the rows in
+    minibatches of ``batch_size``.
+    """
+
+    def __init__(
+        self,
+        stream: OnlineStream,
+        hidden: tuple[int, ...],
+        window: int | None,
+        epochs: int,
+        first_epochs: int,
+        batch_size: int = 128,
+        learning_rate: float = 1e-3,
+        seed: int = 0,
+    ) -> None:
+        generator = torch.Generator().manual_seed(seed)
+        sizes = [stream.in_features, *hidden]
+        layers: list[torch.nn.Module] = []
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+            layers += [torch.nn.Linear(fan_in, fan_out), torch.nn.Tanh()]
+        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(sizes[-1], stream.num_outputs))
+        with torch.no_grad():
+            for parameter in self.net.parameters():  # the seed's own initialisation
+                bound = 1.0 / np.sqrt(parameter.shape[-1])
+                parameter.uniform_(-bound, bound, generator=generator)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=learning_rate)
+        self.generator = generator
+        self.window, self.epochs, self.first_epochs = window, epochs, first_epochs
+        self.batch_size = batch_size
+        self.x: list[torch.Tensor] = []
+        self.y: list[torch.Tensor] = []
+
+    def predict_proba(self, x: np.ndarray, time: float) -> np.ndarray:
+        with torch.no_grad():
+            logits = self.net(torch.as_tensor(x, dtype=torch.float32))
+        return torch.softmax(logits.double(), -1).numpy()
+
+    def learn(self, x: np.ndarray, y: np.ndarray, time: float) -> None:
+        self.x.append(torch.as_tensor(x, dtype=torch.float32))
+        self.y.append(torch.as_tensor(y, dtype=torch.long))
+        inputs, labels = torch.cat(self.x), torch.cat(self.y)
+        if self.window is not None:
+            inputs, labels = inputs[-self.window :], labels[-self.window :]
+        passes = self.first_epochs if len(self.x) == 1 else self.epochs
+        for _ in range(passes):
+            order = torch.randperm(len(inputs), generator=self.generator)
+            for batch in order.split(self.batch_size):
+                loss = torch.nn.functional.cross_entropy(self.net(inputs[batch]), labels[batch])
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+
+
 class BankOnStream(OnStream):
     """The bank under the protocol, keeping every member's own predictions of each step too
     (so each fixed strength is scored from the same run): at the step's time (the members'
@@ -252,6 +310,21 @@ def run(args, stream_name: str, seed: int) -> None:
                 }
                 _write(base / tag / f"seed{seed}", member, {**extra, **kurle})
             _write(folder, scores, {**extra, "learner": f"{name} bank"})
+        elif name.startswith("net-refit"):
+            torch.manual_seed(seed)
+            window = None if name == "net-refit-all" else int(name.rsplit("-", 1)[1])
+            model = RefitNet(
+                stream,
+                tuple(args.hidden),
+                window,
+                args.refit_epochs,
+                args.refit_first_epochs,
+                learning_rate=args.learning_rate,
+                seed=seed,
+            )
+            scores = one_step_ahead(model, stream, progress=_progress(name, stream))
+            refit = {"refit_epochs": args.refit_epochs, "first_epochs": args.refit_first_epochs}
+            _write(folder, scores, {**context, "settings": {**_settings(args), **refit}})
         else:
             import river
 
@@ -361,7 +434,13 @@ def _figure(folder: Path, rows: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shown = [n for n in rows if n in (*RIVER_LEARNERS[:3], "online-vb", *FAMILIES)]
+    shown = [
+        n
+        for n in rows
+        if n in (*RIVER_LEARNERS[:3], "online-vb", *FAMILIES) or n.startswith("net-refit")
+    ]
+    if not shown:
+        return
     figure, axis = plt.subplots(figsize=(8, 4))
     for name in shown:
         accuracy = np.mean([r["accuracy"] for r in rows[name]], axis=0)
@@ -379,12 +458,28 @@ def _figure(folder: Path, rows: dict) -> None:
     plt.close(figure)
 
 
+def _learner_name(name: str) -> str:
+    window = name.removeprefix("net-refit-")
+    if (
+        name in (*RIVER_LEARNERS, *FAMILIES)
+        or window == "all"
+        or (window.isdigit() and int(window) > 0)
+    ):
+        return name
+    raise argparse.ArgumentTypeError(
+        f"unknown learner {name!r}: choose from {', '.join((*RIVER_LEARNERS, *FAMILIES))}, "
+        "net-refit-all or net-refit-W (W rows)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stream", nargs="+", default=["weather"],
                         choices=["weather", "elec2", "sea", "hyperplane"])  # fmt: skip
     parser.add_argument("--learners", nargs="+", default=[*RIVER_LEARNERS, *FAMILIES],
-                        choices=[*RIVER_LEARNERS, *FAMILIES])  # fmt: skip
+                        type=_learner_name,
+                        help=f"of {', '.join((*RIVER_LEARNERS, *FAMILIES))}, net-refit-all "
+                        "and net-refit-W (a point net refitted on the last W rows)")  # fmt: skip
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--strengths", type=float, nargs="+", default=[0.003, 0.01, 0.03, 0.1])
     parser.add_argument("--discount", type=float, default=1.0)
@@ -394,6 +489,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--particles", type=int, default=10)
     parser.add_argument("--predictive-samples", type=int, default=100)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument(
+        "--refit-epochs",
+        type=int,
+        default=1,
+        help="a net-refit learner's passes over its rows at every later step",
+    )
+    parser.add_argument("--refit-first-epochs", type=int, default=100,
+                        help="a net-refit learner's passes over the first step")  # fmt: skip
     parser.add_argument("--cyclic", action="store_true", help="add sin/cos of the time's cycles")
     parser.add_argument(
         "--raw-inputs",

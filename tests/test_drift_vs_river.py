@@ -1,0 +1,53 @@
+"""benchmarks/drift_vs_river.py's refitted point net: its window, and its learner names."""
+
+import argparse
+
+import numpy as np
+import pytest
+import torch
+
+from pyro_cl.app.one_step_ahead import one_step_ahead
+from pyro_cl.data.streams import OnlineStream, TimeStep
+from tests.helpers import load_benchmark_script
+
+drift_vs_river = load_benchmark_script("drift_vs_river")
+
+
+def flipping_stream(before: int = 6, after: int = 4, rows: int = 100) -> OnlineStream:
+    """Steps labelled by the sign of the first input, then by its opposite (an abrupt drift)."""
+    generator = torch.Generator().manual_seed(0)
+    steps = []
+    for k in range(before + after):
+        x = torch.randn(rows, 2, generator=generator)
+        y = (x[:, 0] > 0).long()
+        steps.append(TimeStep(k, float(k), x, y if k < before else 1 - y))
+    return OnlineStream("flip", tuple(steps), None, 2, 2, False)
+
+
+def refit(window: int | None) -> list[float]:
+    net = drift_vs_river.RefitNet(flipping_stream(), (8,), window, 20, 50, learning_rate=1e-2)
+    return one_step_ahead(net, flipping_stream()).accuracy
+
+
+def test_a_window_follows_an_abrupt_drift_that_all_rows_cannot():
+    """Refitted on the last 200 rows, the net has forgotten the old concept two steps after the
+    flip; refitted on every row, the old concept's 600 rows outvote the new one's."""
+    windowed, every_row = refit(200), refit(None)
+    assert windowed[4] > 0.9 and every_row[4] > 0.9  # the first concept is learnt by both
+    assert windowed[-1] > 0.9
+    assert every_row[-1] < 0.5
+
+
+@pytest.mark.parametrize("name", ["net-refit-0", "net-refit-", "net-refit-x", "forest"])
+def test_learner_names_are_checked(name):
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown learner"):
+        drift_vs_river._learner_name(name)
+    assert drift_vs_river._learner_name("net-refit-250") == "net-refit-250"
+    assert drift_vs_river._learner_name("river-arf") == "river-arf"
+
+
+def test_probabilities_are_a_distribution():
+    net = drift_vs_river.RefitNet(flipping_stream(), (4,), None, 1, 1)
+    probabilities = net.predict_proba(np.zeros((3, 2)), 0.0)
+    assert probabilities.shape == (3, 2)
+    np.testing.assert_allclose(probabilities.sum(1), 1.0)
