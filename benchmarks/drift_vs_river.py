@@ -90,6 +90,10 @@ def _synthetic(name: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
 #: week of half-hours for elec2.
 CYCLES = {"weather": (365.25,), "elec2": (48.0, 336.0)}
 
+#: The categorical columns of a stream's table (their indices): elec2's day of the week and
+#: half-hour of the day.
+CATEGORICAL = {"elec2": (0, 1)}
+
 
 def make_stream(
     name: str,
@@ -98,11 +102,13 @@ def make_stream(
     num_steps: int | None,
     cyclic: bool = False,
     standardise: bool = True,
+    one_hot: bool = False,
 ) -> OnlineStream:
     """The stream ``name``: a real one from its preset's table, a synthetic one from river's
     generators at ``seed`` (with the weather preset's sizes); with ``cyclic``, a sine and cosine
-    of every cycle of the time stamp are added as features (for every learner alike); the
-    inputs standardised by the first step's statistics unless ``standardise`` is off."""
+    of every cycle of the time stamp are added as features (for every learner alike); with
+    ``one_hot``, each categorical column is replaced by one indicator column per value it takes;
+    the inputs standardised by the first step's statistics unless ``standardise`` is off."""
     if name in ("sea", "hyperplane"):
         x, y = _synthetic(name, seed)
         times = None
@@ -115,6 +121,14 @@ def make_stream(
         stamps = np.arange(len(x), dtype=np.float64) if times is None else times
         angles = [2 * np.pi * stamps / period for period in CYCLES[name]]
         x = np.column_stack([x, *[f(a) for a in angles for f in (np.sin, np.cos)]])
+    if one_hot:
+        if name not in CATEGORICAL:
+            raise ValueError(f"the {name} stream has no categorical columns")
+        columns = CATEGORICAL[name]
+        indicators = [np.unique(x[:, c], return_inverse=True)[1] for c in columns]
+        x = np.column_stack(
+            [np.delete(x, columns, axis=1), *[np.eye(i.max() + 1)[i] for i in indicators]]
+        )
     return drift_stream(x, y, times, 1000, 100, num_steps, name=name, standardise=standardise)
 
 
@@ -279,7 +293,13 @@ def _member_scores(scores: StreamScores, bank_scores: StreamScores, members: int
 
 def run(args, stream_name: str, seed: int) -> None:
     stream = make_stream(
-        stream_name, args.data_root, seed, args.num_steps, args.cyclic, not args.raw_inputs
+        stream_name,
+        args.data_root,
+        seed,
+        args.num_steps,
+        args.cyclic,
+        not args.raw_inputs,
+        args.one_hot,
     )
     base = Path(args.output) / stream_name
     context = {
@@ -498,6 +518,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refit-first-epochs", type=int, default=100,
                         help="a net-refit learner's passes over the first step")  # fmt: skip
     parser.add_argument("--cyclic", action="store_true", help="add sin/cos of the time's cycles")
+    parser.add_argument(
+        "--one-hot",
+        action="store_true",
+        help="a categorical column (elec2's day and half-hour) as one indicator column per value",
+    )
     parser.add_argument(
         "--raw-inputs",
         action="store_true",

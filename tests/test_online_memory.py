@@ -16,7 +16,7 @@ from pyro_cl.data import online_stream
 from pyro_cl.data.uci import load_spambase, load_uci
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.likelihoods import GaussianLikelihood, HeteroscedasticGaussianLikelihood
-from pyro_cl.memory import GaussianResidualMemory, KCenterCoreset, RandomCoreset
+from pyro_cl.memory import GaussianResidualMemory, KCenterCoreset, RandomCoreset, RecentPoints
 from pyro_cl.memory.gaussian_factors import (
     GaussianFactors,
     estimate_gaussian_factors,
@@ -325,7 +325,9 @@ def test_a_failed_grs_step_leaves_memory_and_posterior_as_they_were(monkeypatch)
     assert learner.times == [0.0]
 
 
-@pytest.mark.parametrize("method", ["grs-refit", "kcenter-grs", "kcenter", "random", "none"])
+@pytest.mark.parametrize(
+    "method", ["grs-refit", "kcenter-grs", "kcenter", "random", "recent", "none"]
+)
 def test_every_online_method_runs_a_stream_and_reports_per_step_metrics(method):
     stream = small_stream(steps=3)
     learner = make_online_learner(
@@ -349,6 +351,23 @@ def test_a_total_budget_memory_chooses_from_old_and_new_points_and_propagates_th
         assert len(update.remaining) + len(update.dropped) == 14 - 5
     with pytest.raises(ValueError, match="budget"):
         RandomCoreset(5, budget="forever")
+
+
+def test_the_recent_memory_is_a_window_the_oldest_points_leave_first():
+    memory, window = RecentPoints(5), None
+    arrived = []
+    for t, n in enumerate((3, 4, 2)):
+        x = torch.arange(len(arrived), len(arrived) + n, dtype=torch.float32).unsqueeze(1)
+        arrived += x.squeeze(1).tolist()
+        update = memory.update(window, Points.of_task(x, torch.zeros(n, dtype=torch.long), 0, t))
+        window = update.points
+        assert window.x.squeeze(1).tolist() == arrived[-5:]  # the last five, in order
+        assert window.times.tolist() == sorted(window.times.tolist())
+    # the last step: two new points pushed out the two oldest kept (2 and 3), and both new
+    # points were kept (none remains to be fitted into the Gaussian)
+    assert update.dropped.x.squeeze(1).tolist() == [2.0, 3.0]
+    assert len(update.remaining) == 0
+    assert memory.budget == "total"
 
 
 # ---------------------------------------------------------------- initialisation

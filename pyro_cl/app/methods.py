@@ -33,7 +33,14 @@ from pyro_cl.fitters.vogn import VOGN
 from pyro_cl.guides import GuideFamily
 from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.learner.vcl import VCL
-from pyro_cl.memory import EveryPoint, GaussianResidualMemory, KCenterCoreset, RandomCoreset, Replay
+from pyro_cl.memory import (
+    EveryPoint,
+    GaussianResidualMemory,
+    KCenterCoreset,
+    RandomCoreset,
+    RecentPoints,
+    Replay,
+)
 from pyro_cl.transitions.base import NoPropagation, Transition
 
 __all__ = [
@@ -318,6 +325,7 @@ for _name, _memory, _memory_defaults, _text in (
     ("grs", GaussianResidualMemory, {}, "Gaussian residual scoring: top-M scores after the fit, factors divided out (eq. 8-9)"),
     ("kcenter", KCenterCoreset, {"budget": "total"}, "k-center memory of M points chosen before the fit, refit on it to predict"),
     ("random", RandomCoreset, {"budget": "total"}, "random memory of M points chosen before the fit, refit on it to predict"),
+    ("recent", RecentPoints, {}, "the last M points (a sliding window), refit on it to predict"),
     ("grs-refit", GaussianResidualMemory, {"gaussian_update": "elbo"}, "residual scores, ELBO fit of the points let go instead of the factor update"),
     ("kcenter-grs", GaussianResidualMemory, {"selection": "kcenter"}, "k-center memory after the fit with GRS's factor update"),
     ("none", None, {}, "online VB without a memory (with --transition: adaptation alone)"),

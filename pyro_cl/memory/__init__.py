@@ -6,6 +6,7 @@ from pyro_cl.memory.gaussian_residual import GaussianResidualMemory
 from pyro_cl.memory.kcenter import KCenterCoreset, farthest_first
 from pyro_cl.memory.protocol import BUDGETS, ORDERS, Memory, MemoryUpdate
 from pyro_cl.memory.random_coreset import RandomCoreset
+from pyro_cl.memory.recent import RecentPoints
 from pyro_cl.memory.replay import Replay
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "Memory",
     "MemoryUpdate",
     "RandomCoreset",
+    "RecentPoints",
     "Replay",
     "farthest_first",
 ]
