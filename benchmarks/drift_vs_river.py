@@ -164,6 +164,7 @@ def pyro_bank(family: str, stream: OnlineStream, args, seed: int) -> LearnerBank
             transition=transition,
             epochs=args.iterations,
             first_epochs=args.first_iterations,
+            refit_epochs=args.refit_iterations,
             num_particles=args.particles,
             num_predictive_samples=args.predictive_samples,
             learning_rate=args.learning_rate,
@@ -362,7 +363,7 @@ def run(args, stream_name: str, seed: int) -> None:
 
 def _settings(args) -> dict:
     names = ("hidden", "iterations", "first_iterations", "particles", "predictive_samples")
-    names += ("memory", "memory_size", "term_samples")
+    names += ("memory", "memory_size", "term_samples", "refit_iterations")
     return {n: getattr(args, n) for n in (*names, "learning_rate", "strengths", "discount")}
 
 
@@ -506,6 +507,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hidden", type=int, nargs="*", default=[16, 16])
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--first-iterations", type=int, default=1000)
+    parser.add_argument(
+        "--refit-iterations",
+        type=int,
+        help="a memory's refit iterations at every step (default: --iterations)",
+    )
     parser.add_argument("--particles", type=int, default=10)
     parser.add_argument("--predictive-samples", type=int, default=100)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
