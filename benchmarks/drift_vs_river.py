@@ -201,10 +201,12 @@ class RefitNet:
         for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
             layers += [torch.nn.Linear(fan_in, fan_out), torch.nn.Tanh()]
         self.net = torch.nn.Sequential(*layers, torch.nn.Linear(sizes[-1], stream.num_outputs))
-        with torch.no_grad():
-            for parameter in self.net.parameters():  # the seed's own initialisation
-                bound = 1.0 / np.sqrt(parameter.shape[-1])
-                parameter.uniform_(-bound, bound, generator=generator)
+        with torch.no_grad():  # PyTorch's default ranges, drawn from the seed's own generator
+            for layer in self.net:
+                if isinstance(layer, torch.nn.Linear):
+                    bound = 1.0 / np.sqrt(layer.in_features)
+                    layer.weight.uniform_(-bound, bound, generator=generator)
+                    layer.bias.uniform_(-bound, bound, generator=generator)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=learning_rate)
         self.generator = generator
         self.window, self.epochs, self.first_epochs = window, epochs, first_epochs
