@@ -148,7 +148,8 @@ def run_once(folder: Path, fields: dict) -> list[RunResult]:
     """The run of ``fields`` written to ``folder``, or what it wrote before."""
     results = folder / "results.json"
     if not results.exists():
-        run_benchmark(BenchmarkRun(output=folder, progress=False, **fields))
+        # saved after every task: a run stopped with its session resumes at its next task
+        run_benchmark(BenchmarkRun(output=folder, progress=False, resumable=True, **fields))
     payload = json.loads(results.read_text())
     return [RunResult.from_json(run) for run in payload["runs"]]
 

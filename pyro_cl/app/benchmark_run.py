@@ -79,6 +79,9 @@ class BenchmarkRun:
     :ivar output: folder for ``results.json`` and ``accuracy.png`` (nothing written if None).
     :ivar log_dir: a CSV log of losses, timings and metrics per run (``<method>_seed<k>.csv``),
         and with ``tensorboard`` TensorBoard event files beside it.
+    :ivar resumable: save each task benchmark run after every task in
+        ``output/checkpoints/<method>-seed<k>/`` and resume it from there when started again
+        (:class:`~pyro_cl.app.run_checkpoint.RunCheckpoint`): a run of hours in pieces.
     :ivar evaluation: for generative benchmarks, the scoring settings over the preset's
         (:class:`~pyro_cl.app.generative_metrics.GenerativeEvaluation`: ``test_samples``, ``test_points``,
         ``generated``, ``grid``, and ``classifier_epochs``).
@@ -110,6 +113,7 @@ class BenchmarkRun:
     evaluation: dict = field(default_factory=dict)
     log_dir: str | Path | None = None
     tensorboard: bool = False
+    resumable: bool = False
 
     def __post_init__(self) -> None:
         """Check everything that can be checked before any training, so that a mistake in a
@@ -119,6 +123,8 @@ class BenchmarkRun:
         """
         if self.tensorboard and self.log_dir is None:
             raise ValueError("tensorboard needs a log_dir to write to (--log-dir)")
+        if self.resumable and self.output is None:
+            raise ValueError("a resumable run saves its checkpoints in its output: give an output")
         if self.benchmark not in PRESETS:
             raise ValueError(f"unknown benchmark {self.benchmark!r}; choose from {sorted(PRESETS)}")
         known = method_names("tasks")

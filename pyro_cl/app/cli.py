@@ -387,6 +387,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also train each task alone to report FWT and intransigence (doubles the run time)",
     )
+    parser.add_argument(
+        "--resumable",
+        action="store_true",
+        help="save each run after every task in OUTPUT/checkpoints and, started again, resume it",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", help="one run per seed (default: 0)")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when there is one)")
     parser.add_argument("--output", type=Path, help="folder for results.json and accuracy.png")
@@ -462,6 +467,7 @@ def benchmark_run_from_args(args: argparse.Namespace, **defaults) -> BenchmarkRu
         film=args.film,
         validation=args.validation,
         forward_transfer=args.forward_transfer,
+        resumable=args.resumable,
         progress=not args.no_progress,
         evaluation=_evaluation_settings(args),
         log_dir=args.log_dir,

@@ -27,6 +27,7 @@ from typing import Any
 from tqdm import tqdm  # plain bars: tqdm.auto warns in notebooks without ipywidgets
 
 from pyro_cl.app.result import RunResult
+from pyro_cl.app.run_checkpoint import RunCheckpoint
 from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.loggers import CSVLogger, Logger, TensorBoardLogger
 from pyro_cl.learner.learner import ContinualLearner
@@ -70,6 +71,20 @@ class Metric(Callback):
     def record(self, result: RunResult) -> None:
         """Write what was measured into ``result`` once the run is over."""
 
+    def state_dict(self) -> dict[str, Any]:
+        """What was measured so far, as tensors and plain containers, for a run that saves a
+        checkpoint after every step (``run_continual(checkpoint=...)``). A metric that keeps
+        anything between steps must say what: the default refuses, so a resumed run never
+        silently drops a measurement."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot be checkpointed: give it state_dict() and "
+            "load_state_dict() (what it measured so far) to run it with a checkpoint"
+        )
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be checkpointed")
+
 
 def file_slug(label: str) -> str:
     """``label`` as a file name: ASCII letters, digits and ``-``, other runs of characters as
@@ -102,6 +117,7 @@ def run_continual(
     verbose: bool = False,
     progress: bool = False,
     loggers: Sequence[Logger] = (),
+    checkpoint: str | Path | None = None,
 ) -> RunResult:
     """Observe every step with ``learner`` and measure it with ``metrics`` (module docstring).
 
@@ -111,14 +127,21 @@ def run_continual(
     :param progress: a progress bar over the steps (shown only on a terminal).
     :param loggers: :class:`~pyro_cl.infer.loggers.Logger` callbacks of every ``observe`` (losses,
         timings) that also get every metric's :meth:`Metric.scalars` after each step.
+    :param checkpoint: a folder where the learner and the run so far are saved after every step
+        (:class:`RunCheckpoint`); a run started again with the same folder, and a learner and
+        metrics built the same way, resumes after the last saved step and ends where the
+        uninterrupted run would have. The folder is emptied when the run ends.
     """
     steps = list(steps)
     label = method or type(learner).__name__
     names = [step.name for step in steps]
-    start = clock.perf_counter()
-    bar = tqdm(steps, desc=f"{stream} {label}", disable=None if progress else True)
+    saved = None if checkpoint is None else RunCheckpoint(checkpoint, names)
+    done, earlier = saved.resume(learner, metrics) if saved else (0, {})
+    start = clock.perf_counter() - earlier.get("elapsed", 0.0)
+    bar = tqdm(steps[done:], desc=f"{stream} {label}", disable=None if progress else True)
     watchers = [*metrics, *loggers]  # the learner's callbacks of every observe
-    training, evaluation = [], []  # seconds per step in observe and in the metrics
+    # seconds per step in observe and in the metrics
+    training, evaluation = earlier.get("training", []), earlier.get("evaluation", [])
     for step in bar:
         began = clock.perf_counter()
         for metric in metrics:
@@ -145,6 +168,16 @@ def run_continual(
                 f"[{clock.perf_counter() - start:.0f} s]",
                 flush=True,
             )
+        if saved is not None:
+            times = {"elapsed": clock.perf_counter() - start}
+            saved.save(
+                learner,
+                metrics,
+                step.index + 1,
+                {**times, "training": training, "evaluation": evaluation},
+            )
+    if saved is not None:
+        saved.clear()
     result = RunResult(
         method=label,
         stream=stream,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pyro_cl.app.benchmark_run import BenchmarkRun, check_writable
-from pyro_cl.app.continual_run import run_loggers
+from pyro_cl.app.continual_run import file_slug, run_loggers
 from pyro_cl.app.environment import environment
 from pyro_cl.app.methods import METHODS
 from pyro_cl.app.plotting import plot_accuracy, plot_final_accuracies
@@ -67,8 +67,17 @@ def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
                 "guide": learner.guide_family.spec(),
             }
             loggers = run_loggers(run.log_dir, f"{run.label(method)}_seed{seed}", run.tensorboard)
+            checkpoint = None
+            if run.resumable:
+                checkpoint = output / "checkpoints" / f"{file_slug(run.label(method))}-seed{seed}"
             result = run_stream(
-                learner, stream, run.label(method), settings, seed=seed, loggers=loggers
+                learner,
+                stream,
+                run.label(method),
+                settings,
+                seed=seed,
+                loggers=loggers,
+                checkpoint=checkpoint,
             )
             if run.forward_transfer:
                 start = time.perf_counter()

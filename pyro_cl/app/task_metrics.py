@@ -6,6 +6,7 @@ thesis's eq. 64-66; :class:`~pyro_cl.app.result.RunResult`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -38,6 +39,10 @@ def task_steps(stream: TaskStream) -> Iterator[Step]:
     """One step per task of ``stream``: its training data under its task id."""
     for i, task in enumerate(stream):
         yield Step(task.train, task.name, i, task_id=task.id, source=task)
+
+
+#: The matrices :class:`AccuracyMatrix` fills, row ``i`` after step ``i``.
+MATRICES = ("accuracy", "log_likelihood", "calibration_error")
 
 
 class AccuracyMatrix(Metric):
@@ -79,6 +84,13 @@ class AccuracyMatrix(Metric):
         result.matrices["log_likelihood"] = self.log_likelihood
         result.matrices["calibration_error"] = self.calibration_error
 
+    def state_dict(self) -> dict:
+        return {name: torch.from_numpy(getattr(self, name).copy()) for name in MATRICES}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name in MATRICES:
+            setattr(self, name, state[name].cpu().double().numpy().copy())
+
 
 class ActiveUnits(Metric):
     """After each task of an IBP net, per masked layer, the quartiles ``[min, 25%, median, 75%,
@@ -101,6 +113,12 @@ class ActiveUnits(Metric):
 
     def record(self, result: RunResult) -> None:
         result.details["active_units"] = self.quartiles
+
+    def state_dict(self) -> dict:
+        return {"quartiles": self.quartiles}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.quartiles = [list(layer) for layer in state["quartiles"]]
 
 
 class Pruning(Metric):
@@ -133,6 +151,12 @@ class Pruning(Metric):
         result.details["units_in_use"] = self.units
         result.details["pruned_kl_threshold"] = self.threshold
 
+    def state_dict(self) -> dict:
+        return {"shares": self.shares, "units": self.units}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.shares, self.units = list(state["shares"]), list(state["units"])
+
 
 def run_stream(
     learner: ContinualLearner,
@@ -142,11 +166,14 @@ def run_stream(
     verbose: bool = True,
     seed: int | None = None,
     loggers: Sequence[Logger] = (),
+    checkpoint: str | Path | None = None,
 ) -> RunResult:
     """:func:`~pyro_cl.app.continual_run.run_continual` over the tasks of ``stream`` with the
     accuracy matrix (:class:`AccuracyMatrix`) and, for nets with IBP masks, the active units.
 
     :param verbose: print one line per task (mean accuracy so far, elapsed time).
+    :param checkpoint: a folder to save the run in after every task, and resume it from
+        (:class:`~pyro_cl.app.run_checkpoint.RunCheckpoint`).
     """
     metrics: list[Metric] = [AccuracyMatrix(stream)]
     if not learner.fitter.point_estimate:
@@ -164,6 +191,7 @@ def run_stream(
         settings=settings,
         verbose=verbose,
         loggers=loggers,
+        checkpoint=checkpoint,
     )
 
 

@@ -19,14 +19,21 @@ import torch
 
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import is_writer, writer_barrier
-from pyro_cl.learner.state import LearnerState, LearnerStores
+from pyro_cl.learner.state import LearnerState, LearnerStores, transaction
 from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.nn.exclusive import MODEL_LOCK
 from pyro_cl.posterior import distribution_parameters, posterior_from_state, posterior_to_state
 from pyro_cl.serialization import CorruptFileError, atomic_save, check_key, safe_load
 from pyro_cl.spec import check_rebuildable, from_spec
 
-__all__ = ["FORMAT", "check_meaning", "learner_state", "load_learner", "save_learner"]
+__all__ = [
+    "FORMAT",
+    "check_meaning",
+    "learner_state",
+    "load_learner",
+    "restore_learner",
+    "save_learner",
+]
 
 #: The format written in every checkpoint (a file of another format is refused).
 FORMAT = "pyro_cl.learner/3"
@@ -149,6 +156,37 @@ def _load(cls, path, net, device, key):
         state["state"] = _state_of_format_2(state, learner)
     LearnerState.from_state(state["state"], learner.device).restore_into(learner)
     return learner
+
+
+def restore_learner(learner: LearnerStores, state: dict) -> None:
+    """Put ``state`` (what :func:`learner_state` returned, e.g. read back from a file) into
+    ``learner``, a learner built the same way: the same class, net, likelihood and parts. A run
+    that stopped resumes in the objects it was built with, where :func:`load_learner` builds new
+    ones.
+
+    :raises ValueError: naming what differs between the saved learner and ``learner``, or what
+        makes no sense in the restored state (:func:`check_meaning`); on either, ``learner`` is
+        left as it was.
+    """
+    built = learner_state(learner)
+    if state.get("format") != FORMAT:
+        raise ValueError(f"not a learner state of format {FORMAT}: {state.get('format')!r}")
+    for field in ("learner", "net", "likelihood", "parts"):
+        if state.get(field) != built[field]:
+            raise ValueError(
+                f"the saved learner differs from this one in its {field}: {state.get(field)!r} "
+                f"against {built[field]!r}"
+            )
+    with transaction(learner):
+        learner.net.load_state_dict(_net_weights(state))
+        initial_prior = learner.initial_prior
+        learner.initial_prior = posterior_from_state(state["initial_prior"], learner.device)
+        try:
+            LearnerState.from_state(state["state"], learner.device).restore_into(learner)
+            check_meaning(learner)
+        except BaseException:
+            learner.initial_prior = initial_prior
+            raise
 
 
 def _net_weights(state: dict) -> dict:

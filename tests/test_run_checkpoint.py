@@ -1,0 +1,101 @@
+"""A run that resumes: stopped after a task and started again, it ends where the uninterrupted
+run ends; a checkpoint of another run is refused by name."""
+
+import json
+
+import numpy as np
+import pytest
+
+from pyro_cl.app.benchmark_run import BenchmarkRun
+from pyro_cl.app.continual_run import Metric, Step, run_continual
+from pyro_cl.app.run_checkpoint import RunCheckpoint
+from pyro_cl.app.runner import run_benchmark
+from pyro_cl.learner.learner import ContinualLearner
+
+
+def digits_run(output, method: str = "vcl", hidden: int = 8) -> BenchmarkRun:
+    return BenchmarkRun(
+        benchmark="split-digits",
+        methods=[method],
+        hidden_sizes=[hidden],
+        training={"epochs": 2},
+        output=output,
+        progress=False,
+        resumable=True,
+    )
+
+
+def matrices(output) -> dict:
+    run = json.loads((output / "results.json").read_text())["runs"][0]
+    return {k: np.array(v, dtype=float) for k, v in run["matrices"].items()}
+
+
+def stop_at_observe(monkeypatch, number: int) -> None:
+    """Make the ``number``-th ``observe`` from now raise, as a session's end would."""
+    calls = {"n": 0}
+    observe = ContinualLearner.observe
+
+    def stopping(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == number:
+            raise KeyboardInterrupt("the session ended")
+        return observe(self, *args, **kwargs)
+
+    monkeypatch.setattr(ContinualLearner, "observe", stopping)
+
+
+@pytest.mark.parametrize("method", ["vcl", "vcl-random"])
+def test_a_run_stopped_after_a_task_resumes_to_the_uninterrupted_result(
+    tmp_path, monkeypatch, method
+):
+    run_benchmark(digits_run(tmp_path / "straight", method))
+    with monkeypatch.context() as patch:
+        stop_at_observe(patch, 3)  # tasks 1-2 done and saved, task 3 interrupted
+        with pytest.raises(KeyboardInterrupt):
+            run_benchmark(digits_run(tmp_path / "stopped", method))
+    saved = tmp_path / "stopped" / "checkpoints" / f"{method}-seed0" / "run.pt"
+    assert saved.exists()
+    run_benchmark(digits_run(tmp_path / "stopped", method))  # the same command again
+    straight, resumed = matrices(tmp_path / "straight"), matrices(tmp_path / "stopped")
+    for name in ("accuracy", "log_likelihood", "calibration_error"):
+        np.testing.assert_array_equal(resumed[name], straight[name], err_msg=name)
+    assert not saved.parent.exists()  # a finished run leaves no checkpoint behind
+
+
+def test_a_checkpoint_of_other_steps_or_another_learner_is_refused(tmp_path, monkeypatch):
+    with monkeypatch.context() as patch:
+        stop_at_observe(patch, 2)
+        with pytest.raises(KeyboardInterrupt):
+            run_benchmark(digits_run(tmp_path))
+    folder = tmp_path / "checkpoints" / "vcl-seed0"
+    run = digits_run(tmp_path, hidden=16)  # a learner of another width
+    stream = run.task_stream(0)
+    learner = run.make_learner("vcl", stream, 0, "cpu")
+    names = [task.name for task in stream]
+    with pytest.raises(ValueError, match="holds a run of the steps"):
+        RunCheckpoint(folder, names[:2]).resume(learner, [])
+    with pytest.raises(ValueError, match="holds a run measured by"):
+        RunCheckpoint(folder, names).resume(learner, [])
+    metrics = [type(name, (Metric,), {})() for name in ("AccuracyMatrix", "Pruning")]
+    with pytest.raises(ValueError, match="differs from this one in its net"):
+        RunCheckpoint(folder, names).resume(learner, metrics)
+
+
+def test_a_metric_without_a_state_cannot_be_checkpointed(tmp_path):
+    class Counting(Metric):  # keeps a count, says nothing of how to save it
+        count = 0
+
+        def after_step(self, learner, step, seconds):
+            self.count += 1
+
+    run = digits_run(tmp_path)
+    stream = run.task_stream(0)
+    learner = run.make_learner("vcl", stream, 0, "cpu")
+    steps = [Step(task.train, task.name, i, task_id=task.id) for i, task in enumerate(stream)]
+    with pytest.raises(NotImplementedError, match="Counting cannot be checkpointed"):
+        run_continual(learner, steps[:1], [Counting()], checkpoint=tmp_path / "c")
+
+
+def test_a_resumable_run_needs_an_output():
+    with pytest.raises(ValueError, match="give an output"):
+        digits_run(None)
