@@ -53,7 +53,7 @@ def test_a_run_stopped_after_a_task_resumes_to_the_uninterrupted_result(
         stop_at_observe(patch, 3)  # tasks 1-2 done and saved, task 3 interrupted
         with pytest.raises(KeyboardInterrupt):
             run_benchmark(digits_run(tmp_path / "stopped", method))
-    saved = tmp_path / "stopped" / "checkpoints" / f"{method}-seed0" / "run.pt"
+    saved = tmp_path / "stopped" / f"checkpoint-{method}-seed0" / "run.pt"
     assert saved.exists()
     run_benchmark(digits_run(tmp_path / "stopped", method))  # the same command again
     straight, resumed = matrices(tmp_path / "straight"), matrices(tmp_path / "stopped")
@@ -67,7 +67,7 @@ def test_a_checkpoint_of_other_steps_or_another_learner_is_refused(tmp_path, mon
         stop_at_observe(patch, 2)
         with pytest.raises(KeyboardInterrupt):
             run_benchmark(digits_run(tmp_path))
-    folder = tmp_path / "checkpoints" / "vcl-seed0"
+    folder = tmp_path / "checkpoint-vcl-seed0"
     run = digits_run(tmp_path, hidden=16)  # a learner of another width
     stream = run.task_stream(0)
     learner = run.make_learner("vcl", stream, 0, "cpu")

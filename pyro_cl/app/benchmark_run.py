@@ -80,7 +80,7 @@ class BenchmarkRun:
     :ivar log_dir: a CSV log of losses, timings and metrics per run (``<method>_seed<k>.csv``),
         and with ``tensorboard`` TensorBoard event files beside it.
     :ivar resumable: save each task benchmark run after every task in
-        ``output/checkpoints/<method>-seed<k>/`` and resume it from there when started again
+        ``output/checkpoint-<method>-seed<k>/`` and resume it from there when started again
         (:class:`~pyro_cl.app.run_checkpoint.RunCheckpoint`): a run of hours in pieces.
     :ivar evaluation: for generative benchmarks, the scoring settings over the preset's
         (:class:`~pyro_cl.app.generative_metrics.GenerativeEvaluation`: ``test_samples``, ``test_points``,

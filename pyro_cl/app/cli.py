@@ -390,7 +390,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resumable",
         action="store_true",
-        help="save each run after every task in OUTPUT/checkpoints and, started again, resume it",
+        help="save each run after every task in OUTPUT/checkpoint-* and, started again, resume it",
     )
     parser.add_argument("--seeds", type=int, nargs="+", help="one run per seed (default: 0)")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when there is one)")

@@ -69,7 +69,7 @@ def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
             loggers = run_loggers(run.log_dir, f"{run.label(method)}_seed{seed}", run.tensorboard)
             checkpoint = None
             if run.resumable:
-                checkpoint = output / "checkpoints" / f"{file_slug(run.label(method))}-seed{seed}"
+                checkpoint = output / f"checkpoint-{file_slug(run.label(method))}-seed{seed}"
             result = run_stream(
                 learner,
                 stream,
