@@ -242,6 +242,20 @@ MUTATIONS = [
         ("tests/test_coresets.py",),
     ),
     Mutation(
+        "recent memory: the oldest points kept instead of the newest",
+        "pyro_cl/memory/recent.py",
+        "return torch.arange(len(candidates) - size, len(candidates), device=candidates.x.device)",
+        "return torch.arange(size, device=candidates.x.device)",
+        ("tests/test_online_memory.py",),
+    ),
+    Mutation(
+        "run checkpoint: the learner's saved state not put back on resume",
+        "pyro_cl/app/run_checkpoint.py",
+        'restore_learner(learner, run["learner"])',
+        "pass",
+        ("tests/test_run_checkpoint.py",),
+    ),
+    Mutation(
         "grs: the residual score with its sign flipped",
         "pyro_cl/memory/gaussian_factors.py",
         "return self.expected_log_likelihood - self.expected_log_factor(posterior)",
