@@ -142,7 +142,7 @@ def run_continual(
     watchers = [*metrics, *loggers]  # the learner's callbacks of every observe
     # seconds per step in observe and in the metrics
     training, evaluation = earlier.get("training", []), earlier.get("evaluation", [])
-    for step in bar:
+    for finished, step in enumerate(bar, start=done + 1):  # steps done once this one is
         began = clock.perf_counter()
         for metric in metrics:
             metric.before_step(learner, step)
@@ -169,13 +169,9 @@ def run_continual(
                 flush=True,
             )
         if saved is not None:
-            times = {"elapsed": clock.perf_counter() - start}
-            saved.save(
-                learner,
-                metrics,
-                step.index + 1,
-                {**times, "training": training, "evaluation": evaluation},
-            )
+            elapsed = clock.perf_counter() - start
+            times = {"elapsed": elapsed, "training": training, "evaluation": evaluation}
+            saved.save(learner, metrics, finished, times)
     if saved is not None:
         saved.clear()
     result = RunResult(
