@@ -52,7 +52,10 @@ class Step:
 class Metric(Callback):
     """A measurement of a run. It is also a learner callback of every ``observe`` (e.g.
     ``on_task_end`` evaluates right after the step is committed); the runner calls its other
-    hooks around each step. Override what you need; each does nothing by default."""
+    hooks around each step. Override what you need; each does nothing by default. A metric that
+    runs with a checkpoint also says what it measured so far
+    (:class:`~pyro_cl.app.run_checkpoint.Resumable`: ``measured``/``load_measured``); one
+    that does not is refused before the run starts, never dropped silently."""
 
     def before_step(self, learner: ContinualLearner, step: Step) -> None:
         """Before ``step`` is observed (the previous posterior is current)."""
@@ -70,20 +73,6 @@ class Metric(Callback):
 
     def record(self, result: RunResult) -> None:
         """Write what was measured into ``result`` once the run is over."""
-
-    def state_dict(self) -> dict[str, Any]:
-        """What was measured so far, as tensors and plain containers, for a run that saves a
-        checkpoint after every step (``run_continual(checkpoint=...)``). A metric that keeps
-        anything between steps must say what: the default refuses, so a resumed run never
-        silently drops a measurement."""
-        raise NotImplementedError(
-            f"{type(self).__name__} cannot be checkpointed: give it state_dict() and "
-            "load_state_dict() (what it measured so far) to run it with a checkpoint"
-        )
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
-        raise NotImplementedError(f"{type(self).__name__} cannot be checkpointed")
 
 
 def file_slug(label: str) -> str:

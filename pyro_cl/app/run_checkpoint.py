@@ -4,7 +4,7 @@ A benchmark at a paper's schedule runs for hours on a CPU, and a session, a job'
 closed laptop ends it. With ``run_continual(checkpoint=folder)`` the runner writes, after every
 step, one file ``folder/run.pt``: the steps done, the learner's whole state (its posterior, its
 parts' states and its random streams: :func:`~pyro_cl.learner.checkpoint.learner_state`), each
-metric's :meth:`~pyro_cl.app.continual_run.Metric.state_dict` and the seconds so far. Started
+metric's :meth:`Resumable.measured` and the seconds so far. Started
 again with the same folder, a learner built the same way and the same metrics, the run puts the
 saved state into them and goes on after the last saved step, drawing from the learner's saved
 random streams: it ends where the uninterrupted run ends. The file is written atomically, so a
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pyro_cl.learner.checkpoint import restore_learner
 from pyro_cl.serialization import atomic_save, safe_load
@@ -30,12 +30,14 @@ __all__ = ["RUN_FORMAT", "Resumable", "RunCheckpoint"]
 RUN_FORMAT = "pyro_cl.run/1"
 
 
+@runtime_checkable
 class Resumable(Protocol):
-    """What a run's checkpoint asks of a metric: its state so far, and that state put back."""
+    """What a run's checkpoint asks of a metric: its state so far (tensors and plain
+    containers), and that state put back."""
 
-    def state_dict(self) -> dict[str, Any]: ...
+    def measured(self) -> dict[str, Any]: ...
 
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def load_measured(self, state: dict[str, Any]) -> None: ...
 
 
 class RunCheckpoint:
@@ -52,9 +54,17 @@ class RunCheckpoint:
         """Put the saved run into ``learner`` and ``metrics``: the number of steps done and the
         seconds so far (``{}`` and 0 steps when nothing is saved).
 
+        :raises TypeError: before anything runs, for a metric that cannot say what it measured
+            so far (no ``measured``/``load_measured``).
         :raises ValueError: if the folder holds a run of other steps, other metrics or a learner
             built otherwise (the message names the difference), or a damaged file.
         """
+        for metric in metrics:
+            if not isinstance(metric, Resumable):
+                raise TypeError(
+                    f"{type(metric).__name__} cannot be checkpointed: give it measured() and "
+                    "load_measured() (what it measured so far) to run it with a checkpoint"
+                )
         if not self.path.exists():
             return 0, {}
         run = safe_load(self.path, map_location=learner.device)
@@ -73,7 +83,7 @@ class RunCheckpoint:
         except ValueError as error:
             raise ValueError(f"{self.path}: {error}") from error
         for metric, state in zip(metrics, run["metric_states"], strict=True):
-            metric.load_state_dict(state)
+            metric.load_measured(state)
         return int(run["done"]), run["times"]
 
     def save(
@@ -91,7 +101,7 @@ class RunCheckpoint:
             "done": done,
             "learner": learner.state(),
             "metrics": [type(metric).__name__ for metric in metrics],
-            "metric_states": [metric.state_dict() for metric in metrics],
+            "metric_states": [metric.measured() for metric in metrics],
             "times": times,
         }
         atomic_save(run, self.path)

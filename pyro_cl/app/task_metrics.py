@@ -84,10 +84,10 @@ class AccuracyMatrix(Metric):
         result.matrices["log_likelihood"] = self.log_likelihood
         result.matrices["calibration_error"] = self.calibration_error
 
-    def state_dict(self) -> dict:
+    def measured(self) -> dict:
         return {name: torch.from_numpy(getattr(self, name).copy()) for name in MATRICES}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_measured(self, state: dict) -> None:
         for name in MATRICES:
             setattr(self, name, state[name].cpu().double().numpy().copy())
 
@@ -114,10 +114,10 @@ class ActiveUnits(Metric):
     def record(self, result: RunResult) -> None:
         result.details["active_units"] = self.quartiles
 
-    def state_dict(self) -> dict:
+    def measured(self) -> dict:
         return {"quartiles": self.quartiles}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_measured(self, state: dict) -> None:
         self.quartiles = [list(layer) for layer in state["quartiles"]]
 
 
@@ -151,10 +151,10 @@ class Pruning(Metric):
         result.details["units_in_use"] = self.units
         result.details["pruned_kl_threshold"] = self.threshold
 
-    def state_dict(self) -> dict:
+    def measured(self) -> dict:
         return {"shares": self.shares, "units": self.units}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_measured(self, state: dict) -> None:
         self.shares, self.units = list(state["shares"]), list(state["units"])
 
 

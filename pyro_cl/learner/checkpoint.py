@@ -150,11 +150,9 @@ def _load(cls, path, net, device, key):
         refit_per_task=state["refit_per_task"],
         seed=state["seed"],
     )
-    learner.net.load_state_dict(weights)
-    learner.initial_prior = posterior_from_state(state["initial_prior"], learner.device)
     if state["format"] == "pyro_cl.learner/2":
         state["state"] = _state_of_format_2(state, learner)
-    LearnerState.from_state(state["state"], learner.device).restore_into(learner)
+    _put_state(learner, state)
     return learner
 
 
@@ -177,16 +175,21 @@ def restore_learner(learner: LearnerStores, state: dict) -> None:
                 f"the saved learner differs from this one in its {field}: {state.get(field)!r} "
                 f"against {built[field]!r}"
             )
-    with transaction(learner):
-        learner.net.load_state_dict(_net_weights(state))
-        initial_prior = learner.initial_prior
-        learner.initial_prior = posterior_from_state(state["initial_prior"], learner.device)
-        try:
-            LearnerState.from_state(state["state"], learner.device).restore_into(learner)
+    initial_prior = learner.initial_prior  # the one store a step's transaction leaves alone
+    try:
+        with transaction(learner):
+            _put_state(learner, state)
             check_meaning(learner)
-        except BaseException:
-            learner.initial_prior = initial_prior
-            raise
+    except BaseException:
+        learner.initial_prior = initial_prior
+        raise
+
+
+def _put_state(learner: LearnerStores, state: dict) -> None:
+    """A checkpoint's net weights, initial prior and :class:`LearnerState` into ``learner``."""
+    learner.net.load_state_dict(_net_weights(state))
+    learner.initial_prior = posterior_from_state(state["initial_prior"], learner.device)
+    LearnerState.from_state(state["state"], learner.device).restore_into(learner)
 
 
 def _net_weights(state: dict) -> dict:
