@@ -62,6 +62,8 @@ from pyro_cl.transitions.forgetting import BayesianForgetting
 
 FAMILIES = {"forgetting": BayesianForgetting, "wiener": Wiener, "ou": OrnsteinUhlenbeck}
 RIVER_LEARNERS = ("river-logistic", "river-hat", "river-arf", "river-naive-bayes", "majority")
+#: The learners named outright (beside ``net-refit-all`` and ``net-refit-W``).
+NAMED_LEARNERS = (*RIVER_LEARNERS, *FAMILIES)
 SYNTHETIC_ROWS = 20_000
 
 
@@ -334,12 +336,10 @@ def run(args, stream_name: str, seed: int) -> None:
                 _write(base / tag / f"seed{seed}", member, {**extra, **kurle})
             _write(folder, scores, {**extra, "learner": f"{name} bank"})
         elif name.startswith("net-refit"):
-            torch.manual_seed(seed)
-            window = None if name == "net-refit-all" else int(name.rsplit("-", 1)[1])
             model = RefitNet(
                 stream,
                 tuple(args.hidden),
-                window,
+                _refit_window(name),
                 args.refit_epochs,
                 args.refit_first_epochs,
                 learning_rate=args.learning_rate,
@@ -481,16 +481,19 @@ def _figure(folder: Path, rows: dict) -> None:
     plt.close(figure)
 
 
+def _refit_window(name: str) -> int | None:
+    """The rows a ``net-refit-W`` learner refits on: ``W``, or ``None`` (every row) for
+    ``net-refit-all``."""
+    window = name.removeprefix("net-refit-")
+    return None if window == "all" else int(window)
+
+
 def _learner_name(name: str) -> str:
     window = name.removeprefix("net-refit-")
-    if (
-        name in (*RIVER_LEARNERS, *FAMILIES)
-        or window == "all"
-        or (window.isdigit() and int(window) > 0)
-    ):
+    if name in NAMED_LEARNERS or window == "all" or (window.isdigit() and int(window) > 0):
         return name
     raise argparse.ArgumentTypeError(
-        f"unknown learner {name!r}: choose from {', '.join((*RIVER_LEARNERS, *FAMILIES))}, "
+        f"unknown learner {name!r}: choose from {', '.join(NAMED_LEARNERS)}, "
         "net-refit-all or net-refit-W (W rows)"
     )
 
@@ -499,9 +502,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stream", nargs="+", default=["weather"],
                         choices=["weather", "elec2", "sea", "hyperplane"])  # fmt: skip
-    parser.add_argument("--learners", nargs="+", default=[*RIVER_LEARNERS, *FAMILIES],
+    parser.add_argument("--learners", nargs="+", default=list(NAMED_LEARNERS),
                         type=_learner_name,
-                        help=f"of {', '.join((*RIVER_LEARNERS, *FAMILIES))}, net-refit-all "
+                        help=f"of {', '.join(NAMED_LEARNERS)}, net-refit-all "
                         "and net-refit-W (a point net refitted on the last W rows)")  # fmt: skip
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--strengths", type=float, nargs="+", default=[0.003, 0.01, 0.03, 0.1])
