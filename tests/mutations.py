@@ -249,6 +249,20 @@ MUTATIONS = [
         ("tests/test_online_memory.py",),
     ),
     Mutation(
+        "variance learning rate: the log-variances put in the learning rate's group",
+        "pyro_cl/infer/training.py",
+        '(variances if LOG_VARIANCE in name.split(".") else rest).append(parameter)',
+        "(variances if LOG_VARIANCE in name else rest).append(parameter) if False else rest.append(parameter)",
+        ("tests/test_variance_learning_rate.py",),
+    ),
+    Mutation(
+        "variance learning rate: the groups' rates swapped",
+        "pyro_cl/infer/training.py",
+        'groups.append({"params": variances, "lr": optimisation.variance_learning_rate})',
+        'groups.append({"params": variances, "lr": optimisation.learning_rate})\n        groups[0]["lr"] = optimisation.variance_learning_rate',
+        ("tests/test_variance_learning_rate.py",),
+    ),
+    Mutation(
         "run checkpoint: the learner's saved state not put back on resume",
         "pyro_cl/app/run_checkpoint.py",
         'restore_learner(learner, run["learner"])',

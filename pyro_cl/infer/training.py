@@ -12,13 +12,15 @@ from pyro_cl.infer.data_parallel import sharded_step, synchronise_random_state
 from pyro_cl.infer.divergence import Divergence, DivergenceError
 from pyro_cl.infer.fit_problem import FitProblem
 
-__all__ = ["DivergenceError", "make_adam", "minimise", "run_epochs"]
+__all__ = ["DivergenceError", "make_adam", "minimise", "parameter_groups", "run_epochs"]
 
 
-def make_adam(parameters: list[torch.nn.Parameter], learning_rate: float) -> torch.optim.Adam:
+def make_adam(
+    parameters: list[torch.nn.Parameter] | list[dict], learning_rate: float
+) -> torch.optim.Adam:
     """Adam with the fused kernel where torch has one (CPU and CUDA floats): the same update
     rule in one kernel instead of ~10 small ones per parameter, which matters for the many small
-    tensors of a mean-field guide."""
+    tensors of a mean-field guide. ``parameters`` may be torch's parameter groups."""
     try:
         return torch.optim.Adam(parameters, lr=learning_rate, fused=True)
     except (RuntimeError, ValueError):
@@ -81,6 +83,27 @@ def run_epochs(
     return history
 
 
+#: The name of the mean-field guide's log-variances, packed (``packed.log_variance``) or per
+#: site (``log_variance.<site>``).
+LOG_VARIANCE = "log_variance"
+
+
+def parameter_groups(
+    parameters: Mapping[str, torch.nn.Parameter], optimisation: Optimisation
+) -> list[dict]:
+    """Adam's parameter groups: the log-variances at ``variance_learning_rate`` where one is set
+    and everything else at ``learning_rate`` (one group without it)."""
+    if optimisation.variance_learning_rate is None:
+        return [{"params": list(parameters.values())}]
+    rest, variances = [], []
+    for name, parameter in parameters.items():
+        (variances if LOG_VARIANCE in name.split(".") else rest).append(parameter)
+    groups = [{"params": rest}] if rest else []
+    if variances:
+        groups.append({"params": variances, "lr": optimisation.variance_learning_rate})
+    return groups
+
+
 def minimise(
     loss_fn: Callable[[torch.Tensor], torch.Tensor],
     parameters: Mapping[str, torch.nn.Parameter],
@@ -106,7 +129,7 @@ def minimise(
     :returns: the mean loss of every epoch.
     :raises DivergenceError: as soon as an epoch's loss diverges (:func:`run_epochs`).
     """
-    optimizer = make_adam(list(parameters.values()), optimisation.learning_rate)
+    optimizer = make_adam(parameter_groups(parameters, optimisation), optimisation.learning_rate)
     rate, steps = optimisation.decay
     schedule = None
     if rate != 1.0:
