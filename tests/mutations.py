@@ -252,7 +252,7 @@ MUTATIONS = [
         "variance learning rate: the log-variances put in the learning rate's group",
         "pyro_cl/infer/training.py",
         '(variances if LOG_VARIANCE in name.split(".") else rest).append(parameter)',
-        "(variances if LOG_VARIANCE in name else rest).append(parameter) if False else rest.append(parameter)",
+        "rest.append(parameter)",
         ("tests/test_variance_learning_rate.py",),
     ),
     Mutation(
