@@ -9,7 +9,7 @@ initial variance where it started while a variance step of its own reaches the e
 import pytest
 import torch
 
-from pyro_cl import ContinualLearner, GaussianLikelihood
+from pyro_cl import IVON, VOGN, ContinualLearner, GaussianLikelihood, PointEstimateFitter
 from pyro_cl.infer.config import Optimisation
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.training import minimise
@@ -49,6 +49,14 @@ def test_without_it_every_parameter_steps_at_the_learning_rate():
 def test_a_rate_that_is_not_positive_is_refused(bad):
     with pytest.raises(ValueError, match="variance_learning_rate must be positive"):
         Optimisation(variance_learning_rate=bad)
+
+
+@pytest.mark.parametrize(
+    "fitter", [VOGN(), IVON(), PointEstimateFitter()], ids=lambda f: type(f).__name__
+)
+def test_a_fitter_that_does_not_fit_the_variances_with_adam_refuses_it(fitter):
+    with pytest.raises(ValueError, match="does not fit them with Adam"):
+        ContinualLearner(BayesianLinear(2, 1), fitter=fitter, variance_learning_rate=0.1)
 
 
 def fitted_log_variance(**options) -> torch.Tensor:

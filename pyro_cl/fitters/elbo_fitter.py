@@ -43,6 +43,7 @@ class ELBOFitter(Fitter):
 
     name = "elbo"
     takes_weights = True
+    adam_fits_variances = True
     fits_local_guide = True
     trains_point_parameters = True
     #: The ELBO takes any Gaussian family's KL and joint draws (the guide's ``joint_terms``).

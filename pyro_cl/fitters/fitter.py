@@ -54,6 +54,10 @@ class Fitter(Registrable, kind="fitter"):
     #: closed-form fitter says False, so no error names a learning rate it never uses.
     uses_optimiser: ClassVar[bool] = True
 
+    #: True when Adam fits the guide's log-variances (the ELBO's fitters), so the configuration's
+    #: ``variance_learning_rate`` applies; a learner refuses that setting with any other fitter.
+    adam_fits_variances: ClassVar[bool] = False
+
     #: True when the fit multiplies each point's log-likelihood by ``data.weights`` (Bayesian
     #: forgetting with a memory needs it); the learner refuses weighted data otherwise.
     takes_weights: ClassVar[bool] = False

@@ -123,7 +123,9 @@ def minimise(
     gradient (:class:`~pyro_cl.infer.data_parallel.Shard`).
 
     :param optimisation: Adam's learning rate and its decay: at step ``s`` the learning rate is
-        ``learning_rate · rate^(s / steps)`` (``rate = 1`` keeps it constant).
+        ``learning_rate · rate^(s / steps)`` (``rate = 1`` keeps it constant); the log-variances
+        step at ``variance_learning_rate`` where one is set (:func:`parameter_groups`), decayed
+        alike.
     :param watched: what the callbacks see after each step (default ``parameters``; a packed fit
         shows them the guide's per-site tensors, which share the packed memory).
     :returns: the mean loss of every epoch.

@@ -157,6 +157,14 @@ class ContinualLearner:
         self.guide_family.check_initialisation(
             initialisation.between_tasks, initialisation.init_means
         )
+        if self.config.optimisation.variance_learning_rate is not None and not (
+            self.fitter.adam_fits_variances
+        ):
+            raise ValueError(
+                f"variance_learning_rate is Adam's step for the guide's log-variances, and "
+                f"{type(self.fitter).__name__} does not fit them with Adam: use ELBOFitter "
+                "(VCL's) or FunctionSpaceFitter, or leave it unset"
+            )
         if self.memory is None and self.needs_memory:
             raise ValueError(f"{type(self).__name__} needs a memory, e.g. RandomCoreset(200)")
         self.callbacks = CallbackList(callbacks)
