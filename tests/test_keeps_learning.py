@@ -17,6 +17,9 @@ def test_a_tempered_row_only_where_validation_chose_a_beta_other_than_one():
     assert table["vcl β=0.1"]["fitter_options"] == {"kl_weight": 0.1}
     assert table["vcl β=0.3 + film"]["film"] is True
     assert table["vcl β=0.3 + film"]["fitter_options"] == {"kl_weight": 0.3}
+    freed = table["vcl β=0.1 small variances, variance step"]
+    assert freed["fitter_options"] == {"kl_weight": 0.1}
+    assert freed["training"] == table["vcl small variances, variance step"]["training"]
 
 
 @pytest.mark.parametrize("label", sorted(keeps_learning.rows({False: 0.1, True: 0.3})))
