@@ -43,8 +43,8 @@ EARLIER_FORMATS = ("pyro_cl.learner/2",)
 LearnerType = TypeVar("LearnerType", bound=LearnerStores)
 
 
-def learner_state(learner: LearnerStores) -> dict:
-    """Everything needed to continue exactly here: tensors and plain containers only.
+def _built_from(learner: LearnerStores) -> dict:
+    """How ``learner`` was built: its class and the specs of its net, likelihood and parts.
 
     :raises TypeError: if a part (net, likelihood, fitter, transition, memory, callback)
         cannot be rebuilt from its spec; the message says how to register it.
@@ -54,10 +54,8 @@ def learner_state(learner: LearnerStores) -> dict:
     if hasattr(learner.net, "spec"):
         net_spec = check_rebuildable(learner.net, "net")
     return {
-        "format": FORMAT,
         "learner": type(learner).__name__,
         "net": net_spec,
-        "net_parameters": {name: p.detach() for name, p in learner.net.named_parameters()},
         "likelihood": check_rebuildable(learner.model.likelihood, "likelihood"),
         "parts": {
             "guide": specs["guide"],
@@ -66,6 +64,19 @@ def learner_state(learner: LearnerStores) -> dict:
             "memory": specs.get("memory"),
             "callbacks": [specs[f"callback {i}"] for i in range(len(learner.callbacks.callbacks))],
         },
+    }
+
+
+def learner_state(learner: LearnerStores) -> dict:
+    """Everything needed to continue exactly here: tensors and plain containers only.
+
+    :raises TypeError: if a part (net, likelihood, fitter, transition, memory, callback)
+        cannot be rebuilt from its spec; the message says how to register it.
+    """
+    return {
+        "format": FORMAT,
+        **_built_from(learner),
+        "net_parameters": {name: p.detach() for name, p in learner.net.named_parameters()},
         "refit_per_task": learner.refit_per_task,
         "config": learner.config.state(),
         "initial_prior": posterior_to_state(learner.initial_prior),
@@ -166,10 +177,10 @@ def restore_learner(learner: LearnerStores, state: dict) -> None:
         makes no sense in the restored state (:func:`check_meaning`); on either, ``learner`` is
         left as it was.
     """
-    built = learner_state(learner)
     if state.get("format") != FORMAT:
         raise ValueError(f"not a learner state of format {FORMAT}: {state.get('format')!r}")
-    for field in ("learner", "net", "likelihood", "parts"):
+    built = _built_from(learner)  # only what is compared, not the posterior's tensors
+    for field in built:
         if state.get(field) != built[field]:
             raise ValueError(
                 f"the saved learner differs from this one in its {field}: {state.get(field)!r} "

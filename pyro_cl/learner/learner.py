@@ -161,7 +161,7 @@ class ContinualLearner:
             self.fitter.adam_fits_variances
         ):
             raise ValueError(
-                f"variance_learning_rate is Adam's step for the guide's log-variances, and "
+                "variance_learning_rate is Adam's step for the guide's log-variances, and "
                 f"{type(self.fitter).__name__} does not fit them with Adam: use ELBOFitter "
                 "(VCL's) or FunctionSpaceFitter, or leave it unset"
             )
