@@ -148,7 +148,9 @@ def main() -> None:
     shared_draws = vcl(local_reparameterization=False, elbo=args.elbo)
     learner = vcl()  # the natural-gradient and baseline rows: one sample (num_samples=1)
     names = learner.guide.sites_for(x[:1], None, task_id=0)
-    context = FitContext(learner.model, learner.config, device, CallbackList())
+    context = FitContext(
+        learner.model, learner.config, device, CallbackList(), learner.initial_prior
+    )
     data = Points.of_task(x, y, 0)
     one_epoch = FitProblem(data, names, 1, batch, "timing")
     updates = {

@@ -23,7 +23,7 @@ from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.memory import RandomCoreset
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.points import Points
-from pyro_cl.posterior import install_prior
+from pyro_cl.posterior import install_prior, read_priors
 from tests.test_linear_regression_vcl import NOISE, exact_diagonal_update
 
 
@@ -50,7 +50,9 @@ def _tiny_problem(seed=0):
 
 
 def _context(model):
-    return FitContext(model, TrainingConfig(), torch.device("cpu"), CallbackList())
+    return FitContext(
+        model, TrainingConfig(), torch.device("cpu"), CallbackList(), read_priors(model.net)
+    )
 
 
 def _hand_statistics(net, theta, x, y):

@@ -8,6 +8,7 @@ import torch
 
 from pyro_cl.checks import checked_real
 from pyro_cl.fitters.fitter import Fitter
+from pyro_cl.fitters.mean_precision import mean_precision_term
 from pyro_cl.fitters.point_fit import net_point_parameters
 from pyro_cl.guides import GAUSSIAN_FAMILIES, MEAN_FIELD, MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
@@ -39,6 +40,10 @@ class ELBOFitter(Fitter):
         ``∝ prior · likelihood^{1/β}``; ``β < 1`` lets each task move the posterior further from
         the last (GVCL's answer to VCL's over-pruning), and ``β → 0`` with the variances
         ``O(β)`` is online EWC (GVCL section 3). ``β = 1`` is VCL.
+    :param mean_precision_weight: GVCL's ``λ``: the precision the data have added to each
+        weight's prior counts ``λ`` times in the KL's mean term
+        (:mod:`~pyro_cl.fitters.mean_precision`); with ``β → 0`` the means then follow online EWC
+        at strength ``λ``. ``1`` is the KL. Mean-field guides.
     """
 
     name = "elbo"
@@ -51,20 +56,29 @@ class ELBOFitter(Fitter):
     #: Its KL to a Laplace first prior is closed-form too (:func:`~pyro_cl.kl.gaussian_laplace_kl`).
     prior_families = ("normal", "laplace")
 
-    def __init__(self, heads_in_kl: bool = True, kl_weight: float = 1.0) -> None:
+    def __init__(
+        self, heads_in_kl: bool = True, kl_weight: float = 1.0, mean_precision_weight: float = 1.0
+    ) -> None:
         if not isinstance(heads_in_kl, bool):
             raise ValueError(f"heads_in_kl must be True or False, got {heads_in_kl!r}")
         self.heads_in_kl = heads_in_kl
         self.kl_weight = checked_real(kl_weight, "kl_weight", 0, low_open=True)
+        self.mean_precision_weight = checked_real(mean_precision_weight, "mean_precision_weight", 0)
 
     def check_parts(self, parts: Parts) -> None:
-        """As :meth:`Fitter.check_parts`; and ``heads_in_kl=False`` drops the heads' KL from a
-        mean-field guide only (a joint block's KL is one term)."""
+        """As :meth:`Fitter.check_parts`; and ``heads_in_kl=False`` drops the heads' KL, and
+        ``mean_precision_weight`` reweighs its mean term, of a mean-field guide only (a joint
+        block's KL is one term)."""
         super().check_parts(parts)
         mean_field = parts.guide is None or MEAN_FIELD in parts.guide.lineage()
         if not self.heads_in_kl and not mean_field:
             raise ValueError(
                 f"heads_in_kl=False needs the mean-field guide family, not {parts.guide.name!r}"
+            )
+        if self.mean_precision_weight != 1 and not mean_field:
+            raise ValueError(
+                "mean_precision_weight (GVCL's λ) needs the mean-field guide family, not "
+                f"{parts.guide.name!r}"
             )
 
     def fit(
@@ -109,10 +123,24 @@ class ELBOFitter(Fitter):
         """The weight of ``KL(q || prior)`` in this fit (``β``)."""
         return self.kl_weight
 
-    def _regulariser(self, context, guide, problem, packed):  # noqa: ARG002
+    def _regulariser(self, context, guide, problem, packed):
         """A term ``R`` added to every minibatch's loss as ``R / N`` (``None``: nothing), built
-        once per fit; subclasses add function-space terms here."""
-        return None
+        once per fit: ``β (KL_λ - KL)``, GVCL's λ (:mod:`~pyro_cl.fitters.mean_precision`);
+        subclasses put function-space terms here."""
+        model = context.model
+        free = set(self._kl_free(model, problem.sites))
+        term = mean_precision_term(
+            model,
+            guide,
+            [name for name in problem.sites if name not in free],
+            context.initial_prior,
+            self.mean_precision_weight,
+            packed,
+        )
+        if term is None:
+            return None
+        kl_weight = self._parameter_kl_weight()
+        return lambda: kl_weight * term()
 
     def _kl_free(self, model, sites: list[str]) -> list[str]:
         """The sites fitted without a KL term: the heads' with ``heads_in_kl=False``."""

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
+from torch.distributions import Distribution
 
 from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.config import TrainingConfig
@@ -20,12 +21,14 @@ __all__ = ["FitContext"]
 @dataclass(frozen=True)
 class FitContext:
     """What every fit of a learner shares: the model (its priors are the current prior), the
-    settings, the device and the callbacks that watch the fit."""
+    settings, the device, the callbacks that watch the fit and the sites' priors before the first
+    step (``initial_prior``, e.g. for GVCL's λ, :mod:`~pyro_cl.fitters.mean_precision`)."""
 
     model: SupervisedModel
     config: TrainingConfig
     device: torch.device
     callbacks: Callback
+    initial_prior: Mapping[str, Distribution]
 
     def batch_size(self, batch_size: int | str | None = "same") -> int | None:
         """``batch_size``, where ``"same"`` means the schedule's."""

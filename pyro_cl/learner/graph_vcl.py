@@ -285,7 +285,9 @@ class GraphVCL:
         proportions = self._class_proportions(class_prior, x, domain, prior)
         likelihood = PredictiveEntropy(proportions)
         model = SupervisedModel(learner.net, likelihood, learner.config.monte_carlo.elbo)
-        context = FitContext(model, learner.config, learner.device, CallbackList())
+        context = FitContext(
+            model, learner.config, learner.device, CallbackList(), learner.initial_prior
+        )
         x = x.to(learner.device)
         placeholder = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)  # never read
         task = self.task_of(domain)

@@ -311,7 +311,7 @@ class ContinualLearner:
     def _step(
         self, x: torch.Tensor, y: torch.Tensor, task_id: int, time: float, callbacks: Callback
     ) -> list[float]:
-        context = FitContext(self.model, self.config, self.device, callbacks)
+        context = FitContext(self.model, self.config, self.device, callbacks, self.initial_prior)
         # the transition's view of this step: None at the first step (nothing to transition)
         between = self._transition_context(time) if self.times else None
         if between is not None:
