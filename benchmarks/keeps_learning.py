@@ -95,6 +95,14 @@ PER_POINT = {"function_kl_scale": "per_point", "context_draws": 40}
 FUNCTION_PRIOR = {**PER_POINT, "function_prior_variance": 1e-3}
 
 
+#: GVCL's start of every task: log σ² = -7, and later tasks' variances capped there.
+GVCL_START = {
+    "init_log_variance": -7.0,
+    "between_tasks": "cap_variance",
+    "later_init_log_variance": -7.0,
+}
+
+
 def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
     """``{label: BenchmarkRun fields}`` of the table's rows (a tempered row only where the
     validation chose a β other than 1, which is VCL itself)."""
@@ -113,6 +121,20 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
         "vcl small variances, variance step": {
             "methods": ["vcl"],
             "training": {"init_log_variance": -12.0, "variance_learning_rate": 0.05},
+        },
+        # GVCL as its authors ran it on CIFAR (yolky/gvcl, src/best_hyperparams.py and
+        # gvcl_model_classes.py): β = 0.2 and λ = 1000 (λ = 100 with FiLM layers), every weight's
+        # log σ² started at -7 and capped there before each later task
+        "gvcl β=0.2 λ=1000": {
+            "methods": ["vcl"],
+            "fitter_options": {"kl_weight": 0.2, "mean_precision_weight": 1000.0},
+            "training": dict(GVCL_START),
+        },
+        "gvcl β=0.2 λ=100 + film": {
+            "methods": ["vcl"],
+            "film": True,
+            "fitter_options": {"kl_weight": 0.2, "mean_precision_weight": 100.0},
+            "training": dict(GVCL_START),
         },
         "fsvi": {"methods": ["fsvi"]},
         "fsvi linearised": {"methods": ["fsvi"], "fitter_options": {"moments": "linearised"}},

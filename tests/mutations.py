@@ -357,6 +357,13 @@ MUTATIONS = [
         ("tests/test_tempered_vcl.py",),
     ),
     Mutation(
+        "gvcl start: the variances capped from below, not above",
+        "pyro_cl/guides/mean_field.py",
+        "self.log_variance[key].clamp_(max=log_variance)",
+        "self.log_variance[key].clamp_(min=log_variance)",
+        ("tests/test_reinitialise.py",),
+    ),
+    Mutation(
         "function space: the KL's variance ratio inverted",
         "pyro_cl/fitters/function_space.py",
         "ratio = variance_q / variance_p",

@@ -34,7 +34,7 @@ __all__ = [
 DEFAULT_INIT_LOG_VARIANCE = -6.0
 
 #: What :meth:`MeanFieldGuide.reinitialise` may do between tasks.
-REINIT_POLICIES = ("keep", "prior", "reset_variance", "reset", "fresh")
+REINIT_POLICIES = ("keep", "prior", "reset_variance", "cap_variance", "reset", "fresh")
 
 
 def task_id_key(args: tuple, kwargs: dict):
@@ -322,7 +322,10 @@ class MeanFieldGuide(nn.Module):
         ``"keep"`` starts the next task at the current posterior (the VCL reference code's choice);
         ``"prior"`` starts it at the step's prior, means and variances (the same as ``"keep"`` for
         VCL; after a transition such as forgetting, the forgotten posterior; for a new head, its
-        initial prior); ``"reset_variance"`` keeps the means and resets log σ²; ``"reset"`` also
+        initial prior); ``"reset_variance"`` keeps the means and resets log σ²;
+        ``"cap_variance"`` keeps the means and lowers every log σ² above the reset value to it (the
+        GVCL reference code's start of each task, at log σ² = -7: weights the last task left at
+        the prior start narrow, the others where they were); ``"reset"`` also
         redraws the means
         around the mean of the site's prior in ``priors``; ``"fresh"`` resets log σ² and draws the
         means as PyTorch initialises a new layer, ``U(-1/√fan_in, 1/√fan_in)`` (the VOGN thesis's
@@ -356,6 +359,9 @@ class MeanFieldGuide(nn.Module):
                     self.log_variance[key].copy_(2 * scale.log())
                 else:  # its moments
                     self.log_variance[key].copy_(base.variance.to(like).expand_as(like).log())
+                continue
+            if policy == "cap_variance":
+                self.log_variance[key].clamp_(max=log_variance)
                 continue
             self.log_variance[key].fill_(log_variance)
             if policy == "reset":
