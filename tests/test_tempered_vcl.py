@@ -124,6 +124,18 @@ def ewc_limit(data, strength=1.0):
     return mean
 
 
+def online_ewc_mean(data, strength: float) -> torch.Tensor:
+    """The weights our ``OnlineEWC`` (Gauss-Newton curvature) ends at over ``data``."""
+    ewc = learner_with(
+        PointEstimateFitter(OnlineEWC(strength=strength, fisher_samples=None, curvature="ggn")),
+        epochs=3000,
+        learning_rate=0.02,
+    )
+    for task, (x, y) in enumerate(data):
+        ewc.observe((x, y), task_id=task)
+    return ewc.guide.locs(["weight"])["weight"].detach().squeeze(0)
+
+
 def test_tempered_vcl_tends_to_online_ewc_as_beta_goes_to_zero():
     """VOGN with the Gauss-Newton curvature reaches the β-ELBO's mean-field optimum exactly (its
     curvature of a linear model does not depend on the draws), so the limit is seen without SVI's
@@ -140,16 +152,8 @@ def test_tempered_vcl_tends_to_online_ewc_as_beta_goes_to_zero():
         for task, (x, y) in enumerate(data):
             learner.observe((x, y), task_id=task)
         distance[beta] = (posterior_of(learner)[0] - limit).abs().max().item()
-    ewc = learner_with(
-        PointEstimateFitter(OnlineEWC(strength=1.0, fisher_samples=None, curvature="ggn")),
-        epochs=3000,
-        learning_rate=0.02,
-    )
-    for task, (x, y) in enumerate(data):
-        ewc.observe((x, y), task_id=task)
-    ewc_mean = ewc.guide.locs(["weight"])["weight"].detach().squeeze(0)
     # our OnlineEWC reaches the closed form ...
-    torch.testing.assert_close(ewc_mean, limit, atol=0.02, rtol=0)
+    torch.testing.assert_close(online_ewc_mean(data, 1.0), limit, atol=0.02, rtol=0)
     # ... and tempered VCL approaches it as β shrinks, from a VCL (β = 1) that is elsewhere
     assert distance[1.0] > 0.2
     assert distance[1e-1] < distance[1.0] / 2
@@ -184,15 +188,7 @@ def test_gvcl_lambda_tends_to_online_ewc_at_strength_lambda_as_beta_goes_to_zero
     for x, y in data:
         mean, variance = tempered_diagonal_update(mean, variance, x, y, 1e-4, strength)
     torch.testing.assert_close(mean, limit, atol=2e-3, rtol=0)
-    ewc = learner_with(
-        PointEstimateFitter(OnlineEWC(strength=strength, fisher_samples=None, curvature="ggn")),
-        epochs=3000,
-        learning_rate=0.02,
-    )
-    for task, (x, y) in enumerate(data):
-        ewc.observe((x, y), task_id=task)
-    ewc_mean = ewc.guide.locs(["weight"])["weight"].detach().squeeze(0)
-    torch.testing.assert_close(ewc_mean, limit, atol=0.02, rtol=0)
+    torch.testing.assert_close(online_ewc_mean(data, strength), limit, atol=0.02, rtol=0)
 
 
 def test_the_mean_precision_term_is_the_difference_of_the_kls():
