@@ -130,6 +130,14 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
             "fitter_options": {"kl_weight": 0.2, "mean_precision_weight": 1000.0},
             "training": dict(GVCL_START),
         },
+        # ... with the variance step that lets 200-800 Adam steps move log σ² to what the data
+        # say (the start's log σ² = -7 moves by about 0.2 without it, so the data's precision
+        # λ weighs would be the start's on every weight)
+        "gvcl β=0.2 λ=1000, variance step": {
+            "methods": ["vcl"],
+            "fitter_options": {"kl_weight": 0.2, "mean_precision_weight": 1000.0},
+            "training": {**GVCL_START, "variance_learning_rate": 0.05},
+        },
         "gvcl β=0.2 λ=100 + film": {
             "methods": ["vcl"],
             "film": True,
