@@ -357,6 +357,13 @@ MUTATIONS = [
         ("tests/test_tempered_vcl.py",),
     ),
     Mutation(
+        "gvcl λ: the packed fit's means read from the guide's tensors (no gradient reaches Adam's)",
+        "pyro_cl/fitters/mean_precision.py",
+        "outside = [name for name in held if name not in inside]",
+        "outside = list(held)",
+        ("tests/test_tempered_vcl.py",),
+    ),
+    Mutation(
         "gvcl start: the variances capped from below, not above",
         "pyro_cl/guides/mean_field.py",
         "self.log_variance[key].clamp_(max=log_variance)",

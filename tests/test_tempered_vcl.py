@@ -16,13 +16,25 @@ import pytest
 import torch
 from pyro.distributions import Normal
 
-from pyro_cl import VCL, VOGN, ContinualLearner, ELBOFitter, GaussianLikelihood, PointEstimateFitter
+from pyro_cl import (
+    VCL,
+    VOGN,
+    CategoricalLikelihood,
+    ContinualLearner,
+    ELBOFitter,
+    GaussianLikelihood,
+    MeanFieldGuide,
+    PointEstimateFitter,
+    SupervisedModel,
+)
 from pyro_cl.baselines import OnlineEWC
 from pyro_cl.fitters.mean_precision import mean_precision_term
 from pyro_cl.guides import LowRank
+from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.kl import gaussian_kl
-from pyro_cl.nn import BayesianLinear
-from pyro_cl.posterior import install_prior, read_priors
+from pyro_cl.nn import BayesianLinear, BayesianMLP
+from pyro_cl.posterior import detach_distribution, install_prior, read_priors
+from tests.helpers import two_class_data
 
 NOISE = 0.5
 DIM = 3
@@ -270,3 +282,26 @@ def test_a_tempered_learner_saves_and_resumes_identically(tmp_path):
         learner.observe(data[1], task_id=1)
         runs.append(posterior_of(learner))
     torch.testing.assert_close(runs[0], runs[1], rtol=0, atol=0)
+
+
+def test_the_mean_precision_term_is_the_same_packed_and_per_site():
+    """The fast route's flat means give the per-site value and gradient (a term that read the
+    guide's own tensors while packed would be constant to Adam: λ silently 1)."""
+    x, y = two_class_data(24, 4)
+    net = BayesianMLP(4, [8, 6], 2, heads=2)
+    model = SupervisedModel(net, CategoricalLikelihood())
+    guide = MeanFieldGuide(model, init_log_variance=-2.0)
+    names = guide.sites_for(x, y, task_id=1, dataset_size=100)
+    initial = {name: detach_distribution(prior) for name, prior in read_priors(net).items()}
+    install_prior(net, {n: guide.posterior([n])[n] for n in names})  # precision e² > 1
+    with torch.no_grad():
+        for parameter in guide.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))
+    reference = mean_precision_term(model, guide, names, initial, 30.0)()
+    site_grads = torch.autograd.grad(reference, [guide.loc[k] for k in guide.loc.keys()])
+    with PackedGaussians(model, guide, names) as packed:
+        value = mean_precision_term(model, guide, names, initial, 30.0, packed)()
+        flat_grad = torch.autograd.grad(value, [packed.loc])[0]
+    assert reference.item() > 0
+    torch.testing.assert_close(value, reference)
+    torch.testing.assert_close(flat_grad, torch.cat([g.reshape(-1) for g in site_grads]))
