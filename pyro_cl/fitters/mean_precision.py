@@ -13,10 +13,12 @@ the KL, in its mean term only::
 ``λ = 1`` is the KL. Where a transition has widened a prior past the initial one the data hold
 no precision there, and ``P_i = 1/σ²_{t-1,i}``, the KL's own (the reference code clips the data's
 share at 0 and keeps ``1/σ²_{0,i}``, which at ``λ = 1`` would not be the KL); in general
-``P_i = 1/σ²_{t-1,i} + (λ - 1)(1/σ²_{t-1,i} - 1/σ²_{0,i})₊``. Under the β-ELBO the previous posterior's data precision is the summed
-curvature over β (``1/σ²_{t-1} - 1/σ²_0 = H_{<t}/β``), so ``β P_i → λ H_{<t,i}`` as ``β → 0``:
-the update of the means becomes online EWC's with strength ``λ`` (``λ = 1`` gives the strength
-1 of plain tempering). So β sets how far each task may move the variances, λ how firmly the
+``P_i = 1/σ²_{t-1,i} + (λ - 1)(1/σ²_{t-1,i} - 1/σ²_{0,i})₊``.
+
+Under the β-ELBO the previous posterior's data precision is the summed curvature over β
+(``1/σ²_{t-1} - 1/σ²_0 = H_{<t}/β``), so ``β P_i → λ H_{<t,i}`` as ``β → 0``: the update of the
+means becomes online EWC's with strength ``λ`` (``λ = 1`` gives the strength 1 of plain
+tempering). So β sets how far each task may move the variances, λ how firmly the
 means are held.
 
 A fit adds the difference to the KL it already computes::
@@ -35,7 +37,7 @@ import torch
 from torch.distributions import Distribution
 
 from pyro_cl.guides import MeanFieldGuide
-from pyro_cl.infer.packed_gaussians import PackedGaussians
+from pyro_cl.infer.packed_gaussians import PackedGaussians, site_views
 from pyro_cl.model import SupervisedModel
 from pyro_cl.posterior import base_distribution, read_priors
 
@@ -77,10 +79,10 @@ def mean_precision_term(
     if not held:
         return None
     inside = set(packed.names) if packed is not None else set()
+    outside = [name for name in held if name not in inside]
 
     def term() -> torch.Tensor:
-        locs = packed.sample_views(packed.loc) if inside else {}
-        outside = [name for name in held if name not in inside]
+        locs = site_views(packed.loc, packed.site_shapes) if inside else {}
         locs |= {name: pair[0] for name, pair in guide.gaussian_parameters(outside).items()}
         total = sum(
             (precision * (locs[name] - loc).square()).sum()
