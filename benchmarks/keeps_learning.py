@@ -15,6 +15,10 @@ task, from the checkpoint it saves after every task):
    same method (``--forward-transfer``: FWT and intransigence), the best β of stage 1 for the
    tempered rows.
 
+``--on-validation`` runs the rows of ``--rows`` on the held-out share instead of the test sets
+(folders ``validation-<row>-seed<n>``, no fresh fits), to choose among rows that stage 1 does
+not sweep (GVCL's λ and β) without the test sets.
+
 It then writes ``table.md`` (ACC, BWT, ECE, accuracy on each task right after learning it,
 intransigence against a fresh fit, share of hidden weights still at the prior and hidden units in
 use after the last task; mean ± std over seeds) and prints it. Schedules are those of
@@ -293,6 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--validation", type=float, default=0.1)
     parser.add_argument("--rows", nargs="+", help="only these rows of the table (by label)")
+    parser.add_argument(
+        "--on-validation",
+        action="store_true",
+        help="score the rows on the held-out share of --validation, not the test sets",
+    )
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--output")
     args = parser.parse_args(argv)
@@ -309,6 +318,10 @@ def main(argv: list[str] | None = None) -> int:
         "penalty_options": {"strength": EWC_STRENGTH[args.benchmark]},
     }
     best_beta = choose_betas(args, base, output)
+    if args.on_validation and not args.rows:
+        parser.error("--on-validation scores the rows named by --rows")
+    held_out = "validation-" if args.on_validation else ""
+    scored_on = {"validation": args.validation} if args.on_validation else {}
     results: dict[str, list[RunResult]] = {}
     for label, fields in rows(best_beta).items():
         if args.rows and label not in args.rows:
@@ -318,20 +331,23 @@ def main(argv: list[str] | None = None) -> int:
             label = f"{label} ({args.context_points} a task)"
         for seed in args.seeds:
             name = label.replace(" (", "-").replace(" a task)", "").replace(" ", "_")
-            folder = output / f"{name.replace('=', '')}-seed{seed}"
-            fresh = not args.no_fresh_fits
+            folder = output / f"{held_out}{name.replace('=', '')}-seed{seed}"
+            fresh = not (args.no_fresh_fits or args.on_validation)
             # a row's training settings go over the schedule's
             training = base["training"] | fields.get("training", {})
             run = run_once(
                 folder,
-                base | fields | {"seeds": [seed], "forward_transfer": fresh, "training": training},
+                base
+                | fields
+                | {"seeds": [seed], "forward_transfer": fresh, "training": training}
+                | scored_on,
             )
             results.setdefault(label, []).extend(run)
         table = summary_table(results)
-        (output / "table.md").write_text(table + "\n")
+        (output / f"{held_out}table.md").write_text(table + "\n")
     if results:  # each row's first seed, as the VCL paper's figures 4-5 draw them
         first = [replace(runs[0], method=label) for label, runs in results.items()]
-        print(f"wrote {plot_accuracy(first, output / 'accuracy.png')}")
+        print(f"wrote {plot_accuracy(first, output / f'{held_out}accuracy.png')}")
     print(summary_table(results))
     return 0
 

@@ -2,6 +2,7 @@
 option the row names reaching its method (a row's option that a method does not take would be
 dropped without a word by ``BenchmarkRun.make_learner``)."""
 
+import numpy as np
 import pytest
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
@@ -39,3 +40,25 @@ def test_every_row_builds_a_learner_that_takes_its_options(label):
         settings = learner.config.flat()
         for name, value in fields.get("training", {}).items():
             assert settings[name] == value, (label, name)
+
+
+def test_rows_on_validation_are_scored_on_the_held_out_share_in_folders_of_their_own(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setitem(keeps_learning.SCHEDULES["paper"], "split-digits", {"epochs": 1})
+    argv = ["--benchmark", "split-digits", "--schedule", "paper", "--seeds", "0", "--betas", "1"]
+    argv += ["--rows", "finetune", "--data-root", str(tmp_path), "--output", str(tmp_path)]
+    assert keeps_learning.main(argv + ["--on-validation", "--validation", "0.2"]) == 0
+    (held_out,) = keeps_learning.run_once(tmp_path / "validation-finetune-seed0", {})
+    assert held_out.settings["validation"] == 0.2
+    assert (tmp_path / "validation-table.md").exists() and not (tmp_path / "table.md").exists()
+    keeps_learning.main(argv)
+    (tested,) = keeps_learning.run_once(tmp_path / "finetune-seed0", {})
+    assert tested.settings["validation"] is None
+    # a different split of the training data: the held-out scores are not the test set's
+    assert not np.array_equal(held_out.matrices["accuracy"], tested.matrices["accuracy"])
+
+
+def test_on_validation_names_its_rows():
+    with pytest.raises(SystemExit):
+        keeps_learning.main(["--benchmark", "split-digits", "--betas", "1", "--on-validation"])

@@ -59,6 +59,8 @@ def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
                 "net_options": run.resolved_net_options(),
                 "hidden_sizes": list(hidden),
                 "seed": seed,
+                # scored on a held-out share of the training data, not the test sets
+                "validation": run.validation,
                 "device": device,
                 "coreset_size": coreset_size if spec.memory is not None else None,
                 **flat,  # every training setting the learner runs with
