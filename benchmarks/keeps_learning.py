@@ -21,7 +21,9 @@ not sweep (GVCL's λ and β) without the test sets.
 
 It then writes ``table.md`` (ACC, BWT, ECE, accuracy on each task right after learning it,
 intransigence against a fresh fit, share of hidden weights still at the prior and hidden units in
-use after the last task; mean ± std over seeds) and prints it. Schedules are those of
+use after the last task; mean ± std over seeds) and prints it, with ``accuracy.png`` (each
+task's accuracy along the stream) and ``pruning.png`` (each shared layer's units in use and share
+of weights at the prior after every task, for the rows with a posterior). Schedules are those of
 ``vcl_paper.py`` (``short``: permuted MNIST 5 of 100 epochs, split MNIST 1 of 10 MC samples) and,
 for the split CIFAR-10 stand-in, of ``vogn_cifar.py``'s 5-epoch table (5 of the preset's 60
 epochs, 1 of 10 MC samples to train and 10 to predict); ``long`` is that table's 20-epoch
@@ -41,7 +43,7 @@ import numpy as np
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.methods import METHODS
-from pyro_cl.app.plotting import plot_accuracy
+from pyro_cl.app.plotting import plot_accuracy, plot_pruning
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.runner import run_benchmark
 
@@ -348,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     if results:  # each row's first seed, as the VCL paper's figures 4-5 draw them
         first = [replace(runs[0], method=label) for label, runs in results.items()]
         print(f"wrote {plot_accuracy(first, output / f'{held_out}accuracy.png')}")
+        if any(run.details.get("units_in_use") for run in first):
+            print(f"wrote {plot_pruning(first, output / f'{held_out}pruning.png')}")
     print(summary_table(results))
     return 0
 

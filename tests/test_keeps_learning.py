@@ -7,6 +7,7 @@ import pytest
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.methods import METHODS
+from pyro_cl.app.plotting import plot_pruning
 from tests.helpers import load_benchmark_script
 
 keeps_learning = load_benchmark_script("keeps_learning")
@@ -52,6 +53,10 @@ def test_rows_on_validation_are_scored_on_the_held_out_share_in_folders_of_their
     (held_out,) = keeps_learning.run_once(tmp_path / "validation-finetune-seed0", {})
     assert held_out.settings["validation"] == 0.2
     assert (tmp_path / "validation-table.md").exists() and not (tmp_path / "table.md").exists()
+    # a point estimate has no posterior to prune: no pruning plot, and asked for one, a reason
+    assert not (tmp_path / "validation-pruning.png").exists()
+    with pytest.raises(ValueError, match="pruning"):
+        plot_pruning([held_out], tmp_path / "pruning.png")
     keeps_learning.main(argv)
     (tested,) = keeps_learning.run_once(tmp_path / "finetune-seed0", {})
     assert tested.settings["validation"] is None
@@ -62,3 +67,13 @@ def test_rows_on_validation_are_scored_on_the_held_out_share_in_folders_of_their
 def test_on_validation_names_its_rows():
     with pytest.raises(SystemExit):
         keeps_learning.main(["--benchmark", "split-digits", "--betas", "1", "--on-validation"])
+
+
+def test_a_vcl_row_draws_its_pruning_per_shared_layer(tmp_path, monkeypatch):
+    monkeypatch.setitem(keeps_learning.SCHEDULES["paper"], "split-digits", {"epochs": 1})
+    argv = ["--benchmark", "split-digits", "--schedule", "paper", "--seeds", "0", "--betas", "1"]
+    argv += ["--rows", "vcl", "--no-fresh-fits", "--data-root", str(tmp_path)]
+    assert keeps_learning.main(argv + ["--output", str(tmp_path)]) == 0
+    (run,) = keeps_learning.run_once(tmp_path / "vcl-seed0", {})
+    assert len(run.details["units_in_use"]) == len(run.step_names)
+    assert (tmp_path / "pruning.png").stat().st_size > 1000

@@ -9,6 +9,7 @@ import numpy as np
 
 from pyro_cl.app.result import RunResult
 from pyro_cl.extras import require
+from pyro_cl.inspection import shared_sites
 from pyro_cl.metrics import average_accuracy_curve
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "plot_memory_snapshots",
     "plot_memory_sweep",
     "plot_online_lml",
+    "plot_pruning",
     "plot_adaptation_sweep",
     "plot_transition_evolution",
     "plot_weight_tracks",
@@ -112,6 +114,40 @@ def plot_active_units(result: RunResult, path: str | Path) -> Path:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("active units (z > 0.1)")
     fig.suptitle(f"{result.method}: {result.stream}", fontsize=10)
+    return _save(fig, path)
+
+
+def plot_pruning(results: Sequence[RunResult], path: str | Path) -> Path:
+    """VI's over-pruning along a stream (Trippe & Turner 2018; GVCL's figure 1): for each shared
+    hidden layer, the units in use (top) and the share of its weights still at the prior (bottom)
+    after each task, one line per run, from the pruning metric's ``details``. Runs without it
+    (point estimates) are left out."""
+    plt = _pyplot()
+    pruned = [r for r in results if r.details.get("units_in_use")]
+    if not pruned:
+        raise ValueError("no run recorded its pruning (the metric runs on mean-field posteriors)")
+    layers = shared_sites(pruned[0].details["units_in_use"][0])
+    fig, axes = plt.subplots(
+        2, len(layers), figsize=(2.6 * len(layers), 4.6), squeeze=False, sharex=True
+    )
+    for result in pruned:
+        units, shares = result.details["units_in_use"], result.details["share_at_prior"]
+        steps = np.arange(1, len(units) + 1)
+        for column, layer in enumerate(layers):
+            axes[0][column].plot(steps, [u[layer] for u in units], "o-", ms=3, label=result.method)
+            axes[1][column].plot(steps, [s[layer] for s in shares], "o-", ms=3)
+    for column, layer in enumerate(layers):
+        axes[0][column].set_title(layer.removesuffix(".weight"), fontsize=9)
+        axes[1][column].set_xlabel("tasks trained", fontsize=8)
+        axes[0][column].set_ylim(bottom=0)
+        axes[1][column].set_ylim(0.0, 1.0)
+        for ax in axes[:, column]:
+            ax.grid(alpha=0.3)
+            ax.set_xticks(np.arange(1, len(pruned[0].details["units_in_use"]) + 1))
+    axes[0][0].set_ylabel("units in use")
+    axes[1][0].set_ylabel("share of weights at the prior")
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle(pruned[0].stream, fontsize=10)
     return _save(fig, path)
 
 
