@@ -101,12 +101,16 @@ PER_POINT = {"function_kl_scale": "per_point", "context_draws": 40}
 FUNCTION_PRIOR = {**PER_POINT, "function_prior_variance": 1e-3}
 
 
-#: GVCL's start of every task: log σ² = -7, and later tasks' variances capped there.
+#: GVCL's variances at the start of every task: log σ² = -7, later tasks' capped there (the means
+#: kept, as first run here).
 GVCL_START = {
     "init_log_variance": -7.0,
     "between_tasks": "cap_variance",
     "later_init_log_variance": -7.0,
 }
+#: ... and its means: the reference code also draws every mean afresh before each later task
+#: (gvcl_model_classes.py, add_new_task), reviving the units the last task pruned.
+GVCL_FRESH_START = {**GVCL_START, "between_tasks": "fresh_cap_variance"}
 
 
 def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
@@ -157,6 +161,11 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
             "methods": ["vcl"],
             "fitter_options": {"kl_weight": 0.05, "mean_precision_weight": 1e4},
             "training": {**GVCL_START, "variance_learning_rate": 0.05},
+        },
+        "gvcl β=0.2 λ=1000, fresh means, variance step": {
+            "methods": ["vcl"],
+            "fitter_options": {"kl_weight": 0.2, "mean_precision_weight": 1000.0},
+            "training": {**GVCL_FRESH_START, "variance_learning_rate": 0.05},
         },
         "gvcl β=0.2 λ=100 + film": {
             "methods": ["vcl"],

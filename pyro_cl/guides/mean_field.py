@@ -34,7 +34,15 @@ __all__ = [
 DEFAULT_INIT_LOG_VARIANCE = -6.0
 
 #: What :meth:`MeanFieldGuide.reinitialise` may do between tasks.
-REINIT_POLICIES = ("keep", "prior", "reset_variance", "cap_variance", "reset", "fresh")
+REINIT_POLICIES = (
+    "keep",
+    "prior",
+    "reset_variance",
+    "cap_variance",
+    "fresh_cap_variance",
+    "reset",
+    "fresh",
+)
 
 
 def task_id_key(args: tuple, kwargs: dict):
@@ -323,13 +331,16 @@ class MeanFieldGuide(nn.Module):
         ``"prior"`` starts it at the step's prior, means and variances (the same as ``"keep"`` for
         VCL; after a transition such as forgetting, the forgotten posterior; for a new head, its
         initial prior); ``"reset_variance"`` keeps the means and resets log σ²;
-        ``"cap_variance"`` keeps the means and lowers every log σ² above the reset value to it (the
-        GVCL reference code's start of each task, at log σ² = -7: weights the last task left at
-        the prior start narrow, the others where they were); ``"reset"`` also
-        redraws the means
-        around the mean of the site's prior in ``priors``; ``"fresh"`` resets log σ² and draws the
-        means as PyTorch initialises a new layer, ``U(-1/√fan_in, 1/√fan_in)`` (the VOGN thesis's
-        choice for permuted and split MNIST, section 4.3).
+        ``"cap_variance"`` keeps the means and lowers every log σ² above the reset value to it
+        (weights the last task left at the prior start narrow, the others where they were);
+        ``"fresh_cap_variance"`` does the same to the variances and draws the means afresh as
+        ``"fresh"`` does — the GVCL reference code's start of each later task, at log σ² = -7
+        (yolky/gvcl, ``gvcl_model_classes.py``, ``add_new_task``): the KL to the last posterior
+        pulls back the means the earlier tasks needed, and units the last task pruned (in- and
+        outgoing means near 0, where their gradients vanish) start alive; ``"reset"`` resets log
+        σ² and redraws the means around the mean of the site's prior in ``priors``; ``"fresh"``
+        resets log σ² and draws the means as PyTorch initialises a new layer, ``U(-1/√fan_in,
+        1/√fan_in)`` (the VOGN thesis's choice for permuted and split MNIST, section 4.3).
 
         :param log_variance: the log σ² to reset to (default ``init_log_variance``).
         """
@@ -360,14 +371,14 @@ class MeanFieldGuide(nn.Module):
                 else:  # its moments
                     self.log_variance[key].copy_(base.variance.to(like).expand_as(like).log())
                 continue
-            if policy == "cap_variance":
+            if policy in ("cap_variance", "fresh_cap_variance"):
                 self.log_variance[key].clamp_(max=log_variance)
-                continue
-            self.log_variance[key].fill_(log_variance)
+            else:
+                self.log_variance[key].fill_(log_variance)
             if policy == "reset":
                 mean = prior.mean.to(self.loc[key])
                 self.loc[key].copy_(mean + self._loc_noise(mean))
-            elif policy == "fresh":
+            elif policy in ("fresh", "fresh_cap_variance"):
                 bound = self._fan_in(name) ** -0.5
                 self.loc[key].uniform_(-bound, bound)
 

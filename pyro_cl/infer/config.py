@@ -137,7 +137,8 @@ class Initialisation:
     :param init_beta: appendix I's β, the share of the variance in the means (paper: 0.999).
     :param between_tasks: guide re-initialisation before each later task: "keep" (start from the
         previous posterior), "prior" (start from the step's prior: the transitioned posterior for
-        drifting data), "reset_variance", "cap_variance" (GVCL's), "reset" or "fresh" (see
+        drifting data), "reset_variance", "cap_variance", "fresh_cap_variance" (GVCL's: fresh
+        means, variances capped), "reset" or "fresh" (see
         :meth:`~pyro_cl.guides.MeanFieldGuide.reinitialise`).
     :param later_init_log_variance: log σ² that re-initialisation resets to after the first task
         (``None``: ``init_log_variance``; the VOGN thesis uses precision 4e3 then 4e4 on CIFAR)."""
