@@ -371,6 +371,20 @@ MUTATIONS = [
         ("tests/test_reinitialise.py",),
     ),
     Mutation(
+        "gvcl's fresh start: the means kept (cap_variance's start)",
+        "pyro_cl/guides/mean_field.py",
+        'elif policy in ("fresh", "fresh_cap_variance"):',
+        'elif policy == "fresh":',
+        ("tests/test_reinitialise.py",),
+    ),
+    Mutation(
+        "gvcl's fresh start: the variances reset, not capped",
+        "pyro_cl/guides/mean_field.py",
+        'if policy in ("cap_variance", "fresh_cap_variance"):',
+        'if policy == "cap_variance":',
+        ("tests/test_reinitialise.py",),
+    ),
+    Mutation(
         "function space: the KL's variance ratio inverted",
         "pyro_cl/fitters/function_space.py",
         "ratio = variance_q / variance_p",
