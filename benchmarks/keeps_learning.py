@@ -132,9 +132,10 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
             "methods": ["vcl"],
             "training": {"init_log_variance": -12.0, "variance_learning_rate": 0.05},
         },
-        # GVCL as its authors ran it on CIFAR (yolky/gvcl, src/best_hyperparams.py and
-        # gvcl_model_classes.py): β = 0.2 and λ = 1000 (λ = 100 with FiLM layers), every weight's
-        # log σ² started at -7 and capped there before each later task
+        # GVCL's CIFAR settings (yolky/gvcl, src/best_hyperparams.py and gvcl_model_classes.py):
+        # β = 0.2 and λ = 1000 (λ = 100 with FiLM layers), every weight's log σ² started at -7 and
+        # capped there before each later task; the means kept (their code redraws them: the
+        # "fresh means" row)
         "gvcl β=0.2 λ=1000": {
             "methods": ["vcl"],
             "fitter_options": {"kl_weight": 0.2, "mean_precision_weight": 1000.0},
