@@ -118,7 +118,7 @@ def plot_active_units(result: RunResult, path: str | Path) -> Path:
 
 
 def plot_pruning(results: Sequence[RunResult], path: str | Path) -> Path:
-    """VI's over-pruning along a stream (Trippe & Turner 2018; GVCL's figure 1): for each shared
+    """VI's over-pruning along a stream (Trippe & Turner 2018; GVCL, section 4): for each shared
     hidden layer, the units in use (top) and the share of its weights still at the prior (bottom)
     after each task, one line per run, from the pruning metric's ``details``. Runs without it
     (point estimates) are left out."""
