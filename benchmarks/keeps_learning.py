@@ -108,9 +108,20 @@ GVCL_START = {
     "between_tasks": "cap_variance",
     "later_init_log_variance": -7.0,
 }
-#: ... and its means: the reference code also draws every mean afresh before each later task
-#: (gvcl_model_classes.py, add_new_task), reviving the units the last task pruned.
-GVCL_FRESH_START = {**GVCL_START, "between_tasks": "fresh_cap_variance"}
+#: GVCL's variance step of its own: 200-800 Adam steps move log σ² to what the data say (the
+#: start's log σ² = -7 moves by about 0.2 without it, so the data's precision λ weighs would be
+#: the start's on every weight).
+VARIANCE_STEP = {"variance_learning_rate": 0.05}
+
+
+def gvcl(beta: float, strength: float, **training) -> dict:
+    """A GVCL row: β (``kl_weight``) and λ (``mean_precision_weight``), GVCL's start, and
+    ``training`` settings over it."""
+    return {
+        "methods": ["vcl"],
+        "fitter_options": {"kl_weight": beta, "mean_precision_weight": strength},
+        "training": {**GVCL_START, **training},
+    }
 
 
 def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
@@ -136,44 +147,19 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
         # β = 0.2 and λ = 1000 (λ = 100 with FiLM layers), every weight's log σ² started at -7 and
         # capped there before each later task; the means kept (their code redraws them: the
         # "fresh means" row)
-        "gvcl β=0.2 λ=1000": {
-            "methods": ["vcl"],
-            "fitter_options": {"kl_weight": 0.2, "mean_precision_weight": 1000.0},
-            "training": dict(GVCL_START),
-        },
-        # ... with the variance step that lets 200-800 Adam steps move log σ² to what the data
-        # say (the start's log σ² = -7 moves by about 0.2 without it, so the data's precision
-        # λ weighs would be the start's on every weight)
-        "gvcl β=0.2 λ=1000, variance step": {
-            "methods": ["vcl"],
-            "fitter_options": {"kl_weight": 0.2, "mean_precision_weight": 1000.0},
-            "training": {**GVCL_START, "variance_learning_rate": 0.05},
-        },
+        "gvcl β=0.2 λ=1000": gvcl(0.2, 1000.0),
+        "gvcl β=0.2 λ=1000, variance step": gvcl(0.2, 1000.0, **VARIANCE_STEP),
         # one change each from the row above: λ matched to online EWC's strength on the stream
         # (the β → 0 limit holds the means at λ times the data's precision, EWC's penalty), and
         # a quarter of β against the dense layer's over-pruning at 20 epochs (10 of 512 units in
         # use after the first task at β = 0.2: RESULTS, split CIFAR)
-        "gvcl β=0.2 λ=10000, variance step": {
-            "methods": ["vcl"],
-            "fitter_options": {"kl_weight": 0.2, "mean_precision_weight": 1e4},
-            "training": {**GVCL_START, "variance_learning_rate": 0.05},
-        },
-        "gvcl β=0.05 λ=1000, variance step": {
-            "methods": ["vcl"],
-            "fitter_options": {"kl_weight": 0.05, "mean_precision_weight": 1000.0},
-            "training": {**GVCL_START, "variance_learning_rate": 0.05},
-        },
-        "gvcl β=0.2 λ=1000, fresh means, variance step": {
-            "methods": ["vcl"],
-            "fitter_options": {"kl_weight": 0.2, "mean_precision_weight": 1000.0},
-            "training": {**GVCL_FRESH_START, "variance_learning_rate": 0.05},
-        },
-        "gvcl β=0.2 λ=100 + film": {
-            "methods": ["vcl"],
-            "film": True,
-            "fitter_options": {"kl_weight": 0.2, "mean_precision_weight": 100.0},
-            "training": dict(GVCL_START),
-        },
+        "gvcl β=0.2 λ=10000, variance step": gvcl(0.2, 1e4, **VARIANCE_STEP),
+        "gvcl β=0.05 λ=1000, variance step": gvcl(0.05, 1000.0, **VARIANCE_STEP),
+        # ... and the means drawn afresh before each later task, as GVCL's code does
+        "gvcl β=0.2 λ=1000, fresh means, variance step": gvcl(
+            0.2, 1000.0, between_tasks="fresh_cap_variance", **VARIANCE_STEP
+        ),
+        "gvcl β=0.2 λ=100 + film": {**gvcl(0.2, 100.0), "film": True},
         "fsvi": {"methods": ["fsvi"]},
         "fsvi linearised": {"methods": ["fsvi"], "fitter_options": {"moments": "linearised"}},
         # no data kept: the coreset size of uniform inputs per earlier task, drawn every step
