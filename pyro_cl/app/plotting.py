@@ -130,12 +130,13 @@ def plot_pruning(results: Sequence[RunResult], path: str | Path) -> Path:
     fig, axes = plt.subplots(
         2, len(layers), figsize=(2.6 * len(layers), 4.6), squeeze=False, sharex=True
     )
-    steps = np.arange(1, len(pruned[0].details["units_in_use"]) + 1)
     for result in pruned:
         units, shares = result.details["units_in_use"], result.details["share_at_prior"]
+        steps = np.arange(1, len(units) + 1)
         for column, layer in enumerate(layers):
             axes[0][column].plot(steps, [u[layer] for u in units], "o-", ms=3, label=result.method)
             axes[1][column].plot(steps, [s[layer] for s in shares], "o-", ms=3)
+    ticks = np.arange(1, max(len(r.details["units_in_use"]) for r in pruned) + 1)
     for column, layer in enumerate(layers):
         axes[0][column].set_title(layer.removesuffix(".weight"), fontsize=9)
         axes[1][column].set_xlabel("tasks trained", fontsize=8)
@@ -143,7 +144,7 @@ def plot_pruning(results: Sequence[RunResult], path: str | Path) -> Path:
         axes[1][column].set_ylim(0.0, 1.0)
         for ax in axes[:, column]:
             ax.grid(alpha=0.3)
-            ax.set_xticks(steps)
+            ax.set_xticks(ticks)
     axes[0][0].set_ylabel("units in use")
     axes[1][0].set_ylabel("share of weights at the prior")
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
