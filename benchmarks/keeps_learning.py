@@ -154,7 +154,11 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
         # a quarter of β against the dense layer's over-pruning at 20 epochs (10 of 512 units in
         # use after the first task at β = 0.2: RESULTS, split CIFAR)
         "gvcl β=0.2 λ=10000, variance step": gvcl(0.2, 1e4, **VARIANCE_STEP),
-        "gvcl β=0.05 λ=1000, variance step": gvcl(0.05, 1000.0, **VARIANCE_STEP),
+        # (and β's sweep below it, to be chosen on validation: `--on-validation`)
+        **{
+            f"gvcl β={beta:g} λ=1000, variance step": gvcl(beta, 1000.0, **VARIANCE_STEP)
+            for beta in (0.05, 0.02)
+        },
         # ... and the means drawn afresh before each later task, as GVCL's code does
         "gvcl β=0.2 λ=1000, fresh means, variance step": gvcl(
             0.2, 1000.0, between_tasks="fresh_cap_variance", **VARIANCE_STEP
