@@ -157,7 +157,7 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
         # (and β's sweep below it, to be chosen on validation: `--on-validation`)
         **{
             f"gvcl β={beta:g} λ=1000, variance step": gvcl(beta, 1000.0, **VARIANCE_STEP)
-            for beta in (0.05, 0.02)
+            for beta in (0.05, 0.02, 0.01)
         },
         # ... and the means drawn afresh before each later task, as GVCL's code does
         "gvcl β=0.2 λ=1000, fresh means, variance step": gvcl(
