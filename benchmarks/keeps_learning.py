@@ -159,6 +159,8 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
             f"gvcl β={beta:g} λ=1000, variance step": gvcl(beta, 1000.0, **VARIANCE_STEP)
             for beta in (0.05, 0.02, 0.01)
         },
+        # ... and λ at the β validation chose: online EWC's strength, as for β = 0.2 above
+        "gvcl β=0.02 λ=10000, variance step": gvcl(0.02, 1e4, **VARIANCE_STEP),
         # ... and the means drawn afresh before each later task, as GVCL's code does
         "gvcl β=0.2 λ=1000, fresh means, variance step": gvcl(
             0.2, 1000.0, between_tasks="fresh_cap_variance", **VARIANCE_STEP
