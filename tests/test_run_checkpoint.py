@@ -13,7 +13,9 @@ from pyro_cl.app.runner import run_benchmark
 from pyro_cl.learner.learner import ContinualLearner
 
 
-def digits_run(output, method: str = "vcl", hidden: int = 8) -> BenchmarkRun:
+def digits_run(
+    output, method: str = "vcl", hidden: int = 8, forward_transfer: bool = False
+) -> BenchmarkRun:
     return BenchmarkRun(
         benchmark="split-digits",
         methods=[method],
@@ -22,6 +24,7 @@ def digits_run(output, method: str = "vcl", hidden: int = 8) -> BenchmarkRun:
         output=output,
         progress=False,
         resumable=True,
+        forward_transfer=forward_transfer,
     )
 
 
@@ -60,6 +63,54 @@ def test_a_run_stopped_after_a_task_resumes_to_the_uninterrupted_result(
     for name in ("accuracy", "log_likelihood", "calibration_error"):
         np.testing.assert_array_equal(resumed[name], straight[name], err_msg=name)
     assert not saved.parent.exists()  # a finished run leaves no checkpoint behind
+
+
+def scratch(output) -> list[float]:
+    return json.loads((output / "results.json").read_text())["runs"][0]["details"][
+        "scratch_accuracy"
+    ]
+
+
+def test_fresh_fits_stopped_with_their_session_resume_and_leave_the_run_as_it_was(
+    tmp_path, monkeypatch
+):
+    run_benchmark(digits_run(tmp_path / "alone"))
+    run_benchmark(digits_run(tmp_path / "straight", forward_transfer=True))
+    # the fresh fits come first, and the run fits the same (a seeded learner's own streams)
+    for name, matrix in matrices(tmp_path / "alone").items():
+        np.testing.assert_array_equal(matrices(tmp_path / "straight")[name], matrix, err_msg=name)
+    with monkeypatch.context() as patch:
+        stop_at_observe(patch, 3)  # two fresh fits done and kept, the third interrupted
+        with pytest.raises(KeyboardInterrupt):
+            run_benchmark(digits_run(tmp_path / "stopped", forward_transfer=True))
+    folder = tmp_path / "stopped" / "checkpoint-vcl-seed0"
+    assert sorted(p.name for p in folder.iterdir()) == ["fresh-fit-0.json", "fresh-fit-1.json"]
+    kept = sum(json.loads(p.read_text())["seconds"] for p in folder.iterdir())
+    observed = []
+    observe = ContinualLearner.observe
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            ContinualLearner,
+            "observe",
+            lambda self, *a, **k: observed.append(1) or observe(self, *a, **k),
+        )
+        run_benchmark(digits_run(tmp_path / "stopped", forward_transfer=True))
+    assert len(observed) == 3 + 5  # the three fresh fits left, then the run's five tasks
+    assert scratch(tmp_path / "stopped") == scratch(tmp_path / "straight")
+    details = json.loads((tmp_path / "stopped" / "results.json").read_text())["runs"][0]["details"]
+    assert details["scratch_wall_time_s"] > kept > 0  # the kept fits' seconds counted too
+    for name, matrix in matrices(tmp_path / "straight").items():
+        np.testing.assert_array_equal(matrices(tmp_path / "stopped")[name], matrix, err_msg=name)
+    assert not folder.exists()  # a finished run leaves no fresh fit behind
+
+
+def test_a_kept_fresh_fit_of_other_settings_is_refused(tmp_path, monkeypatch):
+    with monkeypatch.context() as patch:
+        stop_at_observe(patch, 2)
+        with pytest.raises(KeyboardInterrupt):
+            run_benchmark(digits_run(tmp_path, forward_transfer=True))
+    with pytest.raises(ValueError, match="holds a fresh fit of other settings"):
+        run_benchmark(digits_run(tmp_path, hidden=16, forward_transfer=True))
 
 
 def test_a_checkpoint_of_other_steps_or_another_learner_is_refused(tmp_path, monkeypatch):

@@ -81,7 +81,9 @@ class BenchmarkRun:
         and with ``tensorboard`` TensorBoard event files beside it.
     :ivar resumable: save each task benchmark run after every task in
         ``output/checkpoint-<method>-seed<k>/`` and resume it from there when started again
-        (:class:`~pyro_cl.app.run_checkpoint.RunCheckpoint`): a run of hours in pieces.
+        (:class:`~pyro_cl.app.run_checkpoint.RunCheckpoint`): a run of hours in pieces. With
+        ``forward_transfer`` each task's fresh fit (made first) is kept there as it ends
+        (:func:`~pyro_cl.app.task_metrics.fresh_fits`).
     :ivar evaluation: for generative benchmarks, the scoring settings over the preset's
         (:class:`~pyro_cl.app.generative_metrics.GenerativeEvaluation`: ``test_samples``, ``test_points``,
         ``generated``, ``grid``, and ``classifier_epochs``).

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from pyro_cl.app.environment import environment
 from pyro_cl.app.methods import METHODS
 from pyro_cl.app.plotting import plot_accuracy, plot_final_accuracies
 from pyro_cl.app.result import RunResult, method_means, summarise
-from pyro_cl.app.task_metrics import run_stream, scratch_accuracies
+from pyro_cl.app.task_metrics import fresh_fits, run_stream
 
 __all__ = ["run_task_benchmark", "write_report"]
 
@@ -72,6 +71,8 @@ def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
             checkpoint = None
             if run.resumable:
                 checkpoint = output / f"checkpoint-{file_slug(run.label(method))}-seed{seed}"
+            if run.forward_transfer:  # first, each kept in the checkpoint as it ends
+                scratch = fresh_fits(make_learner, stream, checkpoint, settings)
             result = run_stream(
                 learner,
                 stream,
@@ -82,9 +83,13 @@ def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
                 checkpoint=checkpoint,
             )
             if run.forward_transfer:
-                start = time.perf_counter()
-                result.details["scratch_accuracy"] = scratch_accuracies(make_learner, stream)
-                result.details["scratch_wall_time_s"] = time.perf_counter() - start
+                result.details["scratch_accuracy"] = scratch.accuracy
+                result.details["scratch_wall_time_s"] = scratch.seconds
+                if checkpoint is not None:
+                    for path in checkpoint.glob("fresh-fit-*.json"):
+                        path.unlink()
+                    if checkpoint.exists() and not any(checkpoint.iterdir()):
+                        checkpoint.rmdir()
             results.append(result)
             if output is not None:
                 write_report(results, output)

@@ -5,8 +5,11 @@ thesis's eq. 64-66; :class:`~pyro_cl.app.result.RunResult`)."""
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -28,9 +31,10 @@ from pyro_cl.nn.structured import has_structured_sites
 __all__ = [
     "AccuracyMatrix",
     "ActiveUnits",
+    "FreshFits",
     "Pruning",
+    "fresh_fits",
     "run_stream",
-    "scratch_accuracies",
     "task_steps",
 ]
 
@@ -195,14 +199,52 @@ def run_stream(
     )
 
 
-def scratch_accuracies(
-    make_learner: Callable[[], ContinualLearner], stream: TaskStream
-) -> list[float]:
+class FreshFits(NamedTuple):
+    """What :func:`fresh_fits` measured: each task's test accuracy, and the seconds it took."""
+
+    accuracy: list[float]
+    seconds: float
+
+
+def fresh_fits(
+    make_learner: Callable[[], ContinualLearner],
+    stream: TaskStream,
+    saved: str | Path | None = None,
+    settings: dict | None = None,
+) -> FreshFits:
     """``s_i`` of the FWT definition (thesis eq. 66): test accuracy on task ``i`` of a fresh
-    learner from ``make_learner()`` trained on task ``i`` alone."""
-    accuracies = []
-    for task in stream:
-        learner = make_learner()
-        learner.observe(task.train, task_id=task.id)
-        accuracies.append(learner.evaluate(task.test, task_id=task.id)["accuracy"])
-    return accuracies
+    learner from ``make_learner()`` trained on task ``i`` alone. A seeded learner draws from
+    random streams of its own, so a run fits the same whether its fresh fits come before it or
+    not.
+
+    :param saved: a folder that keeps each task's accuracy and seconds as they are measured
+        (``fresh-fit-<i>.json``) and gives them back instead of a refit: fresh fits stopped with
+        their session resume at the next task.
+    :param settings: what the learner was built with (JSON values), kept beside each accuracy:
+        a saved fit of other settings is refused, not read.
+    :raises ValueError: when ``saved`` holds a fresh fit of other ``settings``.
+    """
+    fits = [_fresh_fit(make_learner, task, saved, settings) for task in stream]
+    return FreshFits([fit["accuracy"] for fit in fits], sum(fit["seconds"] for fit in fits))
+
+
+def _fresh_fit(make_learner: Callable[[], ContinualLearner], task, saved, settings) -> dict:
+    path = None if saved is None else Path(saved) / f"fresh-fit-{task.id}.json"
+    settings = json.loads(json.dumps(settings))  # as read back: lists for tuples
+    if path is not None and path.exists():
+        fit = json.loads(path.read_text())
+        if fit.get("settings") != settings:
+            raise ValueError(
+                f"{path} holds a fresh fit of other settings: use another folder, or empty "
+                "this one to start again"
+            )
+        return fit
+    start = time.perf_counter()
+    learner = make_learner()
+    learner.observe(task.train, task_id=task.id)
+    accuracy = learner.evaluate(task.test, task_id=task.id)["accuracy"]
+    fit = {"task": task.name, "accuracy": accuracy, "seconds": time.perf_counter() - start}
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**fit, "settings": settings}))
+    return fit
