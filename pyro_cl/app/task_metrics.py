@@ -218,18 +218,20 @@ def fresh_fits(
     not.
 
     :param saved: a folder that keeps each task's accuracy and seconds as they are measured
-        (``fresh-fit-<i>.json``) and gives them back instead of a refit: fresh fits stopped with
+        (``fresh-fit-<i>.json``, ``i`` the task's place in the stream) and gives them back instead of a refit: fresh fits stopped with
         their session resume at the next task.
     :param settings: what the learner was built with (JSON values), kept beside each accuracy:
         a saved fit of other settings is refused, not read.
     :raises ValueError: when ``saved`` holds a fresh fit of other ``settings``.
     """
-    fits = [_fresh_fit(make_learner, task, saved, settings) for task in stream]
+    fits = [_fresh_fit(make_learner, task, i, saved, settings) for i, task in enumerate(stream)]
     return FreshFits([fit["accuracy"] for fit in fits], sum(fit["seconds"] for fit in fits))
 
 
-def _fresh_fit(make_learner: Callable[[], ContinualLearner], task, saved, settings) -> dict:
-    path = None if saved is None else Path(saved) / f"fresh-fit-{task.id}.json"
+def _fresh_fit(
+    make_learner: Callable[[], ContinualLearner], task, index: int, saved, settings
+) -> dict:
+    path = None if saved is None else Path(saved) / f"fresh-fit-{index}.json"
     settings = json.loads(json.dumps(settings))  # as read back: lists for tuples
     if path is not None and path.exists():
         fit = json.loads(path.read_text())
