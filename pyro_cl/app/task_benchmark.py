@@ -15,7 +15,7 @@ from pyro_cl.app.environment import environment
 from pyro_cl.app.methods import METHODS
 from pyro_cl.app.plotting import plot_accuracy, plot_final_accuracies
 from pyro_cl.app.result import RunResult, method_means, summarise
-from pyro_cl.app.task_metrics import fresh_fits, run_stream
+from pyro_cl.app.task_metrics import forget_fresh_fits, fresh_fits, run_stream
 
 __all__ = ["run_task_benchmark", "write_report"]
 
@@ -86,10 +86,7 @@ def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
                 result.details["scratch_accuracy"] = scratch.accuracy
                 result.details["scratch_wall_time_s"] = scratch.seconds
                 if checkpoint is not None:
-                    for path in checkpoint.glob("fresh-fit-*.json"):
-                        path.unlink()
-                    if checkpoint.exists() and not any(checkpoint.iterdir()):
-                        checkpoint.rmdir()
+                    forget_fresh_fits(checkpoint)
             results.append(result)
             if output is not None:
                 write_report(results, output)

@@ -5,7 +5,6 @@ thesis's eq. 64-66; :class:`~pyro_cl.app.result.RunResult`)."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -27,12 +26,14 @@ from pyro_cl.inspection import (
 )
 from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.nn.structured import has_structured_sites
+from pyro_cl.serialization import atomic_save, safe_load
 
 __all__ = [
     "AccuracyMatrix",
     "ActiveUnits",
     "FreshFits",
     "Pruning",
+    "forget_fresh_fits",
     "fresh_fits",
     "run_stream",
     "task_steps",
@@ -206,6 +207,10 @@ class FreshFits(NamedTuple):
     seconds: float
 
 
+#: The file a fresh fit is kept in (:func:`fresh_fits`), ``{}`` the task's place in the stream.
+FRESH_FIT_FILE = "fresh-fit-{}.pt"
+
+
 def fresh_fits(
     make_learner: Callable[[], ContinualLearner],
     stream: TaskStream,
@@ -218,24 +223,35 @@ def fresh_fits(
     not.
 
     :param saved: a folder that keeps each task's accuracy and seconds as they are measured
-        (``fresh-fit-<i>.json``, ``i`` the task's place in the stream) and gives them back instead of a refit: fresh fits stopped with
-        their session resume at the next task.
-    :param settings: what the learner was built with (JSON values), kept beside each accuracy:
-        a saved fit of other settings is refused, not read.
+        (``fresh-fit-<i>.pt``, ``i`` the task's place in the stream, written with
+        :func:`~pyro_cl.serialization.atomic_save`) and gives them back instead of a refit:
+        fresh fits stopped with their session resume at the next task
+        (:func:`forget_fresh_fits` removes them once the run has ended).
+    :param settings: what the learner was built with, kept beside each accuracy: a saved fit
+        of other settings is refused, not read.
     :raises ValueError: when ``saved`` holds a fresh fit of other ``settings``.
     """
     fits = [_fresh_fit(make_learner, task, i, saved, settings) for i, task in enumerate(stream)]
     return FreshFits([fit["accuracy"] for fit in fits], sum(fit["seconds"] for fit in fits))
 
 
+def forget_fresh_fits(saved: str | Path) -> None:
+    """Remove the fresh fits :func:`fresh_fits` kept in ``saved`` (the folder too, if left
+    empty)."""
+    saved = Path(saved)
+    for path in saved.glob(FRESH_FIT_FILE.format("*")):
+        path.unlink()
+    if saved.exists() and not any(saved.iterdir()):
+        saved.rmdir()
+
+
 def _fresh_fit(
     make_learner: Callable[[], ContinualLearner], task, index: int, saved, settings
 ) -> dict:
-    path = None if saved is None else Path(saved) / f"fresh-fit-{index}.json"
-    settings = json.loads(json.dumps(settings))  # as read back: lists for tuples
+    path = None if saved is None else Path(saved) / FRESH_FIT_FILE.format(index)
     if path is not None and path.exists():
-        fit = json.loads(path.read_text())
-        if fit.get("settings") != settings:
+        fit = safe_load(path)
+        if fit["settings"] != settings:
             raise ValueError(
                 f"{path} holds a fresh fit of other settings: use another folder, or empty "
                 "this one to start again"
@@ -247,6 +263,5 @@ def _fresh_fit(
     accuracy = learner.evaluate(task.test, task_id=task.id)["accuracy"]
     fit = {"task": task.name, "accuracy": accuracy, "seconds": time.perf_counter() - start}
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({**fit, "settings": settings}))
+        atomic_save({**fit, "settings": settings}, path)
     return fit
