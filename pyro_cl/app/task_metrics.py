@@ -15,7 +15,7 @@ import torch
 
 from pyro_cl.app.continual_run import Metric, Step, run_continual
 from pyro_cl.app.result import RunResult
-from pyro_cl.data.tasks import TaskStream
+from pyro_cl.data.tasks import Task, TaskStream
 from pyro_cl.infer.loggers import Logger
 from pyro_cl.inspection import (
     PRUNED_KL,
@@ -246,8 +246,13 @@ def forget_fresh_fits(saved: str | Path) -> None:
 
 
 def _fresh_fit(
-    make_learner: Callable[[], ContinualLearner], task, index: int, saved, settings
+    make_learner: Callable[[], ContinualLearner],
+    task: Task,
+    index: int,
+    saved: str | Path | None,
+    settings: dict | None,
 ) -> dict:
+    """Task ``index``'s fresh fit: read from ``saved`` if kept there, else fitted (and kept)."""
     path = None if saved is None else Path(saved) / FRESH_FIT_FILE.format(index)
     if path is not None and path.exists():
         fit = safe_load(path)
