@@ -10,7 +10,13 @@ from __future__ import annotations
 import math
 import numbers
 
-__all__ = ["LARGEST_COUNT", "LARGEST_REAL", "checked_count", "checked_real"]
+__all__ = [
+    "LARGEST_COUNT",
+    "LARGEST_REAL",
+    "checked_count",
+    "checked_optional_count",
+    "checked_real",
+]
 
 
 #: The largest magnitude a real argument may have: parts keep their numbers in float32 tensors.
@@ -46,8 +52,9 @@ def checked_real(
 LARGEST_COUNT = 2**31 - 1
 
 
-def checked_count(value: object, name: str, high: int = LARGEST_COUNT) -> int:
-    """``value`` as an int in ``1 .. high`` (an integral float such as ``1e3`` counts).
+def checked_count(value: object, name: str, high: int = LARGEST_COUNT, low: int = 1) -> int:
+    """``value`` as an int in ``low .. high`` (an integral float such as ``1e3`` counts; ``low``
+    is 1 unless a count of none is meaningful).
 
     :raises ValueError: naming ``name`` otherwise.
     """
@@ -56,10 +63,18 @@ def checked_count(value: object, name: str, high: int = LARGEST_COUNT) -> int:
         or not isinstance(value, numbers.Real)
         or not math.isfinite(float(value))
         or float(value) != int(value)
-        or not 1 <= int(value) <= high
+        or not low <= int(value) <= high
     ):
-        raise ValueError(f"{name} must be a positive integer (at most {high}), got {value!r}")
+        kind = "a positive integer" if low == 1 else f"an integer of at least {low}"
+        raise ValueError(f"{name} must be {kind} (at most {high}), got {value!r}")
     return int(value)
+
+
+def checked_optional_count(
+    value: object, name: str, high: int = LARGEST_COUNT, low: int = 1
+) -> int | None:
+    """:func:`checked_count`, with ``None`` (the default's marker) passed through."""
+    return None if value is None else checked_count(value, name, high, low)
 
 
 def _show(bound: float) -> str:

@@ -33,8 +33,11 @@ def gathered_pairs(
     if isinstance(data, torch.utils.data.TensorDataset) and len(data.tensors) == 2:
         return data.tensors[0], data.tensors[1]
     if isinstance(data, torch.utils.data.DataLoader):
-        parts = list(data)
+        parts = _read_all(data, data.dataset)
         stack = torch.cat
+    elif isinstance(data, torch.utils.data.IterableDataset):
+        parts = _read_all(data, data)
+        stack = torch.stack
     else:
         parts = [data[i] for i in range(len(data))]
         stack = torch.stack
@@ -44,6 +47,32 @@ def gathered_pairs(
         raise ValueError(f"the {type(data).__name__}'s items must be (input, target) pairs")
     inputs, targets = zip(*parts, strict=True)
     return stack([torch.as_tensor(v) for v in inputs]), stack([torch.as_tensor(v) for v in targets])
+
+
+#: The most bytes of items read from a data source that cannot say its length (an
+#: ``IterableDataset``): one that never ends is refused here rather than read until memory runs out.
+UNSIZED_READ_LIMIT = 4 * 2**30
+
+
+def _read_all(source, dataset) -> list:
+    """Every item or batch of ``source``; a source over an ``IterableDataset`` is read up to
+    :data:`UNSIZED_READ_LIMIT` bytes.
+
+    :raises ValueError: for one that does not end by then."""
+    if not isinstance(dataset, torch.utils.data.IterableDataset):
+        return list(source)
+    parts, read = [], 0
+    for part in source:
+        parts.append(part)
+        if isinstance(part, (tuple, list)):
+            read += sum(t.numel() * t.element_size() for t in part if torch.is_tensor(t))
+        if read > UNSIZED_READ_LIMIT:
+            raise ValueError(
+                f"the {type(dataset).__name__} has not ended after {read / 2**30:.1f} GiB: a step "
+                "is a finite set of points; give a sized Dataset, or cut the stream into steps "
+                "(itertools.islice)"
+            )
+    return parts
 
 
 class SupervisedModel:

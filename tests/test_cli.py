@@ -348,8 +348,16 @@ def test_online_benchmark_script_builds_one_run_per_stream():
             "pyro-cl stream: --transition wiener needs --transition-diffusion",
         ),
         (
-            ["stream", "rotating", "--methods", "none", "--lr", "inf"],
+            ["stream", "rotating", "--methods", "none", "--lr", "1e30"],
             "pyro-cl stream: training diverged (",
+        ),
+        (  # refused when given, before any work (it once started and diverged)
+            ["stream", "rotating", "--methods", "none", "--lr", "inf"],
+            "pyro-cl stream: learning_rate must lie in (0,",
+        ),
+        (
+            ["run", "--epochs", "1", "--num-tasks", "2", "--methods", "vcl", "--lr", "0"],
+            "pyro-cl run: learning_rate must lie in (0,",
         ),
         (
             ["run", "--epochs", "1", "--num-tasks", "2", "--methods", "vcl", "--lr", "1e30"],

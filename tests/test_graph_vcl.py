@@ -8,7 +8,7 @@ import torch
 
 from pyro_cl import VCL
 from pyro_cl.data.domain_graph import metadata_graph, spanning_order
-from pyro_cl.learner.graph_vcl import GraphVCL
+from pyro_cl.learner.graph_vcl import _DOMAIN_STREAMS, GraphVCL
 from pyro_cl.memory import RandomCoreset
 from pyro_cl.nn import BayesianMLP
 from pyro_cl.transitions.combination import combine_posteriors
@@ -33,9 +33,11 @@ def learner() -> VCL:
 
 
 def test_a_path_of_single_parents_is_sequential_vcl_exactly():
+    """Given the same draws: each domain's fit draws from its domain's own stream."""
     domains = rotated_domains([0, 20, 40])
     plain = learner()
-    for data in domains:
+    for domain, data in enumerate(domains):
+        plain.random.load_state(plain.random.spawn(_DOMAIN_STREAMS + domain).state())
         plain.observe(data)
     graph = GraphVCL(learner(), metadata_graph(torch.tensor([0.0, 20.0, 40.0]), 20.0))
     for domain, data in enumerate(domains):
@@ -49,7 +51,8 @@ def test_a_path_of_single_parents_is_sequential_vcl_exactly():
 def test_several_parents_give_the_combined_prior_and_a_target_is_predicted_from_them():
     angles = torch.tensor([0.0, 30.0, 60.0, 45.0])  # the last one is the target
     domains = rotated_domains(angles.tolist())
-    graph = GraphVCL(learner(), metadata_graph(angles, 20.0))
+    trained = VCL(BayesianMLP(2, [8], 2), seed=0, **{**SMALL, "epochs": 30, "learning_rate": 0.02})
+    graph = GraphVCL(trained, metadata_graph(angles, 20.0))
     order = spanning_order(graph.weights[:3, :3], roots=[0])
     for domain, parent in order:
         graph.observe(domain, domains[domain], parents=[] if parent is None else [parent])
@@ -59,7 +62,7 @@ def test_several_parents_give_the_combined_prior_and_a_target_is_predicted_from_
     for name, q in expected.items():
         torch.testing.assert_close(prior[name].base_dist.loc, q.base_dist.loc)
     from_parents = graph.evaluate(domains[3], domain=3, parents=[1, 2])
-    # the 45° target between the 30° and 60° parents: above chance (0.5) after 3 epochs a domain
+    # the 45° target between the 30° and 60° parents (0.80-0.82 over seeds 0-3; chance 0.5)
     assert from_parents["accuracy"] > 0.6 and 3 not in graph.posteriors
     with pytest.raises(KeyError, match="have not been fitted"):
         graph.prior_for(0, [3])
@@ -90,7 +93,8 @@ def test_the_unsupervised_step_reads_no_label_and_sharpens_the_targets_predictio
     angles = torch.tensor([0.0, 30.0, 45.0])
     domains = rotated_domains(angles.tolist(), n=120)
     graph = GraphVCL(
-        VCL(BayesianMLP(2, [8], 2), seed=0, **{**SMALL, "epochs": 30}), metadata_graph(angles, 20.0)
+        VCL(BayesianMLP(2, [8], 2), seed=0, **{**SMALL, "epochs": 30, "learning_rate": 0.02}),
+        metadata_graph(angles, 20.0),
     )
     graph.observe(0, domains[0])
     graph.observe(1, domains[1], parents=[0])

@@ -53,7 +53,7 @@ def test_divergence_test_on_losses_and_values():
         divergence.check_values({"w": torch.tensor([1.0, -6.0])}, "fit")
     with pytest.raises(DivergenceError, match="not finite"):
         Divergence(parameter_bound=None).check_values({"w": torch.tensor([float("inf")])}, "")
-    with pytest.raises(ValueError, match="loss_growth must be positive"):
+    with pytest.raises(ValueError, match=r"loss_growth must lie in \(0,"):
         Divergence(loss_growth=0)
 
 

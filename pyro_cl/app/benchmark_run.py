@@ -144,9 +144,7 @@ class BenchmarkRun:
                 f"a coreset size is given, but none of the methods {', '.join(self.method_names)} "
                 f"keeps points; choose one that does ({', '.join(with_memory)})"
             )
-        for seed in self.seeds or ():
-            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-                raise ValueError(f"seeds must be integers in 0..2**32-1, got {seed!r}")
+        check_seeds(self.seeds or ())
         if self.validation is not None and not 0.0 < self.validation < 1.0:
             raise ValueError(f"the validation share must be in (0, 1), got {self.validation!r}")
         for name in ("coreset_size", "num_tasks"):
@@ -332,6 +330,19 @@ def fill_unset(fields: dict, defaults: dict) -> dict:
         elif current is None:
             filled[name] = value
     return filled
+
+
+def check_seeds(seeds: Sequence[int]) -> None:
+    """``seeds`` are distinct integers in ``0..2**32-1``: a seed given twice would count one run
+    twice in a mean ± sd over "runs".
+
+    :raises ValueError: naming the seed at fault."""
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+            raise ValueError(f"seeds must be integers in 0..2**32-1, got {seed!r}")
+    repeated = sorted({seed for seed in seeds if list(seeds).count(seed) > 1})
+    if repeated:
+        raise ValueError(f"seeds must be distinct: {repeated} given more than once")
 
 
 def check_positive(value, what: str) -> None:

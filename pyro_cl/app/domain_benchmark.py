@@ -89,6 +89,7 @@ import numpy as np
 import torch
 
 from pyro_cl import VCL
+from pyro_cl.app.benchmark_run import check_seeds
 from pyro_cl.app.plotting import _pyplot, _save
 from pyro_cl.data.digits import load_digits
 from pyro_cl.data.domain_graph import (
@@ -521,6 +522,7 @@ def run_domain_benchmark(
 ) -> str:
     """Every method on every seed (module docstring); writes the report into ``output`` and
     returns the Markdown table."""
+    check_seeds(seeds)
     output.mkdir(parents=True, exist_ok=True)
     runs = []
     for seed in seeds:

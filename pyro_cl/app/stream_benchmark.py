@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pyro_cl.app.benchmark_run import check_device, check_positive, check_writable
+from pyro_cl.app.benchmark_run import check_device, check_positive, check_seeds, check_writable
 from pyro_cl.app.continual_run import Metric, Step, run_loggers
 from pyro_cl.app.environment import environment
 from pyro_cl.app.methods import METHODS, method_names
@@ -82,6 +82,7 @@ class StreamRun:
             raise ValueError(f"unknown online methods {unknown}; choose from {online}")
         if not self.seeds:
             raise ValueError("give at least one seed")
+        check_seeds(self.seeds)
         for size in self.memory_sizes or ():
             check_positive(size, "memory size")
         for name in (

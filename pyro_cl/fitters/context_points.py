@@ -32,7 +32,7 @@ from abc import ABC, abstractmethod
 
 import torch
 
-from pyro_cl.checks import checked_count
+from pyro_cl.checks import checked_count, checked_real
 from pyro_cl.points import Points
 from pyro_cl.spec import Registrable
 
@@ -238,6 +238,18 @@ class CurrentInputs(_DrawnInputs):
         return Points(data.x[rows], data.y[rows], task_ids)
 
 
+def _square_root(covariance: torch.Tensor, jitter: float) -> torch.Tensor:
+    """A factor ``L`` with ``L Lᵀ = Σ + jitter I``: its Cholesky factor, or where that fails (a
+    singular ``Σ``: constant or collinear features, in floating point) ``V diag(√λ)`` of its
+    eigendecomposition, eigenvalues rounded below zero taken as zero."""
+    eye = torch.eye(len(covariance), dtype=covariance.dtype, device=covariance.device)
+    factor, info = torch.linalg.cholesky_ex(covariance + jitter * eye)
+    if not info.item():
+        return factor
+    eigenvalues, vectors = torch.linalg.eigh(covariance + jitter * eye)
+    return vectors * eigenvalues.clamp(min=0).sqrt()
+
+
 class GaussianInputs(_GeneratedInputs):
     """``per_task`` inputs drawn at every step for each earlier task from a Gaussian with that
     task's input mean and covariance, clipped to the smallest and largest input value the task
@@ -260,9 +272,7 @@ class GaussianInputs(_GeneratedInputs):
         super().__init__(per_task)
         if covariance not in ("full", "diagonal"):
             raise ValueError(f"covariance must be 'full' or 'diagonal', not {covariance!r}")
-        if not jitter >= 0:
-            raise ValueError(f"jitter must be at least 0, got {jitter!r}")
-        self.covariance, self.jitter = covariance, float(jitter)
+        self.covariance, self.jitter = covariance, checked_real(jitter, "jitter", 0)
         #: Per task: the count, mean, scatter (sum of squared deviations: a matrix, or a vector
         #: when diagonal) and the (smallest, largest) input value.
         self.moments: dict[int, dict[str, torch.Tensor]] = {}
@@ -307,8 +317,7 @@ class GaussianInputs(_GeneratedInputs):
             moments = self.moments[task]
             covariance = moments["scatter"] / moments["count"].clamp(min=1.0)
             if self.covariance == "full":
-                eye = torch.eye(len(covariance), dtype=covariance.dtype, device=covariance.device)
-                self._factors[task] = torch.linalg.cholesky(covariance + self.jitter * eye)
+                self._factors[task] = _square_root(covariance, self.jitter)
             else:
                 self._factors[task] = (covariance + self.jitter).sqrt()
         return self._factors[task]

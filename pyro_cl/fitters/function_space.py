@@ -13,8 +13,9 @@ so parameters that do not change the old tasks' outputs are free to move for the
 S-FSVI makes it Gaussian by linearising the net around its mean (``N(f(X_C; μ), J Σ Jᵀ)``,
 their eq. 11-12, keeping the covariance per point over the outputs); here it is the Gaussian
 with the **Monte Carlo moments** of the outputs under ``q`` (mean and variance per point and
-output, from ``context_samples`` draws with the reparameterisation trick), which needs no
-Jacobians and works for any net the learner runs; ``moments="linearised"`` takes S-FSVI's own
+output, from ``context_samples`` draws with the reparameterisation trick; the KL's bias from
+sample moments corrected, :func:`gaussian_function_kl`), which needs no Jacobians and works for
+any net the learner runs (the default); ``moments="linearised"`` takes S-FSVI's own
 (:func:`linearised_moments`: the diagonal of ``J Σ Jᵀ``, from one backward pass per output, no
 sampling noise) for nets of pyro_cl's linear and FiLM layers. The KL is then the closed form between
 independent Gaussians, summed over points and outputs::
@@ -64,6 +65,8 @@ points.) ``|X_C|`` is the step's number of context points, all tasks' together.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -173,11 +176,48 @@ def gaussian_function_kl(
     mean_p: torch.Tensor,
     variance_p: torch.Tensor,
     jitter: float = 0.0,
+    draws_q: int | None = None,
+    draws_p: int | None = None,
 ) -> torch.Tensor:
-    """``Σ KL(N(m_q, v_q + jitter) ‖ N(m_p, v_p + jitter))`` over every element."""
-    variance_q, variance_p = variance_q + jitter, variance_p + jitter
-    ratio = variance_q / variance_p
-    return 0.5 * (ratio - ratio.log() + (mean_q - mean_p).square() / variance_p - 1).sum()
+    """``Σ KL(N(m_q, v_q + jitter) ‖ N(m_p, v_p + jitter))`` over every element, from exact
+    moments, or from Monte Carlo moments of ``draws_q`` and ``draws_p`` draws.
+
+    Plugged into the closed form, sample moments bias the KL: the sample mean's own variance
+    ``v/n`` adds to the squared mean difference (so the minimiser over ``v_q`` is
+    ``v_p n/(n+1)``, a function variance shrunk by 11% at ``n = 8``), ``log`` of a sample
+    variance is low on average, and ``1/v̂_p`` high; two identical posteriors score above 0.
+    With the draws given, each term is replaced by its unbiased estimate for Gaussian outputs
+    (sample mean and variance independent, ``(n-1) v̂/v ~ χ²_{n-1}``)::
+
+        (m̂_q - m̂_p)² - v̂_q/n_q - v̂_p/n_p      for (m_q - m_p)²
+        log v̂ - ψ((n-1)/2) + log((n-1)/2)        for log v
+        (n_p - 3) / ((n_p - 1) v̂_p)              for 1/v_p
+
+    so its expectation is the KL of the true moments (exact for a linear model, whose outputs
+    are Gaussian; for a net, the outputs' non-Gaussianity is not corrected), and its minimiser
+    over ``q`` is the true one. ``None`` for moments that are exact (linearised, or a fixed
+    function prior)."""
+    total_q, total_p = variance_q + jitter, variance_p + jitter
+    inverse_p = 1.0 / total_p
+    log_ratio = total_q.log() - total_p.log()
+    square = (mean_q - mean_p).square()
+    if draws_q is not None:
+        log_ratio = log_ratio - _log_variance_bias(draws_q)
+        square = square - variance_q / draws_q
+    if draws_p is not None:
+        if draws_p < 4:
+            raise ValueError(f"an unbiased 1/v_p needs at least 4 draws, got {draws_p}")
+        inverse_p = inverse_p * (draws_p - 3) / (draws_p - 1)
+        log_ratio = log_ratio + _log_variance_bias(draws_p)
+        square = square - variance_p / draws_p
+    return 0.5 * (total_q * inverse_p - log_ratio + square * inverse_p - 1).sum()
+
+
+def _log_variance_bias(draws: int) -> float:
+    """``E[log v̂] - log v`` for the sample variance of ``draws`` Gaussian draws:
+    ``ψ(k/2) - log(k/2)``, ``k = draws - 1``."""
+    half = (draws - 1) / 2
+    return float(torch.special.digamma(torch.tensor(half, dtype=torch.float64))) - math.log(half)
 
 
 class FunctionSpaceFitter(ELBOFitter):
@@ -239,8 +279,11 @@ class FunctionSpaceFitter(ELBOFitter):
         self.kl_weight = checked_real(kl_weight, "kl_weight", 0)
         self.context_samples = checked_count(context_samples, "context_samples")
         self.target_samples = checked_count(target_samples, "target_samples")
-        if self.context_samples < 2 or self.target_samples < 2:
-            raise ValueError("context_samples and target_samples must be at least 2")
+        if self.context_samples < 2 or self.target_samples < 4:
+            raise ValueError(
+                "context_samples must be at least 2 and target_samples at least 4 (their moments' "
+                "bias is corrected: see gaussian_function_kl)"
+            )
         self.jitter = checked_real(jitter, "jitter", 0)
         if moments not in MOMENTS:
             raise ValueError(f"moments must be one of {MOMENTS}, got {moments!r}")
@@ -334,12 +377,26 @@ class FunctionSpaceFitter(ELBOFitter):
             )
             sites = {name: current[name] if name in fitted else old[name] for name in names}
             mean, variance = self._moments(model, sites, x, task_id, target=False)
-            kl = gaussian_function_kl(mean, variance, target_mean, target_variance, self.jitter)
+            kl = gaussian_function_kl(
+                mean,
+                variance,
+                target_mean,
+                target_variance,
+                self.jitter,
+                *self._draws(first),
+            )
             if self.function_kl_scale == "per_point":
                 kl = kl * (num_data / x.shape[0])
             return self.function_kl_weight * kl
 
         return regulariser
+
+    def _draws(self, first: bool) -> tuple[int | None, int | None]:
+        """The Monte Carlo draws behind the current and the target moments (``None``: exact),
+        for :func:`gaussian_function_kl`'s bias correction."""
+        if self.moments == "linearised":
+            return None, None
+        return self.context_samples, None if first else self.target_samples
 
     def _moments(self, model, sites, x, task_id, target: bool):
         """The outputs' mean and variance at ``x`` under ``sites``, this fitter's way."""

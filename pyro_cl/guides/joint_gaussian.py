@@ -591,6 +591,11 @@ class _JointFamily(GuideFamily):
             isinstance(sites, str) or not all(isinstance(s, str) for s in sites)
         ):
             raise TypeError(f"sites must be a list of site names or module prefixes, got {sites!r}")
+        if sites is not None and not len(sites):
+            raise ValueError(
+                f"{type(self).__name__}(sites=[]) joins no site, which is the mean-field family: "
+                "name the sites to join, leave sites=None for every Gaussian site, or use MeanField()"
+            )
         if not isinstance(per_module, bool):
             raise TypeError(f"per_module must be True or False, got {per_module!r}")
         self.sites = None if sites is None else list(sites)

@@ -20,7 +20,7 @@ from torch.distributions import constraints
 
 from pyro_cl.nn.effects import PosteriorConditionals
 from pyro_cl.nn.site_flags import OBSERVATION_FLAG, STRUCTURED_FLAG
-from pyro_cl.posterior import base_distribution
+from pyro_cl.posterior import base_distribution, sample_sites
 
 __all__ = [
     "MeanFieldGuide",
@@ -204,7 +204,9 @@ class MeanFieldGuide(nn.Module):
             self._families[name] = "gamma"
         elif support is constraints.real:
             mean = prior.mean.detach()
-            self.loc[key] = nn.Parameter(mean + self._loc_noise(mean))
+            if name not in self._prior_mean_starts():  # a FiLM layer starts at the identity
+                mean = mean + self._loc_noise(mean)
+            self.loc[key] = nn.Parameter(mean)
             self.log_variance[key] = nn.Parameter(torch.full_like(mean, self.init_log_variance))
             self._families[name] = "normal"
         else:
@@ -367,7 +369,10 @@ class MeanFieldGuide(nn.Module):
                 self.loc[key].copy_(base.mean.to(like).expand_as(like))
                 if isinstance(base, Normal):
                     scale = base.scale.to(like).expand_as(like)
-                    self.log_variance[key].copy_(2 * scale.log())
+                    current = self.log_variance[key]
+                    # a guide already at its prior keeps its log σ² bit for bit (no round trip)
+                    there = torch.exp(0.5 * current) == scale
+                    self.log_variance[key].copy_(torch.where(there, current, 2 * scale.log()))
                 else:  # its moments
                     self.log_variance[key].copy_(base.variance.to(like).expand_as(like).log())
                 continue
@@ -379,6 +384,9 @@ class MeanFieldGuide(nn.Module):
                 mean = prior.mean.to(self.loc[key])
                 self.loc[key].copy_(mean + self._loc_noise(mean))
             elif policy in ("fresh", "fresh_cap_variance"):
+                if name in self._prior_mean_starts():
+                    self.loc[key].copy_(base_distribution(prior).mean.to(self.loc[key]))
+                    continue
                 bound = self._fan_in(name) ** -0.5
                 self.loc[key].uniform_(-bound, bound)
 
@@ -400,12 +408,28 @@ class MeanFieldGuide(nn.Module):
             key = _parameter_key(name)
             if self._families.get(name) != "normal":
                 continue
+            if name in self._prior_mean_starts():  # at the prior's mean, narrow
+                self.loc[key].copy_(base_distribution(prior).mean.to(self.loc[key]))
+                self.log_variance[key].fill_(self.init_log_variance)
+                continue
             variance = base_distribution(prior).variance.to(self.loc[key])
             variance = variance.expand_as(self.loc[key])
             self.loc[key].copy_(torch.randn_like(variance) * (beta * variance).sqrt())
             log_scale = 0.5 * torch.log((1 - beta) * math.exp(-2 * alpha**2) * variance)
             log_scale = log_scale + alpha * torch.randn_like(variance)
             self.log_variance[key].copy_(2 * log_scale)
+
+    def _prior_mean_starts(self) -> set[str]:
+        """Sites whose layer starts at its prior's mean where others start afresh (FiLM layers:
+        :attr:`~pyro_cl.nn.layer.BayesianLayer.starts_at_prior_mean`)."""
+        net = getattr(self.model, "net", None)
+        if not isinstance(net, nn.Module):
+            return set()
+        return {
+            name
+            for name, module, _ in sample_sites(net)
+            if getattr(module, "starts_at_prior_mean", False)
+        }
 
     def _fan_in(self, name: str) -> int:
         """Inputs per output unit of a site: its trailing dimensions for a weight; for a bias, those

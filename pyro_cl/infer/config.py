@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from pyro_cl.checks import checked_count, checked_optional_count, checked_real
 from pyro_cl.guides import DEFAULT_INIT_LOG_VARIANCE, REINIT_POLICIES
 from pyro_cl.infer.divergence import Divergence
 from pyro_cl.model import ROUTES
@@ -46,12 +47,11 @@ class Schedule:
     batch_size: int | None = 256
 
     def __post_init__(self) -> None:
-        if self.epochs < 0:
-            raise ValueError(f"epochs must be non-negative, got {self.epochs}")
-        if self.first_epochs is not None and self.first_epochs < 0:
-            raise ValueError(f"first_epochs must be non-negative, got {self.first_epochs}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError(f"batch_size must be positive or None, got {self.batch_size}")
+        _store(self, "epochs", checked_count(self.epochs, "epochs", low=0))
+        _store(
+            self, "first_epochs", checked_optional_count(self.first_epochs, "first_epochs", low=0)
+        )
+        _store(self, "batch_size", checked_optional_count(self.batch_size, "batch_size"))
 
     def task_epochs(self, first_task: bool) -> int:
         """Epochs for a task: ``first_epochs`` for the first one where it is set."""
@@ -80,15 +80,21 @@ class Optimisation:
     variance_learning_rate: float | None = None
 
     def __post_init__(self) -> None:
-        if self.variance_learning_rate is not None and not self.variance_learning_rate > 0:
-            raise ValueError(
-                f"variance_learning_rate must be positive, got {self.variance_learning_rate}"
+        # a step of 0 fits nothing and would hand the initial guide on as a posterior
+        _store(
+            self,
+            "learning_rate",
+            checked_real(self.learning_rate, "learning_rate", 0, low_open=True),
+        )
+        if self.variance_learning_rate is not None:
+            rate = checked_real(
+                self.variance_learning_rate, "variance_learning_rate", 0, low_open=True
             )
-        if not 0 < self.learning_rate_decay <= 1 or self.learning_rate_decay_steps < 1:
-            raise ValueError(
-                "learning_rate_decay must be in (0, 1] and learning_rate_decay_steps positive, got "
-                f"{self.learning_rate_decay}/{self.learning_rate_decay_steps}"
-            )
+            _store(self, "variance_learning_rate", rate)
+        decay = checked_real(self.learning_rate_decay, "learning_rate_decay", 0, 1, low_open=True)
+        _store(self, "learning_rate_decay", decay)
+        steps = checked_count(self.learning_rate_decay_steps, "learning_rate_decay_steps")
+        _store(self, "learning_rate_decay_steps", steps)
 
     @property
     def decay(self) -> tuple[float, int]:
@@ -109,8 +115,9 @@ class MonteCarlo:
     elbo: str = "auto"
 
     def __post_init__(self) -> None:
-        if self.num_particles < 1 or self.num_predictive_samples < 1:
-            raise ValueError("num_particles and num_predictive_samples must be at least 1")
+        _store(self, "num_particles", checked_count(self.num_particles, "num_particles"))
+        samples = checked_count(self.num_predictive_samples, "num_predictive_samples")
+        _store(self, "num_predictive_samples", samples)
         if self.elbo not in ROUTES:
             raise ValueError(f"elbo must be one of {ROUTES}, got {self.elbo!r}")
 
@@ -153,6 +160,13 @@ class Initialisation:
     init_beta: float = 0.999
 
     def __post_init__(self) -> None:
+        epochs = checked_optional_count(self.ml_init_epochs, "ml_init_epochs", low=0)
+        _store(self, "ml_init_epochs", epochs)
+        _store(self, "init_log_variance", checked_real(self.init_log_variance, "init_log_variance"))
+        _store(self, "init_loc_std", checked_real(self.init_loc_std, "init_loc_std", 0))
+        if self.later_init_log_variance is not None:
+            later = checked_real(self.later_init_log_variance, "later_init_log_variance")
+            _store(self, "later_init_log_variance", later)
         if self.init_means not in INIT_MEANS:
             raise ValueError(f"init_means must be one of {INIT_MEANS}, got {self.init_means!r}")
         if not (self.init_alpha >= 0 and 0 <= self.init_beta < 1):
@@ -176,14 +190,18 @@ class Refit:
     refit_batch_size: int | str | None = "same"
 
     def __post_init__(self) -> None:
-        if self.refit_epochs is not None and self.refit_epochs < 0:
-            raise ValueError(f"refit_epochs must be non-negative, got {self.refit_epochs}")
-        if self.refit_batch_size != "same" and not (
-            self.refit_batch_size is None or self.refit_batch_size >= 1
-        ):
-            raise ValueError(
-                f"refit_batch_size must be 'same', None or positive, got {self.refit_batch_size!r}"
-            )
+        _store(
+            self, "refit_epochs", checked_optional_count(self.refit_epochs, "refit_epochs", low=0)
+        )
+        if self.refit_batch_size != "same":
+            try:
+                size = checked_optional_count(self.refit_batch_size, "refit_batch_size")
+            except ValueError:
+                raise ValueError(
+                    "refit_batch_size must be 'same', None or a positive integer, got "
+                    f"{self.refit_batch_size!r}"
+                ) from None
+            _store(self, "refit_batch_size", size)
 
 
 @dataclass(frozen=True)
@@ -191,6 +209,10 @@ class Display:
     """:param progress: show a progress bar per fit (the :class:`~pyro_cl.infer.callbacks.ProgressBar` callback)."""
 
     progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.progress, bool):
+            raise TypeError(f"progress must be True or False, got {self.progress!r}")
 
 
 _GROUPS = {
@@ -202,6 +224,11 @@ _GROUPS = {
     "display": Display,
     "divergence": Divergence,
 }
+
+
+def _store(group: object, name: str, value: Any) -> None:
+    """Keep a checked setting as the type it is read as (``epochs=5.0`` as 5)."""
+    object.__setattr__(group, name, value)
 
 
 @dataclass(frozen=True)

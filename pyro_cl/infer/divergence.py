@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from pyro_cl.checks import checked_real
 from pyro_cl.finite import all_finite
 
 __all__ = ["Divergence", "DivergenceError"]
@@ -47,8 +48,9 @@ class Divergence:
     def __post_init__(self) -> None:
         for name in ("loss_growth", "parameter_bound"):
             value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} must be positive or None, got {value}")
+            if value is not None:
+                checked = checked_real(value, name, 0, math.inf, low_open=True)
+                object.__setattr__(self, name, checked)
 
     def check_loss(self, loss: float, first_loss: float, description: str) -> None:
         """:raises DivergenceError: if ``loss`` is not finite or rose past the allowed growth."""

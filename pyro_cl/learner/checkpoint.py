@@ -30,6 +30,7 @@ __all__ = [
     "FORMAT",
     "check_meaning",
     "learner_state",
+    "net_structure",
     "load_learner",
     "restore_learner",
     "save_learner",
@@ -67,6 +68,21 @@ def _built_from(learner: LearnerStores) -> dict:
     }
 
 
+def net_structure(net: torch.nn.Module) -> list[str]:
+    """What a net is beyond its weights' shapes: its class and every module's class by path
+    (``"body.1: ReLU"``), compared when a file is loaded into a net the user built, so a ReLU
+    net's posterior is not read into a tanh one."""
+    return [
+        f"{path or '<net>'}: {_class_name(type(module))}" for path, module in net.named_modules()
+    ]
+
+
+def _class_name(cls: type) -> str:
+    # make_bayesian's nets are PyroModule[UserNet], a class Pyro makes: the user's tells them apart
+    own = next((c for c in cls.__mro__ if c.__module__ != "pyro.nn.module"), cls)
+    return f"{own.__module__}.{own.__qualname__}"
+
+
 def learner_state(learner: LearnerStores) -> dict:
     """Everything needed to continue exactly here: tensors and plain containers only.
 
@@ -76,6 +92,7 @@ def learner_state(learner: LearnerStores) -> dict:
     return {
         "format": FORMAT,
         **_built_from(learner),
+        "net_structure": net_structure(learner.net),
         "net_parameters": {name: p.detach() for name, p in learner.net.named_parameters()},
         "refit_per_task": learner.refit_per_task,
         "config": learner.config.state(),
@@ -147,6 +164,8 @@ def _load(cls, path, net, device, key):
         if state["net"] is None:
             raise ValueError("this learner's net is not a pyro_cl net: pass net=...")
         net = _net_matching_its_weights(state["net"], weights, path)
+    else:
+        _check_given_net(net, state, weights)
     parts = state["parts"]
     learner = cls(
         net,
@@ -186,6 +205,14 @@ def restore_learner(learner: LearnerStores, state: dict) -> None:
                 f"the saved learner differs from this one in its {field}: {state.get(field)!r} "
                 f"against {built[field]!r}"
             )
+    changed = _changed_settings(TrainingConfig.from_state(state["config"]), learner.config)
+    if changed or state.get("seed") != learner.seed:
+        if state.get("seed") != learner.seed:
+            changed.append(f"seed {state.get('seed')!r} → {learner.seed!r}")
+        raise ValueError(
+            "the saved run was trained with other settings: " + ", ".join(changed) + " (resume "
+            "with the settings it was started with, or start again in another folder)"
+        )
     initial_prior = learner.initial_prior  # the one store a step's transaction leaves alone
     try:
         with transaction(learner):
@@ -196,11 +223,60 @@ def restore_learner(learner: LearnerStores, state: dict) -> None:
         raise
 
 
+def _check_given_net(net: torch.nn.Module, state: dict, weights: dict) -> None:
+    """Refuse a net given to ``load`` that is not the one saved: another spec (a pyro_cl net of
+    other settings), other modules (another class or activation), other weights' names or shapes.
+
+    :raises ValueError: naming the first difference."""
+    if not isinstance(net, torch.nn.Module):
+        raise TypeError(f"net must be a torch.nn.Module, got {type(net).__name__}")
+    spec = getattr(net, "spec", None)
+    if state["net"] is not None and callable(spec) and spec() != state["net"]:
+        raise ValueError(
+            f"the file holds a net built as {state['net']}, and the net given is built as "
+            f"{spec()}: build the net as it was saved, or load without net="
+        )
+    saved = state.get("net_structure")  # files before this check do not hold it
+    given = net_structure(net)
+    if saved is not None and saved != given:
+        first = next((a, b) for a, b in zip([*saved, None], [*given, None], strict=False) if a != b)
+        raise ValueError(
+            f"the net given is not the one saved: the file has {first[0]!r} where the net has "
+            f"{first[1]!r}"
+        )
+    expected = {name: tuple(t.shape) for name, t in _loadable(net, weights).items()}
+    held = {name: tuple(t.shape) for name, t in net.state_dict().items()}
+    if expected != held:
+        name = sorted(n for n in expected.keys() | held.keys() if expected.get(n) != held.get(n))[0]
+        raise ValueError(
+            f"the net given does not fit the saved weights ({name}: saved {expected.get(name)}, "
+            f"the net's {held.get(name)}): build the net as it was saved"
+        )
+
+
+def _loadable(net: torch.nn.Module, weights: dict) -> dict:
+    """``weights`` without the net's non-persistent buffers (kept in the learner's state, not in
+    a ``state_dict``)."""
+    persistent = set(net.state_dict())
+    transient = {name for name, _ in net.named_buffers()} - persistent
+    return {name: value for name, value in weights.items() if name not in transient}
+
+
 def _put_state(learner: LearnerStores, state: dict) -> None:
     """A checkpoint's net weights, initial prior and :class:`LearnerState` into ``learner``."""
-    learner.net.load_state_dict(_net_weights(state))
+    learner.net.load_state_dict(_loadable(learner.net, _net_weights(state)))
     learner.initial_prior = posterior_from_state(state["initial_prior"], learner.device)
     LearnerState.from_state(state["state"], learner.device).restore_into(learner)
+
+
+def _changed_settings(saved: TrainingConfig, current: TrainingConfig) -> list[str]:
+    """Every training setting that differs (the display aside), as ``name saved → current``."""
+    old, new = saved.flat(), current.flat()
+    return [
+        f"{name} {old[name]!r} → {new[name]!r}"
+        for name in old
+        if name != "progress" and old[name] != new[name]
+    ]
 
 
 def _net_weights(state: dict) -> dict:
@@ -305,7 +381,11 @@ def _net_matching_its_weights(spec: dict, weights: dict, path) -> torch.nn.Modul
     finally:
         torch_distribution.set_default_validate_args(validate)
     expected = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
-    saved = {name: tuple(t.shape) for name, t in weights.items() if torch.is_tensor(t)}
+    saved = {
+        name: tuple(t.shape)
+        for name, t in _loadable(skeleton, weights).items()
+        if torch.is_tensor(t)
+    }
     if expected != saved:
         mismatch = sorted(
             name for name in expected.keys() | saved.keys() if expected.get(name) != saved.get(name)

@@ -9,10 +9,13 @@ order")::
 
 The prior of domain ``d`` with parents ``P`` is ``combine_posteriors({q_p}, {w_dp})`` (the weighted
 product in natural parameters, or the moment-matched mixture; :mod:`pyro_cl.transitions.combination`)
-installed as the net's prior before the fit; the fitted posterior is kept as ``q_d``. A domain with
-no parents starts from the learner's current prior (the initial one, for the first). Along a path
-of single parents this is exactly sequential VCL. The learner is any
-:class:`~pyro_cl.learner.learner.ContinualLearner` without a memory.
+installed as the net's prior before the fit, and the guide starts at it; the fitted posterior is
+kept as ``q_d``. A domain with no parents starts from the root prior: the learner's prior when
+the graph was built (the initial one, for a new learner). So a domain's fit depends on its parents
+alone, not on which sibling was fitted last: each fit also draws from a random stream of its own
+domain (split from the learner's seed). Along a path of single parents this is exactly sequential
+VCL. The learner is any :class:`~pyro_cl.learner.learner.ContinualLearner` without a memory; its
+fitter fits every step, the unsupervised one included.
 
 One model or several (the slides' question): with ``heads="shared"`` one net, head included,
 serves every domain; with ``heads="per_domain"`` a multi-head net gives domain ``d`` head ``d``
@@ -23,15 +26,15 @@ combined like the body.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
 import torch
 import torch.nn.functional as F
 
-from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.fitters.fitter import checked_posterior
 from pyro_cl.guides import MEAN_FIELD
 from pyro_cl.infer.callbacks import CallbackList
@@ -46,9 +49,11 @@ from pyro_cl.points import Points
 from pyro_cl.posterior import (
     Posterior,
     detach_distribution,
+    detach_posterior,
     install_prior,
     posterior_from_state,
     posterior_to_state,
+    read_priors,
 )
 from pyro_cl.serialization import atomic_save, safe_load
 from pyro_cl.spec import from_spec
@@ -146,6 +151,14 @@ class GraphVCL:
             raise ValueError(
                 "GraphVCL hands on Gaussian posteriors only: build the learner without a memory"
             )
+        if learner.point_estimate:
+            raise ValueError(
+                f"GraphVCL combines posteriors, and {type(learner.fitter).__name__} fits point "
+                "values: give the learner a fitter of posteriors (ELBOFitter, VOGN, IVON, ...)"
+            )
+        weights = _checked_matrix(weights, "weights")
+        if distances is not None:
+            distances = _checked_matrix(distances, "distances")
         if heads == "per_domain":
             available = getattr(learner.net, "num_heads", 1) if learner.model.multi_head else 1
             if available < weights.shape[0]:
@@ -161,6 +174,11 @@ class GraphVCL:
         self.distances = distances
         #: ``q_d`` of every domain fitted so far
         self.posteriors: dict[int, Posterior] = {}
+        #: What a domain without parents starts from: the learner's prior of every site when the
+        #: graph was built.
+        self.root_prior: Posterior = detach_posterior(read_priors(learner.net))
+        #: Where a root domain's guide starts: the learner's guide when the graph was built.
+        self.root_guide: dict[str, torch.Tensor] = _guide_values(learner.guide)
         self._task_sites: dict[int, list[str]] = {}
 
     def _checked(self, domain, parents: Sequence[int], new: bool = False) -> list[int]:
@@ -172,9 +190,13 @@ class GraphVCL:
         :raises ValueError: naming the domain or parent at fault.
         """
         count = self.weights.shape[0]
+        if isinstance(parents, int | str) or not isinstance(parents, Sequence):
+            raise TypeError(f"parents must be a list of domain indices, got {parents!r}")
         for what, index in [("domain", domain), *(("parent", p) for p in parents)]:
             if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
-                raise ValueError(f"{what} {index!r} is not a domain of the graph (0..{count - 1})")
+                raise ValueError(
+                    f"{what} {index!r} is not a domain of the graph (0..{count - 1}): give a Python int"
+                )
         if domain in parents:
             raise ValueError(f"domain {domain} cannot be its own parent")
         if new and domain in self.posteriors:
@@ -208,6 +230,12 @@ class GraphVCL:
             raise KeyError(f"parents {missing} of domain {domain} have not been fitted yet")
         if weights is None:
             weights = [float(self.weights[domain, p]) for p in parents]
+        elif (
+            isinstance(weights, str)
+            or not isinstance(weights, Sequence | torch.Tensor)
+            or len(weights) != len(parents)
+        ):
+            raise ValueError(f"weights must give one number per parent {parents}, got {weights!r}")
         posteriors = [
             self._along_edge(self._head_moved(self.posteriors[p], p, domain), p, domain)
             for p in parents
@@ -250,12 +278,47 @@ class GraphVCL:
         moved.update({new: posterior[old] for old, new in zip(own, target, strict=True)})
         return moved
 
+    def _start(self, domain: int, parents: Sequence[int]) -> Posterior:
+        """What ``domain``'s fit starts from, the prior it returns and the guide: its parents'
+        combination (the guide at its means and variances, as sequential VCL's guide starts at
+        the last posterior), or the root prior (the guide as it was when the graph was built)."""
+        guide = self.learner.guide
+        if parents:
+            prior = self.prior_for(domain, parents)
+            guide.reinitialise("prior", prior)
+            return prior
+        current = guide.state_dict()
+        with torch.no_grad():
+            for name, value in self.root_guide.items():
+                if name in current and current[name].shape == value.shape:
+                    current[name].copy_(value)
+        return self.root_prior
+
+    @contextlib.contextmanager
+    def _step(self, domain: int) -> Iterator[None]:
+        """One domain's step: it draws from the domain's own random stream (so the order in
+        which siblings are fitted changes nothing), and any failure leaves the learner — guide,
+        new heads' parameters, priors, random streams — and the graph as they were."""
+        learner = self.learner
+        task_sites = dict(self._task_sites)
+        with transaction(learner):
+            try:
+                if learner.random.seeded:
+                    learner.random.load_state(
+                        learner.random.spawn(_DOMAIN_STREAMS + domain).state()
+                    )
+                yield
+            except BaseException:
+                self._task_sites = task_sites
+                raise
+
     def observe(self, domain: int, data, parents: Sequence[int] = ()) -> list[float]:
-        """Fit ``domain`` on ``data = (x, y)`` from its parents' combined prior (the learner's
-        current prior without parents) and keep its posterior."""
+        """Fit ``domain`` on ``data = (x, y)`` from its parents' combined prior (the root prior
+        without parents), the guide started at that prior, and keep its posterior."""
         self._checked(domain, parents, new=True)
-        prior = self.prior_for(domain, parents) if parents else None
-        history = self.learner.observe(data, task_id=self.task_of(domain), prior=prior)
+        with self._step(domain):
+            prior = self._start(domain, parents)
+            history = self.learner.observe(data, task_id=self.task_of(domain), prior=prior)
         self.posteriors[domain] = self.learner.current_prior()
         return history
 
@@ -279,9 +342,18 @@ class GraphVCL:
             boundaries without moving the proportions), or class probabilities, e.g. the
             sources' label frequencies.
         """
-        learner = self.learner
         self._checked(domain, parents, new=True)
-        prior = self.prior_for(domain, parents) if parents else None
+        if not torch.is_tensor(x) or x.dim() < 2 or not len(x):
+            raise ValueError("x must be a tensor of inputs, one row each (no labels)")
+        with self._step(domain):
+            history, posterior = self._adapt(domain, x, parents, epochs, class_prior)
+        self.posteriors[domain] = posterior
+        return history
+
+    def _adapt(self, domain, x, parents, epochs, class_prior) -> tuple[list[float], Posterior]:
+        """:meth:`adapt_unlabelled`'s fit, inside its step."""
+        learner = self.learner
+        prior = self._start(domain, parents)
         proportions = self._class_proportions(class_prior, x, domain, prior)
         likelihood = PredictiveEntropy(proportions)
         model = SupervisedModel(learner.net, likelihood, learner.config.monte_carlo.elbo)
@@ -292,13 +364,8 @@ class GraphVCL:
         placeholder = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)  # never read
         task = self.task_of(domain)
         points = Points.of_task(x, placeholder, task)
-        with (
-            exclusive_mode(learner.net, training=True),
-            learner.random.scope(),
-            transaction(learner),  # a failed step leaves the learner as it was
-        ):
-            if prior is not None:
-                install_prior(learner.net, prior)
+        with exclusive_mode(learner.net, training=True), learner.random.scope():
+            install_prior(learner.net, prior)
             sites = model.sites(learner.guide, x, [task])
             problem = FitProblem(
                 points,
@@ -307,12 +374,11 @@ class GraphVCL:
                 context.batch_size(),
                 f"unsupervised step, domain {domain}",
             )
-            history = ELBOFitter().fit(context, learner.guide, problem)
-            posterior = checked_posterior(learner.guide.posterior(sites))
+            history = learner.fitter.fit(context, learner.guide, problem)  # the learner's own
+            posterior = checked_posterior(learner.fitter.posterior(learner.guide, sites))
             posterior = {n: detach_distribution(q) for n, q in posterior.items()}
             install_prior(learner.net, posterior)
-        self.posteriors[domain] = posterior
-        return history
+        return history, posterior
 
     def _class_proportions(
         self, class_prior: str | torch.Tensor, x: torch.Tensor, domain: int, prior
@@ -361,6 +427,8 @@ class GraphVCL:
             "transition": None if self.transition is None else self.transition.spec(),
             "distances": None if self.distances is None else self.distances.detach().cpu(),
         }
+        state["root_prior"] = posterior_to_state(self.root_prior)
+        state["root_guide"] = self.root_guide
         atomic_save(state, folder / "graph.pt", key)
 
     @classmethod
@@ -389,4 +457,38 @@ class GraphVCL:
         graph.posteriors = {
             int(d): posterior_from_state(q, learner.device) for d, q in state["posteriors"].items()
         }
+        # files before the root prior was kept: the learner's initial prior, which it was
+        root = state.get("root_prior")
+        graph.root_prior = (
+            dict(learner.initial_prior)
+            if root is None
+            else posterior_from_state(root, learner.device)
+        )
+        if "root_guide" in state:
+            graph.root_guide = {k: v.to(learner.device) for k, v in state["root_guide"].items()}
         return graph
+
+
+#: Where the domains' random streams start among the keys of the learner's seed
+#: (:meth:`~pyro_cl.infer.random_stream.RandomStream.spawn`; the learner's own use 0 and 1).
+_DOMAIN_STREAMS = 1000
+
+
+def _guide_values(guide: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Copies of the guide's tensors (its parameters, by their ``state_dict`` names)."""
+    return {k: v.detach().clone() for k, v in guide.state_dict().items() if torch.is_tensor(v)}
+
+
+def _checked_matrix(value: object, name: str) -> torch.Tensor:
+    """``value`` as a square float matrix of finite entries.
+
+    :raises TypeError: for a value that is not a tensor; :raises ValueError: otherwise."""
+    if not torch.is_tensor(value):
+        raise TypeError(f"{name} must be a (K, K) tensor, got {type(value).__name__}")
+    if value.dim() != 2 or value.shape[0] != value.shape[1] or not value.shape[0]:
+        raise ValueError(f"{name} must be a square (K, K) tensor, got shape {tuple(value.shape)}")
+    if not value.is_floating_point():
+        value = value.to(torch.get_default_dtype())
+    if not bool(value.isfinite().all()):
+        raise ValueError(f"{name} must hold finite real numbers")
+    return value

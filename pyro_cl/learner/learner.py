@@ -28,6 +28,7 @@ from typing import ClassVar
 import torch
 from pyro.distributions import Distribution
 
+from pyro_cl.checks import checked_optional_count
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.guides import GuideFamily, MeanFieldGuide, guide_family_of
@@ -225,7 +226,15 @@ class ContinualLearner:
 
     def _check_time(self, time: float | None) -> float:
         if time is None:
-            return float(self.times[-1] + 1 if self.times else 0)
+            if not self.times:
+                return 0.0
+            following = self.times[-1] + 1.0
+            if not following > self.times[-1]:  # beyond 2**53 a float cannot hold last + 1
+                raise ValueError(
+                    f"the default time is one after the last step's, {self.times[-1]!r}, which a "
+                    "float cannot tell apart from it at this size: give time= explicitly"
+                )
+            return following
         if isinstance(time, bool) or not isinstance(time, numbers.Real):
             raise TypeError(f"time must be a real number, got {time!r}")
         time = float(time)
@@ -451,7 +460,13 @@ class ContinualLearner:
                 f"(the {type(self.transition).__name__} transition asks for it): use ELBOFitter, "
                 "or no memory"
             )
-        history = self.fitter.fit(context, guide, problem)
+        try:
+            history = self.fitter.fit(context, guide, problem)
+        except torch.linalg.LinAlgError as error:  # a joint family's covariance broke down
+            raise DivergenceError(
+                f"{problem.description}: a covariance of the fit stopped being positive definite "
+                f"({' '.join(str(error).split())[:120]})"
+            ) from error
         values = {**guide.locs(problem.sites), **self.model.point_parameters()}
         self.config.divergence.check_values(values, problem.description)
         check_replicas_agree(dict(guide.named_parameters()), "fitted parameters")
@@ -539,6 +554,7 @@ class ContinualLearner:
         :param sites: distributions or values of latent sites to draw from instead (as
             :meth:`evaluate`'s); not with ``time``.
         """
+        num_samples, chunk = _checked_passes(num_samples, chunk)
         x, _, task_id = self.model.prepare_data(x, None, task_id)
         x = x.to(self.device)
         sites = self._sites_given(sites, time, x, task_id)
@@ -564,6 +580,17 @@ class ContinualLearner:
     ) -> dict | None:
         """The sites a prediction draws from: ``sites``, or those at ``time`` (not both), or
         ``None`` for the learner's own."""
+        if sites is not None:
+            if not isinstance(sites, dict):
+                raise TypeError(
+                    f"sites must be a dict {{site name: distribution or value}}, got {sites!r}"
+                )
+            unknown = sorted(set(sites) - set(self.initial_prior))
+            if unknown:
+                raise ValueError(
+                    f"sites names {unknown}, which are not latent sites of this net; its sites "
+                    f"are {sorted(self.initial_prior)}"
+                )
         if time is None:
             return sites
         if sites is not None:
@@ -601,7 +628,12 @@ class ContinualLearner:
                 with exclusive_mode(self.net, training=False):
                     sites = self.prediction_sites(x, task_id)
             return predictive_samples(
-                self.model, sites, x, task_id, num_samples or self.num_predictive_samples, chunk
+                self.model,
+                sites,
+                x,
+                task_id,
+                self.num_predictive_samples if num_samples is None else num_samples,
+                chunk,
             )
 
     def predict(
@@ -636,6 +668,7 @@ class ContinualLearner:
         :param chunk: inputs per pass (default: sized by the net, see :meth:`predictive_samples`).
         :param time: predict for this time (see :meth:`predictive_samples`); not with ``sites``.
         """
+        num_samples, chunk = _checked_passes(num_samples, chunk)
         x, y, task_id = self.prepare_data(data, task_id)
         sites = self._sites_given(sites, time, x, task_id)
         samples = self._predictive_samples(x, task_id, num_samples, sites=sites, chunk=chunk)
@@ -734,6 +767,18 @@ def _claim(net: torch.nn.Module, learner: ContinualLearner) -> None:
             "at every step: build a new net for each learner, or pass copy.deepcopy(net)"
         )
     _OWNERS[net] = weakref.ref(learner)
+
+
+#: The most posterior draws a prediction takes in one call.
+MAX_PREDICTIVE_SAMPLES = 10**6
+
+
+def _checked_passes(num_samples: object, chunk: object) -> tuple[int | None, int | None]:
+    """A prediction's ``num_samples`` and ``chunk`` checked (``None``: the default of each)."""
+    return (
+        checked_optional_count(num_samples, "num_samples", MAX_PREDICTIVE_SAMPLES),
+        checked_optional_count(chunk, "chunk"),
+    )
 
 
 def _checked_part(part, base: type, role: str):

@@ -90,6 +90,13 @@ def make_bayesian(
     net = copy.deepcopy(module)
     options = {"prior": prior, "local_reparameterization": local_reparameterization}
     film_tasks, film_prior_scale = checked_film_settings(film_tasks, film_prior_scale)
+    for name, paths in (("film_after", film_after), ("deterministic", deterministic)):
+        if (
+            isinstance(paths, str)
+            or not isinstance(paths, Sequence)
+            or not all(isinstance(p, str) for p in paths)
+        ):
+            raise TypeError(f"{name} takes a list of module paths, e.g. [{paths!r}], got {paths!r}")
     if isinstance(net, nn.Linear | nn.Conv2d):
         if film_tasks or film_after:
             raise ValueError("FiLM layers follow hidden layers of a net, not a single layer")
@@ -263,4 +270,32 @@ def _bayesian_layer(layer: nn.Module, path: str, options: dict) -> nn.Module:
             **settings,
         )
     use_family([bayesian], options["prior"].family)
+    _carry_hooks(layer, bayesian)
     return bayesian
+
+
+#: The hook tables of an ``nn.Module`` that a Bayesian layer takes over from the layer it
+#: replaces, so a hook the user registered (a feature recorder, an input check) still runs.
+_HOOK_TABLES = (
+    "_forward_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_forward_pre_hooks",
+    "_forward_pre_hooks_with_kwargs",
+)
+
+
+def _carry_hooks(layer: nn.Module, bayesian: nn.Module) -> None:
+    """``layer``'s forward hooks and pre-hooks onto ``bayesian`` (the tables themselves, so a
+    handle taken on the copy removes from the Bayesian layer). Backward hooks see gradients of
+    the weights' draws, not of parameters the layer holds: they are refused.
+
+    :raises ValueError: for a layer with backward hooks."""
+    if layer._backward_hooks or layer._backward_pre_hooks:
+        raise ValueError(
+            f"{type(layer).__name__} has backward hooks, which a Bayesian layer (whose weights "
+            "are draws) cannot keep"
+        )
+    for table in _HOOK_TABLES:
+        if hasattr(layer, table):
+            setattr(bayesian, table, getattr(layer, table))

@@ -46,6 +46,8 @@ class BayesianFiLM(BayesianLayer):
     :param prior_scale: ``s``.
     """
 
+    starts_at_prior_mean = True  # the identity map, never a random scale
+
     def __init__(self, features: int, channels: bool = False, prior_scale: float = 1.0) -> None:
         super().__init__()
         if features <= 0:

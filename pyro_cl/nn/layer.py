@@ -43,6 +43,11 @@ class BayesianLayer(SubstitutableModule):
     the layer returns, so per-example gradients can be formed from it).
     """
 
+    #: Whether a fresh start (``init_means="fresh"``/``"moment_matched"``, ``between_tasks=
+    #: "fresh"``) puts this layer's means at its prior's mean rather than drawing them as PyTorch
+    #: initialises a new layer: a FiLM layer starts at the identity map, as GVCL initialises it.
+    starts_at_prior_mean: bool = False
+
     def _register_sites(
         self,
         weight_shape: tuple[int, ...],

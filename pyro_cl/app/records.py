@@ -1,0 +1,225 @@
+"""Runs kept as data, and the pages rendered from them.
+
+A benchmark that produces a number for the results page writes a small **run record**: what ran
+(the command, the commit, the seeds, the schedule, the data), where (the machine, the date), the
+choice it made on validation (the grid, every validation score, the setting chosen) and what it
+measured on the test sets, per row and seed (and per task where the row has tasks), with the bytes
+each row keeps between tasks. Records are JSON files under ``benchmarks/records/``: small, no
+checkpoints and no arrays beyond a task's numbers.
+
+A page holds tables between markers::
+
+    <!-- record: demo-protocol -->
+    ...the table, rendered...
+    <!-- /record -->
+
+``python -m pyro_cl.app.records render PAGE...`` (``make results``) rewrites every such block
+from the record of that name; ``check`` (the test suite's) fails when a committed block differs
+from its rendering. A number on a page that has a record is therefore never typed by hand. Each
+cell is the mean ± the sample standard deviation (ddof 1) over the seeds, which the table names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "RECORDS",
+    "check_pages",
+    "load_record",
+    "make_record",
+    "render_page",
+    "render_table",
+    "write_record",
+]
+
+#: Where the records behind the results page are committed.
+RECORDS = Path(__file__).resolve().parents[2] / "benchmarks" / "records"
+#: The format of a record file.
+FORMAT = "pyro_cl.record/1"
+_BLOCK = re.compile(r"(<!-- record: ([\w.-]+) -->\n)(.*?)(<!-- /record -->)", re.DOTALL)
+
+
+def _commit() -> str:
+    """The checkout's commit (with ``+dirty`` when files differ from it), or ``unknown``."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+def _machine() -> dict[str, Any]:
+    import torch
+
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
+
+
+def make_record(
+    name: str,
+    *,
+    command: str,
+    seeds: Sequence[int],
+    schedule: Mapping[str, Any],
+    data: str,
+    rows: Mapping[str, Mapping[int, Mapping[str, Any]]],
+    metrics: Sequence[str],
+    selection: Mapping[str, Any] | None = None,
+    storage_bytes: Mapping[str, int] | None = None,
+    notes: str = "",
+) -> dict[str, Any]:
+    """A run record (module docstring).
+
+    :param rows: ``{row label: {seed: {metric: value, ...}}}``, test-set numbers of the chosen
+        setting of each row; a value may also be a list (e.g. per task).
+    :param metrics: the metrics a table shows, in order (keys of each seed's numbers).
+    :param selection: ``{row label: {"grid": [...], "validation": {setting: {seed: score}},
+        "chosen": setting}}`` for rows whose setting was chosen on validation.
+    :param storage_bytes: per row, the bytes it keeps between tasks (memory, context, moments).
+    :raises ValueError: for a row that lacks a seed or a metric, or seeds given twice.
+    """
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {list(seeds)}")
+    for label, per_seed in rows.items():
+        if sorted(per_seed) != sorted(seeds):
+            raise ValueError(f"row {label!r} has seeds {sorted(per_seed)}, not {sorted(seeds)}")
+        for seed, numbers in per_seed.items():
+            missing = [m for m in metrics if m not in numbers]
+            if missing:
+                raise ValueError(f"row {label!r}, seed {seed}: no {missing}")
+    return {
+        "format": FORMAT,
+        "name": name,
+        "command": command,
+        "commit": _commit(),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": _machine(),
+        "seeds": list(seeds),
+        "schedule": dict(schedule),
+        "data": data,
+        "metrics": list(metrics),
+        "rows": {label: {str(s): dict(v) for s, v in per.items()} for label, per in rows.items()},
+        "selection": dict(selection or {}),
+        "storage_bytes": dict(storage_bytes or {}),
+        "notes": notes,
+    }
+
+
+def write_record(record: Mapping[str, Any], folder: str | os.PathLike = RECORDS) -> Path:
+    """Write ``record`` as ``<folder>/<name>.json``; the path written."""
+    path = Path(folder) / f"{record['name']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1, sort_keys=False) + "\n")
+    return path
+
+
+def load_record(name: str, folder: str | os.PathLike = RECORDS) -> dict[str, Any]:
+    """The record ``name`` from ``folder``.
+
+    :raises FileNotFoundError: naming the file; :raises ValueError: for another format."""
+    path = Path(folder) / f"{name}.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no record {name!r}: {path} does not exist")
+    record = json.loads(path.read_text())
+    if record.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a record of format {FORMAT}")
+    return record
+
+
+def _cell(values: list[float], digits: int) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def render_table(record: Mapping[str, Any], digits: int = 2) -> str:
+    """The record's table: a row per row label (its chosen setting beside it where one was
+    chosen on validation, and the bytes it keeps), a column per metric (mean ± sample sd, ddof
+    1, over the named seeds), and the provenance line under it."""
+    metrics, seeds = record["metrics"], record["seeds"]
+    storage = record.get("storage_bytes", {})
+    selection = record.get("selection", {})
+    header = ["row", "chosen on validation", *metrics, "bytes kept"]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * len(header)) + " |"]
+    for label, per_seed in record["rows"].items():
+        cells = [label, str(selection.get(label, {}).get("chosen", "—"))]
+        for metric in metrics:
+            values = [per_seed[str(s)][metric] for s in seeds]
+            cells.append(
+                "—" if any(v is None for v in values) else _cell([float(v) for v in values], digits)
+            )
+        cells.append(f"{storage[label]:,}" if label in storage else "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    spread = "mean ± sample sd (ddof 1)" if len(seeds) > 1 else "one seed"
+    lines.append("")
+    lines.append(
+        f"{spread} over seeds {', '.join(map(str, seeds))}; record `{record['name']}` "
+        f"(commit {record['commit'][:12]}, {record['date']}, {record['machine']['cpus']} CPUs): "
+        f"`{record['command']}`"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def render_page(text: str, folder: str | os.PathLike = RECORDS) -> str:
+    """``text`` with every record block rendered from its record."""
+    return _BLOCK.sub(
+        lambda m: m.group(1) + render_table(load_record(m.group(2), folder)) + m.group(4), text
+    )
+
+
+def check_pages(
+    pages: Sequence[str | os.PathLike], folder: str | os.PathLike = RECORDS
+) -> list[str]:
+    """The pages whose record blocks differ from their rendering (empty: all agree)."""
+    stale = []
+    for page in pages:
+        text = Path(page).read_text()
+        if render_page(text, folder) != text:
+            stale.append(str(page))
+    return stale
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="render or check pages from run records")
+    parser.add_argument("action", choices=["render", "check"])
+    parser.add_argument("pages", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    if args.action == "render":
+        for page in args.pages:
+            page.write_text(render_page(page.read_text()))
+        return
+    stale = check_pages(args.pages)
+    if stale:
+        sys.exit(f"pages differ from their records (run `make results`): {', '.join(stale)}")
+
+
+if __name__ == "__main__":
+    main()

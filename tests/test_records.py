@@ -1,0 +1,144 @@
+"""Numbers a user can rely on (issue 68): choices on validation that cannot read a test label,
+runs kept as records, pages rendered from them and checked against them."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyro_cl.app import records
+from pyro_cl.app.benchmark_run import BenchmarkRun
+from pyro_cl.app.selection import choose, select_then_test
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Pages whose tables are rendered from committed records.
+PAGES = [ROOT / "benchmarks" / "RESULTS.md", ROOT / "docs" / "which_method.md", ROOT / "README.md"]
+
+
+class _Unreadable(torch.Tensor):
+    """Labels that raise on any use: what the selection step is handed for test labels."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        raise AssertionError("a test label was read")
+
+
+def _tiny_run() -> BenchmarkRun:
+    return BenchmarkRun(
+        num_tasks=2,
+        training={"epochs": 1, "num_particles": 1, "num_predictive_samples": 2},
+        hidden_sizes=[8],
+        progress=False,
+    )
+
+
+def test_the_selection_step_never_reads_a_test_label_and_the_test_step_does(monkeypatch):
+    original = BenchmarkRun.task_stream
+
+    def unreadable_tests(self, seed):
+        stream = original(self, seed)
+        tasks = [
+            dataclasses.replace(task, y_test=task.y_test.clone().as_subclass(_Unreadable))
+            for task in stream.tasks
+        ]
+        return dataclasses.replace(stream, tasks=tasks)
+
+    monkeypatch.setattr(BenchmarkRun, "task_stream", unreadable_tests)
+    grid = {
+        "lr 1e-3": {
+            "methods": ["vcl"],
+            "training": {**_tiny_run().training, "learning_rate": 1e-3},
+        },
+        "lr 1e-2": {
+            "methods": ["vcl"],
+            "training": {**_tiny_run().training, "learning_rate": 1e-2},
+        },
+    }
+    scored = []
+    real_choose = choose
+
+    def recording_choose(scores):
+        scored.append(scores)
+        return real_choose(scores)
+
+    monkeypatch.setattr("pyro_cl.app.selection.choose", recording_choose)
+    with pytest.raises(AssertionError, match="a test label was read"):
+        select_then_test(_tiny_run(), {"vcl": grid}, seeds=[0, 1])
+    # every setting was scored on validation for both seeds before the test sets were touched
+    assert scored and set(scored[0]) == set(grid)
+    assert all(set(per) == {0, 1} for per in scored[0].values())
+
+
+def test_the_chosen_setting_is_the_best_mean_validation_score_first_on_a_tie():
+    assert choose({"a": {0: 1.0, 1: 3.0}, "b": {0: 2.5, 1: 2.0}}) == "b"
+    assert choose({"a": {0: 2.0}, "b": {0: 2.0}}) == "a"
+
+
+def test_a_tiny_protocol_run_records_its_grid_scores_choice_and_test_numbers(tmp_path):
+    grid = {
+        "lr 1e-3": {"methods": ["vcl"]},
+        "lr 1e-2": {
+            "methods": ["vcl"],
+            "training": {**_tiny_run().training, "learning_rate": 1e-2},
+        },
+    }
+    measured, selection = select_then_test(_tiny_run(), {"vcl": grid}, seeds=[0, 1])
+    chosen = selection["vcl"]["chosen"]
+    assert chosen == choose(
+        {s: {int(k): v for k, v in p.items()} for s, p in selection["vcl"]["validation"].items()}
+    )
+    record = records.make_record(
+        "tiny",
+        command="select_then_test(...)",
+        seeds=[0, 1],
+        schedule={"epochs": 1},
+        data="permuted digits, 2 tasks",
+        rows=measured,
+        metrics=["ACC", "BWT"],
+        selection=selection,
+        storage_bytes={"vcl": 0},
+    )
+    records.write_record(record, tmp_path)
+    table = records.render_table(records.load_record("tiny", tmp_path))
+    values = [measured["vcl"][s]["ACC"] for s in (0, 1)]
+    cell = f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"  # ddof 1
+    assert f"| vcl | {chosen} | {cell} |" in table
+    assert "seeds 0, 1" in table and "ddof 1" in table
+
+
+def test_a_record_without_a_seed_or_a_metric_is_refused():
+    with pytest.raises(ValueError, match="has seeds"):
+        records.make_record(
+            "x", command="", seeds=[0, 1], schedule={}, data="", rows={"a": {0: {"ACC": 1}}},
+            metrics=["ACC"],
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="no \\['BWT'\\]"):
+        records.make_record(
+            "x", command="", seeds=[0], schedule={}, data="", rows={"a": {0: {"ACC": 1}}},
+            metrics=["ACC", "BWT"],
+        )  # fmt: skip
+
+
+def test_a_page_block_is_rendered_from_its_record_and_a_typed_number_is_caught(tmp_path):
+    record = records.make_record(
+        "demo", command="c", seeds=[0, 1, 2], schedule={}, data="d",
+        rows={"vcl": {0: {"ACC": 80.0}, 1: {"ACC": 82.0}, 2: {"ACC": 84.0}}}, metrics=["ACC"],
+    )  # fmt: skip
+    records.write_record(record, tmp_path)
+    page = tmp_path / "page.md"
+    page.write_text("intro\n<!-- record: demo -->\nstale\n<!-- /record -->\nend\n")
+    assert records.check_pages([page], tmp_path) == [str(page)]
+    page.write_text(records.render_page(page.read_text(), tmp_path))
+    assert "| vcl | — | 82.00 ± 2.00 | — |" in page.read_text()
+    assert records.check_pages([page], tmp_path) == []
+    page.write_text(page.read_text().replace("82.00 ± 2.00", "83.00 ± 2.00"))  # typed by hand
+    assert records.check_pages([page], tmp_path) == [str(page)]
+
+
+def test_every_committed_page_agrees_with_its_records():
+    """The rendering check of ``make results``: fast, no run."""
+    assert records.check_pages(PAGES) == []
