@@ -1,0 +1,91 @@
+"""The demo's stream through the results protocol: every row's setting chosen on validation, the
+test sets read once, the run kept as a record (``benchmarks/records/demo-protocol.json``).
+
+    OMP_NUM_THREADS=1 python benchmarks/demo_protocol.py --seeds 0 1 2
+    python benchmarks/demo_protocol.py --seeds 0 --tiny        # seconds, for a smoke test
+
+The stream is ``pyro-cl run``'s default: five permutations of scikit-learn's 8x8 digits, one head,
+the preset's schedule. Rows: fine-tuning (how much the schedule forgets), VCL, VCL with a random
+coreset of 200 points a task, and function-space VI at the same 200 points a task (the library's
+recommendation for one shared head). Each row's grid is declared below; a setting is scored on a
+tenth of each task's training data held out (:mod:`pyro_cl.app.selection`), the best mean over the
+seeds is chosen, then each seed runs once on the test sets. ``make results`` renders the table
+from the record into RESULTS.md, which_method.md and the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pyro_cl.app.benchmark_run import BenchmarkRun
+from pyro_cl.app.records import make_record, write_record
+from pyro_cl.app.selection import select_then_test
+
+#: Learning rates every row is scored at (Adam's; the preset's is 1e-3).
+LEARNING_RATES = {"lr 1e-3": 1e-3, "lr 3e-3": 3e-3}
+#: Points kept a task by the rows with a memory (the demo's coreset).
+KEPT_A_TASK = 200
+
+
+def rows(training: dict) -> dict[str, dict[str, dict]]:
+    """Each row's grid: a setting's label → fields of :class:`BenchmarkRun`."""
+
+    def lr_grid(method: str) -> dict[str, dict]:
+        return {
+            label: {"methods": [method], "training": {**training, "learning_rate": rate}}
+            for label, rate in LEARNING_RATES.items()
+        }
+
+    return {
+        "fine-tuning": lr_grid("finetune"),
+        "VCL": lr_grid("vcl"),
+        "VCL + random coreset (200 a task)": lr_grid("vcl-random"),
+        "function-space VI, 200 context points a task": {
+            f"KL {scale}": {
+                "methods": ["fsvi"],
+                "training": training,
+                "fitter_options": {"function_kl_scale": scale},
+            }
+            for scale in ("sum", "per_point")
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--tiny", action="store_true", help="1 epoch, 2 tasks: a smoke test")
+    parser.add_argument("--name", default="demo-protocol", help="the record's name")
+    args = parser.parse_args(argv)
+    training = {"epochs": 1, "num_predictive_samples": 4} if args.tiny else {}
+    base = BenchmarkRun(num_tasks=2 if args.tiny else None, progress=False)
+    measured, selection = select_then_test(base, rows(training), args.seeds)
+    stream = base.task_stream(args.seeds[0])
+    point_bytes = stream.in_features * 4 + 8  # float32 inputs and an int64 label
+    kept = KEPT_A_TASK * len(stream) * point_bytes
+    storage = {
+        "fine-tuning": 0,
+        "VCL": 0,
+        "VCL + random coreset (200 a task)": kept,
+        "function-space VI, 200 context points a task": kept,
+    }
+    record = make_record(
+        args.name,
+        command="python benchmarks/demo_protocol.py "
+        + " ".join(sys.argv[1:] if argv is None else argv),
+        seeds=args.seeds,
+        schedule={"preset": base.benchmark, "tasks": len(stream), **training},
+        data=stream.name,
+        rows=measured,
+        metrics=["ACC", "BWT", "ECE", "seconds"],
+        selection=selection,
+        storage_bytes=storage,
+        notes="ACC, BWT and ECE in %; seconds per run of the chosen setting on the test sets; "
+        "bytes kept at the end of the stream (points and labels, not the posterior).",
+    )
+    print(f"wrote {write_record(record)}")
+
+
+if __name__ == "__main__":
+    main()
