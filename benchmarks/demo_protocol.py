@@ -19,7 +19,7 @@ import argparse
 import sys
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
-from pyro_cl.app.records import make_record, write_record
+from pyro_cl.app.records import current_commit, make_record, write_record
 from pyro_cl.app.selection import select_then_test
 
 #: Learning rates every row is scored at (Adam's; the preset's is 1e-3).
@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tiny", action="store_true", help="1 epoch, 2 tasks: a smoke test")
     parser.add_argument("--name", default="demo-protocol", help="the record's name")
     args = parser.parse_args(argv)
+    commit = current_commit()  # the code that runs, whatever changes in the checkout meanwhile
     training = {"epochs": 1, "num_predictive_samples": 4} if args.tiny else {}
     base = BenchmarkRun(num_tasks=2 if args.tiny else None, progress=False)
     measured, selection = select_then_test(base, rows(training), args.seeds)
@@ -81,6 +82,7 @@ def main(argv: list[str] | None = None) -> None:
         metrics=["ACC", "BWT", "ECE", "seconds"],
         selection=selection,
         storage_bytes=storage,
+        commit=commit,
         notes="ACC, BWT and ECE in %; seconds per run of the chosen setting on the test sets; "
         "bytes kept at the end of the stream (points and labels, not the posterior).",
     )

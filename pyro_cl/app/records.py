@@ -37,6 +37,7 @@ from typing import Any
 __all__ = [
     "RECORDS",
     "check_pages",
+    "current_commit",
     "load_record",
     "make_record",
     "render_page",
@@ -51,7 +52,7 @@ FORMAT = "pyro_cl.record/1"
 _BLOCK = re.compile(r"(<!-- record: ([\w.-]+) -->\n)(.*?)(<!-- /record -->)", re.DOTALL)
 
 
-def _commit() -> str:
+def current_commit() -> str:
     """The checkout's commit (with ``+dirty`` when files differ from it), or ``unknown``."""
     root = Path(__file__).resolve().parents[2]
     try:
@@ -95,6 +96,7 @@ def make_record(
     selection: Mapping[str, Any] | None = None,
     storage_bytes: Mapping[str, int] | None = None,
     notes: str = "",
+    commit: str | None = None,
 ) -> dict[str, Any]:
     """A run record (module docstring).
 
@@ -104,6 +106,8 @@ def make_record(
     :param selection: ``{row label: {"grid": [...], "validation": {setting: {seed: score}},
         "chosen": setting}}`` for rows whose setting was chosen on validation.
     :param storage_bytes: per row, the bytes it keeps between tasks (memory, context, moments).
+    :param commit: the commit the run's code was at (:func:`current_commit` taken when the run
+        started; default: now).
     :raises ValueError: for a row that lacks a seed or a metric, or seeds given twice.
     """
     if len(set(seeds)) != len(seeds):
@@ -119,7 +123,7 @@ def make_record(
         "format": FORMAT,
         "name": name,
         "command": command,
-        "commit": _commit(),
+        "commit": commit or current_commit(),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": _machine(),
         "seeds": list(seeds),
