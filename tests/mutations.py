@@ -392,6 +392,20 @@ MUTATIONS = [
         ("tests/test_function_space.py", "tests/test_no_silent_result.py"),
     ),
     Mutation(
+        "learned strength: the golden-section search keeps the worse side",
+        "pyro_cl/transitions/learned_strength.py",
+        "if score(c) >= score(d):",
+        "if score(c) <= score(d):",
+        ("tests/test_learned_strength.py",),
+    ),
+    Mutation(
+        "learned strength: the evidence's log-mean over draws taken as a mean of logs",
+        "pyro_cl/learner/learner.py",
+        "per_point = torch.logsumexp(log_p, 0) - math.log(log_p.shape[0])",
+        "per_point = log_p.mean(0)",
+        ("tests/test_learned_strength.py",),
+    ),
+    Mutation(
         "function space: the sample mean's noise left in the squared mean difference",
         "pyro_cl/fitters/function_space.py",
         "square = square - variance_q / draws_q",

@@ -16,6 +16,7 @@ from pyro_cl.transitions.base import (
 from pyro_cl.transitions.combination import COMBINATIONS, combine_posteriors
 from pyro_cl.transitions.diffusion import OrnsteinUhlenbeck, Wiener
 from pyro_cl.transitions.forgetting import BayesianForgetting
+from pyro_cl.transitions.learned_strength import LearnedStrength
 
 __all__ = [
     "COMBINATIONS",
@@ -23,6 +24,7 @@ __all__ = [
     "Chain",
     "ChildConcentrationGrowth",
     "Identity",
+    "LearnedStrength",
     "NoPropagation",
     "OrnsteinUhlenbeck",
     "Transition",

@@ -34,7 +34,7 @@ Write your own by subclassing :class:`Transition`, giving it a ``name`` and impl
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -75,6 +75,11 @@ class TransitionContext:
         rest of the step if the step fails).
     :ivar mean_lag: ``(t_k - t_0) / k``, the mean time between the steps so far (``Δt`` at the
         second step).
+    :ivar evidence: where the step's data are in view (a learner's ``observe``), the one-step-
+        ahead predictive of those data under a candidate prior, ``Σ_n log p(y_n | x_n, prior)``
+        (Monte Carlo, from the same draws for every candidate), for a transition that learns its
+        strength (:class:`~pyro_cl.transitions.learned_strength.LearnedStrength`); ``None``
+        otherwise (predicting at a later time, a graph's edge).
     """
 
     elapsed: float
@@ -82,6 +87,7 @@ class TransitionContext:
     initial_prior: Posterior
     net: torch.nn.Module
     mean_lag: float | None = None
+    evidence: Callable[[Posterior], float] | None = None
 
     def time_constant(self, time_constant: float | None) -> float:
         """``τ``: ``time_constant`` if given, else :attr:`mean_lag` (else ``Δt``)."""

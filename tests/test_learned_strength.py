@@ -1,0 +1,147 @@
+"""A transition's strength learnt online by empirical Bayes (issue 72): on a Gaussian random walk
+of known rate the learnt Wiener diffusion recovers the rate; without drift it stays at the
+bottom of its range; through a learner it is learnt from the step's data before the fit, and
+saved and restored with the learner."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from pyro.distributions import Normal
+
+from pyro_cl import VCL, GaussianLikelihood
+from pyro_cl.nn import BayesianLinear
+from pyro_cl.transitions import TransitionContext
+from pyro_cl.transitions.learned_strength import LearnedStrength
+
+NOISE = 0.1
+
+
+def _walk(rate: float, steps: int, dim: int = 4, points: int = 200, seed: int = 0):
+    """Data of linear regression whose weights take a Gaussian random walk: ``w_t = w_{t-1} +
+    rate · ε``, ``ε ~ N(0, I)`` (the prior's sd is 1, so ``rate`` is Wiener's ``c`` at τ = 1)."""
+    generator = torch.Generator().manual_seed(seed)
+    weight = torch.randn(dim, generator=generator, dtype=torch.float64)
+    for _ in range(steps):
+        weight = weight + rate * torch.randn(dim, generator=generator, dtype=torch.float64)
+        x = torch.randn(points, dim, generator=generator, dtype=torch.float64)
+        yield x, x @ weight + NOISE * torch.randn(points, generator=generator, dtype=torch.float64)
+
+
+def _exact_evidence(x, y):
+    """``Σ_n log N(y_n | x_n μ, x_n diag(σ²) x_nᵀ + noise²)``: the exact one-step predictive of a
+    diagonal Gaussian prior (what the learner estimates by Monte Carlo)."""
+
+    def evidence(prior):
+        q = prior["weight"]
+        mean, variance = q.loc, q.scale.square()
+        return float(Normal(x @ mean, (x.square() @ variance + NOISE**2).sqrt()).log_prob(y).sum())
+
+    return evidence
+
+
+def _learn(rate: float, steps: int) -> list[float]:
+    """The exact diagonal recursion (a mean-field posterior of every step's data) with the
+    strength learnt before each step."""
+    dim = 4
+    initial = {
+        "weight": Normal(
+            torch.zeros(dim, dtype=torch.float64), torch.ones(dim, dtype=torch.float64)
+        )
+    }
+    transition = LearnedStrength("wiener", time_constant=1.0)
+    posterior = initial
+    for step, (x, y) in enumerate(_walk(rate, steps)):
+        if step:
+            context = TransitionContext(
+                elapsed=1.0, time=float(step), initial_prior=initial, net=torch.nn.Module(),
+                mean_lag=1.0, evidence=_exact_evidence(x, y),
+            )  # fmt: skip
+            posterior = transition(posterior, context)
+        prior = posterior["weight"]
+        precision = torch.diag(prior.scale**-2) + x.T @ x / NOISE**2
+        mean = torch.linalg.solve(precision, prior.loc / prior.scale**2 + x.T @ y / NOISE**2)
+        posterior = {"weight": Normal(mean, torch.diagonal(precision) ** -0.5)}
+    return transition.history
+
+
+@pytest.mark.parametrize("rate", [0.05, 0.3, 1.0])
+def test_the_learnt_diffusion_recovers_a_random_walks_known_rate(rate):
+    learnt = _learn(rate, 60)[9:]  # after the posterior's variance has settled
+    geometric_mean = math.exp(sum(map(math.log, learnt)) / len(learnt))
+    assert geometric_mean == pytest.approx(rate, rel=0.25)
+
+
+def test_without_drift_the_learnt_diffusion_stays_near_the_bottom_of_its_range():
+    learnt = _learn(0.0, 30)[9:]
+    geometric_mean = math.exp(sum(map(math.log, learnt)) / len(learnt))
+    assert geometric_mean < 0.01  # (measured 0.002 over 60 steps; the range starts at 1e-4)
+
+
+def test_the_search_finds_the_maximum_of_a_known_score():
+    transition = LearnedStrength("wiener", low=1e-3, high=10.0, time_constant=1.0)
+    initial = {"weight": Normal(torch.zeros(2), torch.ones(2))}
+    target = 0.7
+
+    def evidence(prior):  # a score peaked at σ² = 0.01 + target²
+        variance = float(prior["weight"].scale.square().mean())
+        return -((math.log(variance) - math.log(0.01 + target**2)) ** 2)
+
+    context = TransitionContext(1.0, 1.0, initial, torch.nn.Module(), 1.0, evidence)
+    transition({"weight": Normal(torch.zeros(2), torch.full((2,), 0.1))}, context)
+    assert transition.strength == pytest.approx(target, rel=0.03)
+
+
+def test_through_a_learner_the_strength_is_learnt_before_each_step_and_saved(tmp_path):
+    """A jump in the weights between two steps: the strength learnt at the jump is far above
+    the one learnt where nothing moved; the learner saves and restores it."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(300, 2, generator=generator)
+    before, after = torch.tensor([1.0, -1.0]), torch.tensor([-2.0, 2.0])
+    steps = [(x, x @ before + NOISE * torch.randn(300, generator=generator)) for _ in range(2)]
+    steps.append((x, x @ after + NOISE * torch.randn(300, generator=generator)))
+    learner = VCL(
+        BayesianLinear(2, 1, bias=False),
+        likelihood=GaussianLikelihood(NOISE),
+        transition=LearnedStrength("wiener", time_constant=1.0, evaluations=20),
+        epochs=200, batch_size=None, learning_rate=0.05, ml_init_epochs=0, num_particles=4,
+        num_predictive_samples=64, seed=0, progress=False,
+    )  # fmt: skip
+    for data in steps:
+        learner.observe(data)
+    still, jump = learner.transition.history
+    assert jump > 10 * still and jump > 0.5
+    learner.save(tmp_path / "l.pt")
+    loaded = VCL.load(tmp_path / "l.pt", net=BayesianLinear(2, 1, bias=False))
+    assert loaded.transition.history == learner.transition.history
+    assert loaded.transition.strength == learner.transition.strength
+
+
+def test_bad_ranges_and_families_are_refused():
+    with pytest.raises(ValueError, match="family"):
+        LearnedStrength("brownian")
+    with pytest.raises(ValueError, match="high"):
+        LearnedStrength("wiener", low=1.0, high=0.5)
+    with pytest.raises(ValueError, match="below 1"):
+        LearnedStrength("bayesian_forgetting", high=1.0)
+
+
+def test_the_learners_evidence_is_the_one_step_predictive_of_the_steps_data():
+    """Monte Carlo against the closed form of linear regression: ``Σ_n log N(y_n | x_n μ,
+    x_n² σ² + noise²)`` under a diagonal Gaussian prior."""
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(50, 2, generator=generator)
+    y = x @ torch.tensor([0.5, -1.0]) + NOISE * torch.randn(50, generator=generator)
+    learner = VCL(
+        BayesianLinear(2, 1, bias=False),
+        likelihood=GaussianLikelihood(NOISE),
+        num_predictive_samples=20_000, seed=0, progress=False,
+    )  # fmt: skip
+    prior = {"weight": Normal(torch.tensor([[0.3, -0.8]]), torch.tensor([[0.2, 0.1]])).to_event(2)}
+    evidence = learner._evidence(x, y, 0)
+    mean, variance = prior["weight"].base_dist.loc[0], prior["weight"].base_dist.scale[0] ** 2
+    exact = Normal(x @ mean, (x.square() @ variance + NOISE**2).sqrt()).log_prob(y).sum()
+    assert evidence(prior) == pytest.approx(float(exact), abs=0.5)
+    assert evidence(prior) == evidence(prior)  # the same draws for every candidate
