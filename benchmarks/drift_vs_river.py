@@ -12,6 +12,9 @@ Learners:
 * river (``pip install river``): logistic regression on standardised inputs, Hoeffding adaptive
   tree, adaptive random forest (ARF, 10 trees, ADWIN), Gaussian naive Bayes, the majority class
   so far;
+* pyro_cl, strengths learnt: ``learned-forgetting``, ``learned-wiener``, ``learned-ou``, one
+  online VB learner whose transition's strength is learnt before every step from that step's
+  one-step-ahead predictive (:class:`~pyro_cl.transitions.LearnedStrength`): no grid;
 * pyro_cl: for each transition family (Bayesian forgetting, Wiener, OU) a bank of learners
   (:class:`pyro_cl.learner.bank.LearnerBank`) whose members are online VB (strength 0) and the
   family at each ``--strengths`` value. Each member is scored on its own (the fixed strengths;
@@ -59,11 +62,18 @@ from pyro_cl.learner.bank import LearnerBank
 from pyro_cl.transitions.base import Identity
 from pyro_cl.transitions.diffusion import OrnsteinUhlenbeck, Wiener
 from pyro_cl.transitions.forgetting import BayesianForgetting
+from pyro_cl.transitions.learned_strength import LearnedStrength
 
 FAMILIES = {"forgetting": BayesianForgetting, "wiener": Wiener, "ou": OrnsteinUhlenbeck}
+#: Single learners whose transition's strength is learnt at every step (LearnedStrength).
+LEARNED = {
+    "learned-forgetting": "bayesian_forgetting",
+    "learned-wiener": "wiener",
+    "learned-ou": "ornstein_uhlenbeck",
+}
 RIVER_LEARNERS = ("river-logistic", "river-hat", "river-arf", "river-naive-bayes", "majority")
 #: The learners named outright (beside ``net-refit-all`` and ``net-refit-W``).
-NAMED_LEARNERS = (*RIVER_LEARNERS, *FAMILIES)
+NAMED_LEARNERS = (*RIVER_LEARNERS, *FAMILIES, *LEARNED)
 SYNTHETIC_ROWS = 20_000
 
 
@@ -151,30 +161,35 @@ def river_learner(name: str, seed: int):
 
 def pyro_bank(family: str, stream: OnlineStream, args, seed: int) -> LearnerBank:
     """Online VB and ``family`` at each strength, one learner each, as one bank."""
-    preset = STREAM_PRESETS.get(stream.name, STREAM_PRESETS["weather"])
     transitions = {"online VB": Identity()}
     for strength in args.strengths:
         transitions[f"{family} {strength:g}"] = FAMILIES[family](strength)
     members = {
-        label: make_online_learner(
-            args.memory,  # "none": online VB without a memory, adapted by the transition
-            stream,
-            tuple(args.hidden),
-            args.memory_size,
-            args.term_samples or preset.term_samples,
-            seed=seed,
-            transition=transition,
-            epochs=args.iterations,
-            first_epochs=args.first_iterations,
-            refit_epochs=args.refit_iterations,
-            num_particles=args.particles,
-            num_predictive_samples=args.predictive_samples,
-            learning_rate=args.learning_rate,
-        )
+        label: _online_learner(stream, args, seed, transition)
         for label, transition in transitions.items()
     }
     # a memory's refit is not carried to a step's time: members with one predict with it
     return LearnerBank(members, discount=args.discount, at_time=args.memory == "none")
+
+
+def _online_learner(stream: OnlineStream, args, seed: int, transition):
+    """Online VB with ``transition`` (and the run's memory, if any), the run's settings."""
+    preset = STREAM_PRESETS.get(stream.name, STREAM_PRESETS["weather"])
+    return make_online_learner(
+        args.memory,  # "none": online VB without a memory, adapted by the transition
+        stream,
+        tuple(args.hidden),
+        args.memory_size,
+        args.term_samples or preset.term_samples,
+        seed=seed,
+        transition=transition,
+        epochs=args.iterations,
+        first_epochs=args.first_iterations,
+        refit_epochs=args.refit_iterations,
+        num_particles=args.particles,
+        num_predictive_samples=args.predictive_samples,
+        learning_rate=args.learning_rate,
+    )
 
 
 class RefitNet:
@@ -335,6 +350,16 @@ def run(args, stream_name: str, seed: int) -> None:
                 }
                 _write(base / tag / f"seed{seed}", member, {**extra, **kurle})
             _write(folder, scores, {**extra, "learner": f"{name} bank"})
+        elif name in LEARNED:
+            torch.manual_seed(seed)
+            learner = _online_learner(stream, args, seed, LearnedStrength(LEARNED[name]))
+            scores = one_step_ahead(
+                OnStream(learner, at_time=args.memory == "none"),
+                stream,
+                progress=_progress(name, stream),
+            )
+            learnt = {"strengths": learner.transition.history}
+            _write(folder, scores, {**context, "settings": _settings(args), **learnt})
         elif name.startswith("net-refit"):
             model = RefitNet(
                 stream,
