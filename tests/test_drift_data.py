@@ -10,6 +10,8 @@ import torch
 
 from pyro_cl.app.cli import main
 from pyro_cl.data import (
+    batched_stream,
+    batches_by_time,
     drift_stream,
     load_covertype,
     load_drift_table,
@@ -51,7 +53,7 @@ def test_gas_sensor_reads_the_uci_batches_in_order(tmp_path):
     folder.mkdir()
     rng = np.random.default_rng(0)
     expected = []
-    for batch, labels in ((1, [1, 6]), (2, [3])):
+    for batch, labels in ((1, [1, 6]), (2, [3]), *((b, [2]) for b in range(3, 11))):
         lines = []
         for label in labels:
             features = rng.normal(size=128)
@@ -62,9 +64,50 @@ def test_gas_sensor_reads_the_uci_batches_in_order(tmp_path):
     table = load_gas_sensor(tmp_path)
     np.testing.assert_array_equal(table.y, [label for label, _ in expected])
     np.testing.assert_allclose(table.x, np.stack([f for _, f in expected]), atol=1e-6)
+    np.testing.assert_array_equal(table.times, [1.0, 1.0, *range(2, 11)])  # a row's batch
     (folder / "batch2.dat").write_text("3;10.0 1:0.5 2:oops\n")
     with pytest.raises(ValueError, match="batch2.dat, line 1"):
         load_gas_sensor(tmp_path)
+
+
+def test_a_gas_sensor_copy_missing_a_batch_is_refused_naming_it(tmp_path):
+    folder = tmp_path / "gas_sensor"
+    folder.mkdir()
+    line = "1;10.0 " + " ".join(f"{i + 1}:0.5" for i in range(128)) + "\n"
+    for batch in (*range(1, 5), *range(6, 11)):  # batch5.dat lost on the way
+        (folder / f"batch{batch}.dat").write_text(line)
+    with pytest.raises(FileNotFoundError, match="lacks batch5.dat"):
+        load_gas_sensor(tmp_path)
+    (folder / "batch5.dat").write_text(line)
+    table = load_gas_sensor(tmp_path)
+    batches, times = batches_by_time(table.x, table.y, table.times)
+    assert times == [float(b) for b in range(1, 11)] and all(len(y) == 1 for _, y in batches)
+
+
+def test_a_batched_stream_is_one_step_a_batch_at_its_time_and_scored_one_step_ahead():
+    from pyro_cl.app.one_step_ahead import one_step_ahead
+
+    rng = np.random.default_rng(0)
+    batches = [(rng.normal(size=(n, 3)), rng.integers(0, 2, size=n)) for n in (30, 10, 20)]
+    stream = batched_stream(batches, times=[1.0, 2.0, 4.0])
+    assert [len(step.y) for step in stream] == [30, 10, 20]
+    assert [step.time for step in stream] == [1.0, 2.0, 4.0]
+    first = stream.steps[0].x.double()
+    np.testing.assert_allclose(first.mean(0), 0.0, atol=1e-6)  # standardised by batch 1 alone
+
+    class Majority:
+        def predict_proba(self, x, time):
+            return np.tile([0.5, 0.5], (len(x), 1))
+
+        def learn(self, x, y, time):
+            pass
+
+    scores = one_step_ahead(Majority(), stream)
+    assert len(scores.accuracy) == 2 and scores.times == [2.0, 4.0]
+    with pytest.raises(ValueError, match="batch 1 has 4 features"):
+        batched_stream([batches[0], (rng.normal(size=(5, 4)), np.zeros(5))])
+    with pytest.raises(ValueError, match="increasing"):
+        batched_stream(batches, times=[1.0, 1.0, 2.0])
 
 
 @pytest.mark.parametrize("compressed", [False, True])

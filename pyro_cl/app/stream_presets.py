@@ -174,7 +174,8 @@ STREAM_PRESETS: dict[str, StreamPreset] = {
     "weather": _drift("weather", load_weather, 1000, 100, 25, (5, 50), 100, (16, 16)),
     "gas_sensor": _drift(
         "gas_sensor",
-        lambda root, download: load_gas_sensor(root),
+        # fixed-size steps of rows in batch order (batched_stream makes one step a batch)
+        lambda root, download: load_gas_sensor(root)._replace(times=None),
         500,
         50,
         25,

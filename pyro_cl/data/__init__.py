@@ -28,6 +28,8 @@ from pyro_cl.data.notmnist import load_notmnist, split_notmnist
 from pyro_cl.data.streams import (
     OnlineStream,
     TimeStep,
+    batched_stream,
+    batches_by_time,
     drift_stream,
     online_stream,
     rotating_logistic_stream,
@@ -54,6 +56,8 @@ __all__ = [
     "Task",
     "TaskStream",
     "TimeStep",
+    "batched_stream",
+    "batches_by_time",
     "drift_stream",
     "load_covertype",
     "load_drift_table",

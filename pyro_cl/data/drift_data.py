@@ -117,27 +117,35 @@ def load_elec2(root: str | Path, download: bool = False) -> DriftTable:
 
 def load_gas_sensor(root: str | Path) -> DriftTable:
     """Gas Sensor Array Drift: ``batch1.dat`` ... ``batch10.dat`` (in ``root`` or
-    ``root/gas_sensor``), 128 features, gases 1-6 as labels 0-5; the time of a row is its index
-    in batch order (``batch1`` first). The concentration after ``;`` is not used."""
+    ``root/gas_sensor``), 128 features, gases 1-6 as labels 0-5; the time of a row is its
+    batch's number (1-10, the months the batches were recorded in, in order), so
+    :func:`~pyro_cl.data.streams.batched_stream` makes one step a batch. The concentration
+    after ``;`` is not used.
+
+    :raises FileNotFoundError: naming every batch file that is missing (a copy without one would
+        otherwise lose it, or every batch after it, without a word)."""
     folders = [Path(root) / "gas_sensor", Path(root) / "Dataset", Path(root)]
     folder = next((f for f in folders if (f / "batch1.dat").is_file()), None)
     if folder is None:
         raise FileNotFoundError(
             f"no gas_sensor/batch1.dat under {root} (the UCI archive's batch1.dat ... batch10.dat)"
         )
-    rows, labels = [], []
+    missing = [f"batch{b}.dat" for b in range(1, 11) if not (folder / f"batch{b}.dat").is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"{folder} lacks {', '.join(missing)} of the archive's batch1.dat ... batch10.dat"
+        )
+    rows, labels, times = [], [], []
     for batch in range(1, 11):
         path = folder / f"batch{batch}.dat"
-        if not path.is_file():
-            if batch == 1:
-                raise FileNotFoundError(path)
-            break
         for number, line in enumerate(path.read_text().splitlines(), start=1):
             if line.strip():
                 label, features = _gas_line(line, path, number)
                 labels.append(label)
                 rows.append(features)
-    return _by_row(np.stack(rows), _labels(np.array(labels, dtype=np.float64), folder, 1, 6))
+                times.append(float(batch))
+    y = _labels(np.array(labels, dtype=np.float64), folder, 1, 6)
+    return DriftTable(np.stack(rows), y, np.array(times))
 
 
 def _gas_line(line: str, path: Path, number: int) -> tuple[float, np.ndarray]:

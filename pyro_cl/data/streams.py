@@ -13,7 +13,7 @@ standardised with the first step's statistics only, so no step ever sees the fut
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +25,8 @@ from pyro_cl.extras import require
 __all__ = [
     "OnlineStream",
     "TimeStep",
+    "batched_stream",
+    "batches_by_time",
     "drift_stream",
     "online_stream",
     "rotating_logistic_stream",
@@ -223,6 +225,62 @@ def drift_stream(
         x = (x - mean) / _scales(mean, std)
     steps = _time_steps(x, y, bounds, step_times, torch.long)
     return OnlineStream(name, steps, None, x.shape[1], int(y.max()) + 1, False)
+
+
+def batched_stream(
+    batches: Sequence[tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor]],
+    times: Sequence[float] | None = None,
+    name: str = "batches",
+    standardise: bool = True,
+) -> OnlineStream:
+    """A classification stream of the batches a user has (a batch a month, a file a day), one
+    step each, at ``times`` (default 0, 1, ...); inputs standardised by the first batch's mean
+    and standard deviation alone, as :func:`drift_stream` does. Score it one step ahead.
+
+    :raises ValueError: naming the batch at fault (no rows, inputs and labels of other lengths,
+        another number of features, times that are not finite and increasing).
+    """
+    if isinstance(batches, tuple | list) and len(batches) == 2 and torch.is_tensor(batches[0]):
+        raise TypeError(
+            "batches is a list of (x, y) batches; one (x, y) pair is one batch: [(x, y)]"
+        )
+    batches = [(np.asarray(x, dtype=np.float64), np.asarray(y)) for x, y in batches]
+    if not batches:
+        raise ValueError("batched_stream needs at least one batch")
+    times = [float(k) for k in range(len(batches))] if times is None else [float(t) for t in times]
+    if len(times) != len(batches):
+        raise ValueError(f"{len(batches)} batches but {len(times)} times")
+    if not np.isfinite(times).all() or (np.diff(times) <= 0).any():
+        raise ValueError(f"times must be finite and increasing, got {times}")
+    features = batches[0][0].reshape(len(batches[0][0]), -1).shape[1]
+    for k, (x, y) in enumerate(batches):
+        if not len(x) or len(x) != len(y):
+            raise ValueError(f"batch {k} has {len(x)} inputs and {len(y)} labels")
+        if x.reshape(len(x), -1).shape[1] != features:
+            raise ValueError(
+                f"batch {k} has {x.reshape(len(x), -1).shape[1]} features, not {features}"
+            )
+    x = np.concatenate([x.reshape(len(x), -1) for x, _ in batches])
+    y = _class_labels(np.concatenate([y for _, y in batches]))
+    bounds = np.cumsum([0, *(len(b[1]) for b in batches)]).tolist()
+    if standardise:
+        first = x[: bounds[1]]
+        x = (x - first.mean(0)) / _scales(first.mean(0), first.std(0))
+    steps = _time_steps(x, y, bounds, times, torch.long)
+    return OnlineStream(name, steps, None, features, int(y.max()) + 1, False)
+
+
+def batches_by_time(
+    x: np.ndarray, y: np.ndarray, times: np.ndarray
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[float]]:
+    """Rows grouped by their time stamp (a table such as :func:`~pyro_cl.data.load_gas_sensor`'s,
+    whose times are batches): the batches in time order and their times, for
+    :func:`batched_stream`."""
+    times = np.asarray(times, dtype=np.float64)
+    if times.shape != (len(x),) or (np.diff(times) < 0).any():
+        raise ValueError("times must be one per row and non-decreasing (rows in time order)")
+    stamps = np.unique(times)
+    return [(x[times == t], y[times == t]) for t in stamps], stamps.tolist()
 
 
 def rotating_weights(
