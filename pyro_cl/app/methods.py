@@ -35,6 +35,7 @@ from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.learner.vcl import VCL
 from pyro_cl.memory import (
     EveryPoint,
+    ExperienceReplay,
     GaussianResidualMemory,
     KCenterCoreset,
     RandomCoreset,
@@ -220,6 +221,23 @@ for _method in (
         "kcenter-only", CoresetOnly, KCenterCoreset, description="refit on a K-center coreset only"
     ),
     Method("finetune", FineTuning, description="maximum likelihood on each task in turn"),
+    Method(
+        "finetune-er",
+        FineTuning,
+        ExperienceReplay,
+        description="experience replay: fine-tuning on each task with a buffer of the coreset "
+        "size a task (drawn uniformly) shuffled into its data",
+        memory_defaults={"budget": "task"},
+    ),
+    Method(
+        "vcl-er",
+        VCL,
+        ExperienceReplay,
+        ELBOFitter,
+        description="VCL with a replay buffer in every fit's likelihood (the coreset size a "
+        "task); the Gaussian handed on holds the points that left the buffer",
+        memory_defaults={"budget": "task"},
+    ),
     Method(
         "joint",
         FineTuning,

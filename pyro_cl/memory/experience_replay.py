@@ -1,0 +1,90 @@
+"""Experience replay at a fixed budget: kept points in every step's fit, for every fitter.
+
+What most practitioners reach for first (Chaudhry et al. 2019, "On tiny episodic memories in
+continual learning"; Avalanche's ``Replay``): a buffer of old points, fitted again beside each new
+task's data. Step ``k`` fits ``D_k ∪ M_{k-1}`` — the kept points shuffled into the new data, so
+every minibatch mixes them in proportion — and then ``M_k`` is chosen from ``M_{k-1} ∪ D_k``:
+
+* ``budget="total"`` (``M`` points in all): a reservoir sample (Vitter's algorithm R), every
+  point seen so far equally likely to be held, whatever the task sizes;
+* ``budget="task"`` (``K`` a task): ``K`` points of each new task drawn uniformly.
+
+With a point estimate (fine-tuning, MAP, EWC) this is experience replay as published. With a
+Bayesian fitter it is its counterpart: the kept points are in the *likelihood* of every fit, and
+the posterior handed on as the next prior holds only the points that left the buffer
+(``(D_k ∪ M_{k-1}) \\ M_k``, fitted from the step's prior after the fit; Kurle et al. 2020,
+Algorithm 1), so no point counts twice; the fit on ``D_k ∪ M_{k-1}`` predicts. Unlike a VCL
+coreset (Algorithm 1's refit, at test time only), the buffer is used while learning.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from pyro_cl.infer.parts import Parts
+from pyro_cl.memory.model_view import ModelView
+from pyro_cl.memory.protocol import Memory, MemoryUpdate
+from pyro_cl.points import Points
+
+__all__ = ["ExperienceReplay"]
+
+
+class ExperienceReplay(Memory):
+    """A replay buffer of ``size`` points in all (``budget="total"``, a reservoir sample) or
+    ``size`` points a task (``budget="task"``), fitted beside every step's new data (module
+    docstring).
+
+    :param size: ``M`` (total) or ``K`` (a task).
+    :param budget: ``"total"`` (default) or ``"task"``.
+    """
+
+    name = "experience_replay"
+    order = "after"
+    refit = False
+
+    def __init__(self, size: int, budget: str = "total") -> None:
+        super().__init__(size, budget)
+        #: Points seen so far (the reservoir's ``n``).
+        self.seen = 0
+        self._point_estimate = False
+
+    def check_parts(self, parts: Parts) -> None:
+        super().check_parts(parts)
+        # a point estimate replays and is done; a posterior must not hold the kept points twice
+        self._point_estimate = bool(parts.fitter.point_estimate)
+
+    def select(self, candidates: Points, size: int, view: ModelView | None) -> torch.Tensor:
+        device = candidates.x.device
+        if self.budget == "task":
+            return torch.randperm(len(candidates), device=device)[:size]
+        # algorithm R over the new points: the i-th point seen replaces a random slot with
+        # probability M / i; candidates are M_{t-1} (its first rows) followed by D_t
+        new = len(candidates) - min(len(candidates), self._held)
+        slots = list(range(self._held))
+        for offset in range(new):
+            index = self._held + offset
+            seen = self.seen + offset + 1
+            if len(slots) < self.size:
+                slots.append(index)
+                continue
+            slot = int(torch.randint(seen, (1,)))
+            if slot < self.size:
+                slots[slot] = index
+        return torch.tensor(slots[:size], dtype=torch.long, device=device)
+
+    def update(
+        self, memory: Points | None, new: Points, view: ModelView | None = None
+    ) -> MemoryUpdate:
+        self._held = 0 if memory is None else len(memory)
+        update = super().update(memory, new, view)
+        self.seen += len(new)
+        if self._point_estimate:  # nothing is handed on: no fit on the points that left
+            empty = torch.zeros(0, dtype=torch.long, device=new.x.device)
+            return update._replace(remaining=empty, dropped=update.dropped.select(slice(0, 0)))
+        return update
+
+    def state_dict(self) -> dict:
+        return {"seen": self.seen}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.seen = int(state.get("seen", 0))

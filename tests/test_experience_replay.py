@@ -1,0 +1,92 @@
+"""Experience replay at a fixed budget (issue 71): kept points in every step's fit, for a point
+estimate and for a posterior (then the Gaussian handed on holds only the points that left)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pyro_cl import VCL, FineTuning
+from pyro_cl.memory import ExperienceReplay
+from pyro_cl.nn import BayesianMLP
+from pyro_cl.points import Points
+from tests.helpers import two_class_data
+
+SMALL = dict(epochs=1, batch_size=32, num_particles=1, num_predictive_samples=4, progress=False)
+
+
+def fitted_sizes(learner) -> list[int]:
+    """The number of points of every fit of the learner, in order."""
+    sizes = []
+    fit = learner.fitter.fit
+
+    def recording(context, guide, problem):
+        sizes.append(len(problem.data))
+        return fit(context, guide, problem)
+
+    learner.fitter.fit = recording
+    return sizes
+
+
+def tasks(n: int = 3, size: int = 60):
+    return [two_class_data(size, column=k % 4) for k in range(n)]
+
+
+def test_a_point_estimate_replays_the_buffer_in_each_fit_and_fits_nothing_more():
+    learner = FineTuning(
+        BayesianMLP(4, [8], 2), memory=ExperienceReplay(10, budget="task"), **SMALL
+    )
+    sizes = fitted_sizes(learner)
+    for task, data in enumerate(tasks()):
+        learner.observe(data, time=float(task))
+    assert sizes == [60, 70, 80]  # D_k ∪ M_{k-1}, one fit a step
+    assert len(learner.memory_points) == 30
+
+
+def test_a_posterior_hands_on_only_the_points_that_left_the_buffer():
+    learner = VCL(
+        BayesianMLP(4, [8], 2), memory=ExperienceReplay(10, budget="task"), ml_init_epochs=0,
+        seed=0, **SMALL,
+    )  # fmt: skip
+    sizes = fitted_sizes(learner)
+    for task, data in enumerate(tasks()):
+        learner.observe(data, time=float(task))
+    # each step: the fit on D_k ∪ M_{k-1} (it predicts), then the Gaussian of the 50 points of
+    # D_k that the buffer did not keep, from the step's prior: no point counts twice
+    assert sizes == [60, 50, 70, 50, 80, 50]
+    assert learner.prediction_posteriors  # the fit with the buffer predicts
+
+
+def test_a_total_budget_is_a_reservoir_every_point_seen_equally_likely():
+    """Over many seeds the share of each task's points in a reservoir of 30 after three tasks
+    of 60, 120 and 180 points is the task's share of what was seen (1/6, 2/6, 3/6)."""
+    counts = torch.zeros(3)
+    for seed in range(200):
+        torch.manual_seed(seed)
+        memory = ExperienceReplay(30)
+        held = None
+        for task, size in enumerate((60, 120, 180)):
+            x, y = torch.randn(size, 2), torch.zeros(size, dtype=torch.long)
+            held = memory.update(held, Points.of_task(x, y, task, float(task))).points
+        assert len(held) == 30 and memory.seen == 360
+        counts += torch.bincount(held.task_ids, minlength=3).float()
+    shares = counts / counts.sum()
+    torch.testing.assert_close(shares, torch.tensor([1 / 6, 2 / 6, 3 / 6]), atol=0.02, rtol=0)
+
+
+def test_the_buffer_saves_and_loads_with_the_learner(tmp_path):
+    learner = FineTuning(BayesianMLP(4, [8], 2), memory=ExperienceReplay(20), seed=0, **SMALL)
+    for task, data in enumerate(tasks(2)):
+        learner.observe(data, time=float(task))
+    learner.save(tmp_path / "l.pt")
+    loaded = FineTuning.load(tmp_path / "l.pt")
+    assert loaded.memory.seen == 120 and len(loaded.memory_points) == 20
+    x, _ = two_class_data(8)
+    torch.testing.assert_close(loaded.predict(x), learner.predict(x))
+
+
+def test_a_bad_size_or_budget_is_refused():
+    with pytest.raises(ValueError, match="budget"):
+        ExperienceReplay(10, budget="reservoir")
+    with pytest.raises(ValueError):
+        ExperienceReplay(0)
