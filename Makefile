@@ -1,7 +1,7 @@
 # The two commands of the README. Both install what they need first.
 PYTHON ?= python3
 
-.PHONY: demo test lint docs mutations
+.PHONY: demo test lint docs mutations results
 
 demo:
 	$(PYTHON) -m pip install -e ".[app]"
@@ -13,6 +13,11 @@ test:
 	$(PYTHON) -m ruff format --check .
 	# two workers, one thread each (measured: 147 s against 244 s for one process on 2 cores)
 	OMP_NUM_THREADS=1 $(PYTHON) -m pytest -q -n 2 --dist loadfile --durations=20
+
+# Every table of the results pages rendered from the committed run records (benchmarks/records/);
+# the test suite fails when a committed table differs from its rendering.
+results:
+	$(PYTHON) -m pyro_cl.app.records render benchmarks/RESULTS.md docs/which_method.md README.md
 
 lint:
 	$(PYTHON) -m ruff check --fix .

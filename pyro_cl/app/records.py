@@ -97,6 +97,7 @@ def make_record(
     storage_bytes: Mapping[str, int] | None = None,
     notes: str = "",
     commit: str | None = None,
+    digits: int = 2,
 ) -> dict[str, Any]:
     """A run record (module docstring).
 
@@ -106,6 +107,7 @@ def make_record(
     :param selection: ``{row label: {"grid": [...], "validation": {setting: {seed: score}},
         "chosen": setting}}`` for rows whose setting was chosen on validation.
     :param storage_bytes: per row, the bytes it keeps between tasks (memory, context, moments).
+    :param digits: decimals a table shows.
     :param commit: the commit the run's code was at (:func:`current_commit` taken when the run
         started; default: now).
     :raises ValueError: for a row that lacks a seed or a metric, or seeds given twice.
@@ -134,6 +136,7 @@ def make_record(
         "selection": dict(selection or {}),
         "storage_bytes": dict(storage_bytes or {}),
         "notes": notes,
+        "digits": digits,
     }
 
 
@@ -164,23 +167,28 @@ def _cell(values: list[float], digits: int) -> str:
     return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
-def render_table(record: Mapping[str, Any], digits: int = 2) -> str:
-    """The record's table: a row per row label (its chosen setting beside it where one was
-    chosen on validation, and the bytes it keeps), a column per metric (mean ± sample sd, ddof
-    1, over the named seeds), and the provenance line under it."""
+def render_table(record: Mapping[str, Any]) -> str:
+    """The record's table: a row per row label (its chosen setting beside it where settings were
+    chosen on validation, and the bytes it keeps where the record counts them), a column per
+    metric (mean ± sample sd, ddof 1, over the named seeds), and the provenance line under it."""
     metrics, seeds = record["metrics"], record["seeds"]
+    digits = record.get("digits", 2)
     storage = record.get("storage_bytes", {})
     selection = record.get("selection", {})
-    header = ["row", "chosen on validation", *metrics, "bytes kept"]
+    header = ["row", *(["chosen on validation"] if selection else []), *metrics]
+    header += ["bytes kept"] if storage else []
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * len(header)) + " |"]
     for label, per_seed in record["rows"].items():
-        cells = [label, str(selection.get(label, {}).get("chosen", "—"))]
+        cells = [label]
+        if selection:
+            cells.append(str(selection.get(label, {}).get("chosen", "—")))
         for metric in metrics:
             values = [per_seed[str(s)][metric] for s in seeds]
             cells.append(
                 "—" if any(v is None for v in values) else _cell([float(v) for v in values], digits)
             )
-        cells.append(f"{storage[label]:,}" if label in storage else "—")
+        if storage:
+            cells.append(f"{storage[label]:,}" if label in storage else "—")
         lines.append("| " + " | ".join(cells) + " |")
     spread = "mean ± sample sd (ddof 1)" if len(seeds) > 1 else "one seed"
     lines.append("")
