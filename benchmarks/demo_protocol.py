@@ -20,7 +20,7 @@ import sys
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.records import current_commit, make_record, write_record
-from pyro_cl.app.selection import select_then_test
+from pyro_cl.app.selection import learning_rate_grid, select_then_test
 
 #: Learning rates every row is scored at (Adam's; the preset's is 1e-3).
 LEARNING_RATES = {"lr 1e-3": 1e-3, "lr 3e-3": 3e-3}
@@ -30,17 +30,11 @@ KEPT_A_TASK = 200
 
 def rows(training: dict) -> dict[str, dict[str, dict]]:
     """Each row's grid: a setting's label → fields of :class:`BenchmarkRun`."""
-
-    def lr_grid(method: str) -> dict[str, dict]:
-        return {
-            label: {"methods": [method], "training": {**training, "learning_rate": rate}}
-            for label, rate in LEARNING_RATES.items()
-        }
-
+    rates = LEARNING_RATES.values()
     return {
-        "fine-tuning": lr_grid("finetune"),
-        "VCL": lr_grid("vcl"),
-        "VCL + random coreset (200 a task)": lr_grid("vcl-random"),
+        "fine-tuning": learning_rate_grid("finetune", rates, training),
+        "VCL": learning_rate_grid("vcl", rates, training),
+        "VCL + random coreset (200 a task)": learning_rate_grid("vcl-random", rates, training),
         "function-space VI, 200 context points a task": {
             f"KL {scale}": {
                 "methods": ["fsvi"],

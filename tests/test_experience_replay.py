@@ -90,3 +90,15 @@ def test_a_bad_size_or_budget_is_refused():
         ExperienceReplay(10, budget="reservoir")
     with pytest.raises(ValueError):
         ExperienceReplay(0)
+
+
+def test_a_class_incremental_split_keeps_class_numbers_in_one_head():
+    from pyro_cl.data import split_digits
+
+    split, incremental = split_digits(), split_digits(class_incremental=True)
+    assert split.multi_head and not incremental.multi_head and incremental.num_classes == 10
+    for task, same in zip(incremental, split, strict=True):
+        classes = sorted(set(task.y_train.tolist()) | set(task.y_test.tolist()))
+        assert classes == [2 * task.id, 2 * task.id + 1]  # the digits themselves, not 0/1
+        assert torch.equal(task.x_train, same.x_train)  # the same images, task by task
+        assert torch.equal(task.y_train, same.y_train + 2 * task.id)

@@ -143,6 +143,24 @@ PRESETS: dict[str, Preset] = {
         training={"epochs": 60, "batch_size": 64, "num_particles": 10},
         coreset_size=40,
     ),
+    "split-digits-class-incremental": Preset(
+        "class-incremental split digits: the split MNIST protocol on the 8x8 digits with one "
+        "head over the ten digits and no task label at test time, 2x64, 40 kept points a task",
+        lambda root, seed, num_tasks, download: split_digits(seed=seed, class_incremental=True),
+        hidden_sizes=(64, 64),
+        training={"epochs": 60, "batch_size": 64, "num_particles": 10},
+        coreset_size=40,
+        methods=("finetune", "finetune-er", "vcl", "vcl-er", "vcl-random", "fsvi"),
+    ),
+    "split-mnist-class-incremental": Preset(
+        "class-incremental split MNIST: one head over the ten digits, no task label at test "
+        "time, 2x256, minibatches of 128, 10 epochs, 200 kept points a task",
+        lambda root, seed, num_tasks, download: split_mnist(root, download, class_incremental=True),
+        hidden_sizes=(256, 256),
+        training={"epochs": 10, "batch_size": 128, "num_particles": 1},
+        coreset_size=200,
+        methods=("finetune", "finetune-er", "vcl", "vcl-er", "vcl-random", "fsvi"),
+    ),
     "permuted-digits": Preset(
         "embedded default: permuted MNIST protocol on scikit-learn's 8x8 digits, 5 tasks, "
         "single-head 2x100",

@@ -33,7 +33,7 @@ from pyro_cl.app.benchmark_run import BenchmarkRun, check_seeds
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.runner import run_benchmark
 
-__all__ = ["choose", "select_then_test", "test_numbers"]
+__all__ = ["choose", "learning_rate_grid", "select_then_test", "test_numbers"]
 
 
 def _one_result(run: BenchmarkRun) -> RunResult:
@@ -41,6 +41,21 @@ def _one_result(run: BenchmarkRun) -> RunResult:
     if len(results) != 1:
         raise ValueError(f"a row's setting runs one method, got {len(results)} runs: {run.methods}")
     return results[0]
+
+
+def learning_rate_grid(
+    method: str, rates: Sequence[float], training: Mapping[str, Any] | None = None, **fields: Any
+) -> dict[str, dict[str, Any]]:
+    """A row's grid over Adam's learning rate: ``{"lr 0.001": {...}, ...}`` for ``method``,
+    over the run's ``training`` settings and any other fields of the run."""
+    return {
+        f"lr {rate:g}": {
+            "methods": [method],
+            "training": {**(training or {}), "learning_rate": rate},
+            **fields,
+        }
+        for rate in rates
+    }
 
 
 def choose(scores: Mapping[str, Mapping[int, float]]) -> str:

@@ -24,10 +24,13 @@ def load_digits(test_fraction: float = 0.25, seed: int = 0):
     return (x[train], y[train]), (x[test], y[test])
 
 
-def split_digits(seed: int = 0) -> TaskStream:
-    """Split digits: the split MNIST protocol (0/1, 2/3, ...) on 8x8 digits, multi-head."""
+def split_digits(seed: int = 0, class_incremental: bool = False) -> TaskStream:
+    """Split digits: the split MNIST protocol (0/1, 2/3, ...) on 8x8 digits, multi-head (or
+    class-incremental: one head over the ten digits, no task label at test time)."""
     train, test = load_digits(seed=seed)
-    return split_tasks("split digits", train, test, SPLIT_MNIST_CLASSES)
+    return split_tasks(
+        "split digits", train, test, SPLIT_MNIST_CLASSES, class_incremental=class_incremental
+    )
 
 
 def permuted_digits(num_tasks: int = 5, seed: int = 0) -> TaskStream:

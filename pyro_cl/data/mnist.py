@@ -103,7 +103,12 @@ def permuted_mnist(
     return permuted_tasks("permuted MNIST", train, test, num_tasks, seed, permute_first_task)
 
 
-def split_mnist(root: str | Path, download: bool = False) -> TaskStream:
-    """Split MNIST (VCL section 6.1): binary tasks 0/1, 2/3, 4/5, 6/7, 8/9, one head each."""
+def split_mnist(
+    root: str | Path, download: bool = False, class_incremental: bool = False
+) -> TaskStream:
+    """Split MNIST (VCL section 6.1): binary tasks 0/1, 2/3, 4/5, 6/7, 8/9, one head each (or
+    class-incremental: one head over the ten digits, no task label at test time)."""
     train, test = load_mnist(root, download)
-    return split_tasks("split MNIST", train, test, SPLIT_MNIST_CLASSES)
+    return split_tasks(
+        "split MNIST", train, test, SPLIT_MNIST_CLASSES, class_incremental=class_incremental
+    )

@@ -114,22 +114,36 @@ def split_tasks(
     test: tuple[np.ndarray, np.ndarray],
     class_groups: Sequence[Sequence[int]],
     class_names: Sequence[str] | None = None,
+    class_incremental: bool = False,
 ) -> TaskStream:
     """One task per group of classes, labels renumbered ``0..len(group)-1`` (multi-head).
 
     ``class_groups=[(0, 1), (2, 3), ...]`` gives the split MNIST protocol of Zenke et al. (2017).
     ``class_names`` (indexed by class) names the tasks, e.g. "A/F"; by default the class numbers.
+
+    :param class_incremental: the class-incremental setting (van de Ven & Tolias 2019) instead:
+        labels keep their class number, one head over every class of the stream, and no task
+        label at test time (a task's test set is scored over all classes, those not seen yet
+        included).
     """
+    every = sorted({c for group in class_groups for c in group})
     tasks = []
     for task_id, group in enumerate(class_groups):
-        relabel = np.full(max(max(group) + 1, int(train[1].max()) + 1), -1, dtype=np.int64)
-        relabel[list(group)] = np.arange(len(group))
+        relabel = np.full(max(max(every) + 1, int(train[1].max()) + 1), -1, dtype=np.int64)
+        relabel[every] = np.arange(len(every))  # class-incremental: one head, classes in order
+        if not class_incremental:
+            relabel[list(group)] = np.arange(len(group))
         parts = []
         for x, y in (train, test):
             keep = np.isin(y, group)
             parts.append(_as_tensors(x[keep], relabel[y[keep]]))
         label = "/".join(str(c) if class_names is None else class_names[c] for c in group)
-        tasks.append(Task(task_id, label, *parts[0], *parts[1], num_classes=len(group)))
+        classes = len(every) if class_incremental else len(group)
+        tasks.append(Task(task_id, label, *parts[0], *parts[1], num_classes=classes))
+    if class_incremental:
+        return TaskStream(
+            f"{name} (class-incremental)", tasks, train[0].shape[1], len(every), multi_head=False
+        )
     num_classes = max(len(g) for g in class_groups)
     return TaskStream(name, tasks, train[0].shape[1], num_classes, multi_head=True)
 
