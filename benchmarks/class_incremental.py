@@ -20,8 +20,8 @@ import argparse
 import sys
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
-from pyro_cl.app.records import current_commit, make_record, write_record
-from pyro_cl.app.selection import learning_rate_grid, select_then_test
+from pyro_cl.app.records import write_record
+from pyro_cl.app.selection import learning_rate_grid, protocol_record
 
 #: Adam's learning rates every row is scored at.
 RATES = (1e-3, 3e-3)
@@ -45,27 +45,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tiny", action="store_true", help="2 epochs: a smoke test")
     parser.add_argument("--name", default="class-incremental-digits", help="the record's name")
     args = parser.parse_args(argv)
-    commit = current_commit()
     training = {"epochs": 2, "num_predictive_samples": 4} if args.tiny else {}
     base = BenchmarkRun(args.benchmark, data_root=args.data_root, progress=False)
     rows = {label: learning_rate_grid(method, RATES, training) for label, method in ROWS.items()}
-    measured, selection = select_then_test(base, rows, args.seeds)
-    stream = base.task_stream(args.seeds[0])
-    kept = base.resolved_coreset_size * len(stream) * (stream.in_features * 4 + 8)
-    record = make_record(
+    kept = {
+        label: base.resolved_coreset_size for label, method in ROWS.items() if method in KEEPING
+    }
+    record = protocol_record(
         args.name,
-        command="python benchmarks/class_incremental.py "
+        "python benchmarks/class_incremental.py "
         + " ".join(sys.argv[1:] if argv is None else argv),
-        seeds=args.seeds,
-        schedule={"preset": args.benchmark, "tasks": len(stream), **training},
-        data=stream.name,
-        rows=measured,
-        metrics=["ACC", "BWT", "ECE", "seconds"],
-        selection=selection,
-        storage_bytes={label: kept if ROWS[label] in KEEPING else 0 for label in ROWS},
-        commit=commit,
-        notes="ACC, BWT and ECE in %; no task label at test time; bytes of points kept at the "
-        "end of the stream",
+        base,
+        rows,
+        args.seeds,
+        kept,
+        training,
+        notes="No task label at test time.",
     )
     print(f"wrote {write_record(record)}")
 

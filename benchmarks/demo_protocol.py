@@ -19,18 +19,18 @@ import argparse
 import sys
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
-from pyro_cl.app.records import current_commit, make_record, write_record
-from pyro_cl.app.selection import learning_rate_grid, select_then_test
+from pyro_cl.app.records import write_record
+from pyro_cl.app.selection import learning_rate_grid, protocol_record
 
 #: Learning rates every row is scored at (Adam's; the preset's is 1e-3).
-LEARNING_RATES = {"lr 1e-3": 1e-3, "lr 3e-3": 3e-3}
+LEARNING_RATES = (1e-3, 3e-3)
 #: Points kept a task by the rows with a memory (the demo's coreset).
 KEPT_A_TASK = 200
 
 
 def rows(training: dict) -> dict[str, dict[str, dict]]:
     """Each row's grid: a setting's label → fields of :class:`BenchmarkRun`."""
-    rates = LEARNING_RATES.values()
+    rates = LEARNING_RATES
     return {
         "fine-tuning": learning_rate_grid("finetune", rates, training),
         "VCL": learning_rate_grid("vcl", rates, training),
@@ -52,33 +52,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tiny", action="store_true", help="1 epoch, 2 tasks: a smoke test")
     parser.add_argument("--name", default="demo-protocol", help="the record's name")
     args = parser.parse_args(argv)
-    commit = current_commit()  # the code that runs, whatever changes in the checkout meanwhile
     training = {"epochs": 1, "num_predictive_samples": 4} if args.tiny else {}
     base = BenchmarkRun(num_tasks=2 if args.tiny else None, progress=False)
-    measured, selection = select_then_test(base, rows(training), args.seeds)
-    stream = base.task_stream(args.seeds[0])
-    point_bytes = stream.in_features * 4 + 8  # float32 inputs and an int64 label
-    kept = KEPT_A_TASK * len(stream) * point_bytes
-    storage = {
-        "fine-tuning": 0,
-        "VCL": 0,
-        "VCL + random coreset (200 a task)": kept,
-        "function-space VI, 200 context points a task": kept,
-    }
-    record = make_record(
+    keeping = ("VCL + random coreset (200 a task)", "function-space VI, 200 context points a task")
+    record = protocol_record(
         args.name,
-        command="python benchmarks/demo_protocol.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
-        seeds=args.seeds,
-        schedule={"preset": base.benchmark, "tasks": len(stream), **training},
-        data=stream.name,
-        rows=measured,
-        metrics=["ACC", "BWT", "ECE", "seconds"],
-        selection=selection,
-        storage_bytes=storage,
-        commit=commit,
-        notes="ACC, BWT and ECE in %; seconds per run of the chosen setting on the test sets; "
-        "bytes kept at the end of the stream (points and labels, not the posterior).",
+        "python benchmarks/demo_protocol.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        base,
+        rows(training),
+        args.seeds,
+        {row: KEPT_A_TASK for row in keeping},
+        training,
     )
     print(f"wrote {write_record(record)}")
 

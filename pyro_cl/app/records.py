@@ -190,10 +190,14 @@ def render_table(record: Mapping[str, Any]) -> str:
         if storage:
             cells.append(f"{storage[label]:,}" if label in storage else "—")
         lines.append("| " + " | ".join(cells) + " |")
-    spread = "mean ± sample sd (ddof 1)" if len(seeds) > 1 else "one seed"
+    spread = (
+        f"mean ± sample sd (ddof 1) over seeds {', '.join(map(str, seeds))}"
+        if len(seeds) > 1
+        else f"seed {seeds[0]} alone"
+    )
     lines.append("")
     lines.append(
-        f"{spread} over seeds {', '.join(map(str, seeds))}; record `{record['name']}` "
+        f"{spread}; record `{record['name']}` "
         f"(commit {record['commit'][:12]}, {record['date']}, {record['machine']['cpus']} CPUs): "
         f"`{record['command']}`"
     )

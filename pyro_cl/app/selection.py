@@ -33,7 +33,7 @@ from pyro_cl.app.benchmark_run import BenchmarkRun, check_seeds
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.runner import run_benchmark
 
-__all__ = ["choose", "learning_rate_grid", "select_then_test", "test_numbers"]
+__all__ = ["choose", "learning_rate_grid", "protocol_record", "select_then_test", "test_numbers"]
 
 
 def _one_result(run: BenchmarkRun) -> RunResult:
@@ -131,3 +131,40 @@ def _plain(fields: Mapping[str, Any]) -> dict[str, Any]:
         k: v if isinstance(v, str | int | float | bool | dict | list | tuple) else repr(v)
         for k, v in fields.items()
     }
+
+
+def protocol_record(
+    name: str,
+    command: str,
+    base: BenchmarkRun,
+    rows: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    seeds: Sequence[int],
+    kept_a_task: Mapping[str, int],
+    training: Mapping[str, Any] | None = None,
+    notes: str = "",
+) -> dict[str, Any]:
+    """:func:`select_then_test` over ``rows``, as a run record (:mod:`pyro_cl.app.records`):
+    ACC, BWT, ECE (%) and seconds per seed, the selection, and the bytes each row keeps at the
+    end of the stream (``kept_a_task[row]`` points a task of float32 inputs and int64 labels).
+    The commit is taken before the runs (the code that ran, whatever changes meanwhile)."""
+    from pyro_cl.app.records import current_commit, make_record
+
+    commit = current_commit()
+    measured, selection = select_then_test(base, rows, seeds)
+    stream = base.task_stream(seeds[0])
+    point_bytes = stream.in_features * 4 + 8
+    return make_record(
+        name,
+        command=command,
+        seeds=seeds,
+        schedule={"preset": base.benchmark, "tasks": len(stream), **(training or {})},
+        data=stream.name,
+        rows=measured,
+        metrics=["ACC", "BWT", "ECE", "seconds"],
+        selection=selection,
+        storage_bytes={row: kept_a_task.get(row, 0) * len(stream) * point_bytes for row in rows},
+        commit=commit,
+        notes="ACC, BWT and ECE in %; seconds per run of the chosen setting on the test sets; "
+        "bytes of points kept at the end of the stream (inputs and labels, not the posterior). "
+        + notes,
+    )
