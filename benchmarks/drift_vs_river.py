@@ -12,6 +12,10 @@ Learners:
 * river (``pip install river``): logistic regression on standardised inputs, Hoeffding adaptive
   tree, adaptive random forest (ARF, 10 trees, ADWIN), Gaussian naive Bayes, the majority class
   so far;
+* the same net, not Bayesian: ``net-finetune`` (warm-started, the same Adam steps as our
+  learners on each new step's rows alone: what a practitioner's fine-tuning does),
+  ``net-refit-all`` (refitted on every row so far at every step: its cost grows with the
+  stream) and ``net-refit-W`` (on the last W rows);
 * pyro_cl, strengths learnt: ``learned-forgetting``, ``learned-wiener``, ``learned-ou``, one
   online VB learner whose transition's strength is learnt before every step from that step's
   one-step-ahead predictive (:class:`~pyro_cl.transitions.LearnedStrength`): no grid;
@@ -73,7 +77,7 @@ LEARNED = {
 }
 RIVER_LEARNERS = ("river-logistic", "river-hat", "river-arf", "river-naive-bayes", "majority")
 #: The learners named outright (beside ``net-refit-all`` and ``net-refit-W``).
-NAMED_LEARNERS = (*RIVER_LEARNERS, *FAMILIES, *LEARNED)
+NAMED_LEARNERS = (*RIVER_LEARNERS, *FAMILIES, *LEARNED, "net-finetune")
 SYNTHETIC_ROWS = 20_000
 #: The commit the run's code is at, taken when the script starts.
 COMMIT = None
@@ -207,7 +211,7 @@ class RefitNet:
         self,
         stream: OnlineStream,
         hidden: tuple[int, ...],
-        window: int | None,
+        window: int | str | None,
         epochs: int,
         first_epochs: int,
         batch_size: int = 128,
@@ -242,7 +246,9 @@ class RefitNet:
         self.x.append(torch.as_tensor(x, dtype=torch.float32))
         self.y.append(torch.as_tensor(y, dtype=torch.long))
         inputs, labels = torch.cat(self.x), torch.cat(self.y)
-        if self.window is not None:
+        if self.window == "step":  # fine-tuning: the newest step's rows alone
+            inputs, labels = self.x[-1], self.y[-1]
+        elif self.window is not None:
             inputs, labels = inputs[-self.window :], labels[-self.window :]
         passes = self.first_epochs if len(self.x) == 1 else self.epochs
         for _ in range(passes):
@@ -363,6 +369,21 @@ def run(args, stream_name: str, seed: int) -> None:
             )
             learnt = {"strengths": learner.transition.history}
             _write(folder, scores, {**context, "settings": _settings(args), **learnt})
+        elif name == "net-finetune":
+            # the same net and optimiser steps as our learners: --first-iterations passes over
+            # the first step, --iterations over each later step's rows alone, warm-started
+            model = RefitNet(
+                stream,
+                tuple(args.hidden),
+                "step",
+                args.iterations,
+                args.first_iterations,
+                batch_size=1 << 30,  # the whole step a batch, as our learners fit it
+                learning_rate=args.learning_rate,
+                seed=seed,
+            )
+            scores = one_step_ahead(model, stream, progress=_progress(name, stream))
+            _write(folder, scores, {**context, "settings": _settings(args)})
         elif name.startswith("net-refit"):
             model = RefitNet(
                 stream,
