@@ -392,10 +392,17 @@ MUTATIONS = [
         ("tests/test_function_space.py", "tests/test_no_silent_result.py"),
     ),
     Mutation(
-        "learned strength: the golden-section search keeps the worse side",
+        "learned strength: the evidence of earlier steps not gathered (eq. 2 as eq. 1 alone)",
         "pyro_cl/transitions/learned_strength.py",
-        "if score(c) >= score(d):",
-        "if score(c) <= score(d):",
+        "self.evidence = self.discount * self.evidence + torch.tensor(scores).double()",
+        "self.evidence = torch.tensor(scores).double()",
+        ("tests/test_learned_strength.py",),
+    ),
+    Mutation(
+        "learned strength: the weakest strength taken instead of the most likely",
+        "pyro_cl/transitions/learned_strength.py",
+        "self.grid[int(torch.argmax(self.evidence))]",
+        "self.grid[int(torch.argmin(self.evidence))]",
         ("tests/test_learned_strength.py",),
     ),
     Mutation(

@@ -42,7 +42,7 @@ def _exact_evidence(x, y):
     return evidence
 
 
-def _learn(rate: float, steps: int) -> list[float]:
+def _learn(rate: float, steps: int, discount: float = 1.0) -> list[float]:
     """The exact diagonal recursion (a mean-field posterior of every step's data) with the
     strength learnt before each step."""
     dim = 4
@@ -51,7 +51,7 @@ def _learn(rate: float, steps: int) -> list[float]:
             torch.zeros(dim, dtype=torch.float64), torch.ones(dim, dtype=torch.float64)
         )
     }
-    transition = LearnedStrength("wiener", time_constant=1.0)
+    transition = LearnedStrength("wiener", time_constant=1.0, discount=discount)
     posterior = initial
     for step, (x, y) in enumerate(_walk(rate, steps)):
         if step:
@@ -69,18 +69,20 @@ def _learn(rate: float, steps: int) -> list[float]:
 
 @pytest.mark.parametrize("rate", [0.05, 0.3, 1.0])
 def test_the_learnt_diffusion_recovers_a_random_walks_known_rate(rate):
-    learnt = _learn(rate, 60)[9:]  # after the posterior's variance has settled
-    geometric_mean = math.exp(sum(map(math.log, learnt)) / len(learnt))
-    assert geometric_mean == pytest.approx(rate, rel=0.25)
+    """The evidence gathered over the steps (eq. 2, γ = 1) ends at the rate, within the grid's
+    spacing and the 60 steps' noise; each step's own maximum (γ = 0) scatters around it."""
+    assert _learn(rate, 60)[-1] == pytest.approx(rate, rel=0.3)
+    per_step = _learn(rate, 60, discount=0.0)[9:]  # after the posterior's variance settled
+    geometric_mean = math.exp(sum(map(math.log, per_step)) / len(per_step))
+    assert geometric_mean == pytest.approx(rate, rel=0.35)
+    assert max(per_step) / min(per_step) > 3  # a step's own evidence is noisy
 
 
 def test_without_drift_the_learnt_diffusion_stays_near_the_bottom_of_its_range():
-    learnt = _learn(0.0, 30)[9:]
-    geometric_mean = math.exp(sum(map(math.log, learnt)) / len(learnt))
-    assert geometric_mean < 0.01  # (measured 0.002 over 60 steps; the range starts at 1e-4)
+    assert _learn(0.0, 30)[-1] < 0.01  # the range starts at 1e-4
 
 
-def test_the_search_finds_the_maximum_of_a_known_score():
+def test_the_grid_finds_the_maximum_of_a_known_score():
     transition = LearnedStrength("wiener", low=1e-3, high=10.0, time_constant=1.0)
     initial = {"weight": Normal(torch.zeros(2), torch.ones(2))}
     target = 0.7
@@ -91,7 +93,8 @@ def test_the_search_finds_the_maximum_of_a_known_score():
 
     context = TransitionContext(1.0, 1.0, initial, torch.nn.Module(), 1.0, evidence)
     transition({"weight": Normal(torch.zeros(2), torch.full((2,), 0.1))}, context)
-    assert transition.strength == pytest.approx(target, rel=0.03)
+    # the nearest of 41 strengths log-spaced over four decades: within a factor 10^(1/20)
+    assert transition.strength == pytest.approx(target, rel=0.13)
 
 
 def test_through_a_learner_the_strength_is_learnt_before_each_step_and_saved(tmp_path):
@@ -105,7 +108,7 @@ def test_through_a_learner_the_strength_is_learnt_before_each_step_and_saved(tmp
     learner = VCL(
         BayesianLinear(2, 1, bias=False),
         likelihood=GaussianLikelihood(NOISE),
-        transition=LearnedStrength("wiener", time_constant=1.0, evaluations=20),
+        transition=LearnedStrength("wiener", time_constant=1.0, discount=0.0),
         epochs=200, batch_size=None, learning_rate=0.05, ml_init_epochs=0, num_particles=4,
         num_predictive_samples=64, seed=0, progress=False,
     )  # fmt: skip
@@ -117,6 +120,7 @@ def test_through_a_learner_the_strength_is_learnt_before_each_step_and_saved(tmp
     loaded = VCL.load(tmp_path / "l.pt", net=BayesianLinear(2, 1, bias=False))
     assert loaded.transition.history == learner.transition.history
     assert loaded.transition.strength == learner.transition.strength
+    assert torch.equal(loaded.transition.evidence, learner.transition.evidence)
 
 
 def test_bad_ranges_and_families_are_refused():
