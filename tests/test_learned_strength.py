@@ -71,7 +71,8 @@ def _learn(rate: float, steps: int, discount: float = 1.0) -> list[float]:
 def test_the_learnt_diffusion_recovers_a_random_walks_known_rate(rate):
     """The evidence gathered over the steps (eq. 2, γ = 1) ends at the rate, within the grid's
     spacing and the 60 steps' noise; each step's own maximum (γ = 0) scatters around it."""
-    assert _learn(rate, 60)[-1] == pytest.approx(rate, rel=0.3)
+    gathered = _learn(rate, 60)
+    assert all(s == pytest.approx(rate, rel=0.3) for s in gathered[-20:])  # settled at the rate
     per_step = _learn(rate, 60, discount=0.0)[9:]  # after the posterior's variance settled
     geometric_mean = math.exp(sum(map(math.log, per_step)) / len(per_step))
     assert geometric_mean == pytest.approx(rate, rel=0.35)
