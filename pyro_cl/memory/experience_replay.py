@@ -46,6 +46,7 @@ class ExperienceReplay(Memory):
         super().__init__(size, budget)
         #: Points seen so far (the reservoir's ``n``).
         self.seen = 0
+        self._held = 0  # rows of M_{t-1} at the head of the candidates (set by update)
         self._point_estimate = False
 
     def check_parts(self, parts: Parts) -> None:
