@@ -142,3 +142,20 @@ def test_a_page_block_is_rendered_from_its_record_and_a_typed_number_is_caught(t
 def test_every_committed_page_agrees_with_its_records():
     """The rendering check of ``make results``: fast, no run."""
     assert records.check_pages(PAGES) == []
+
+
+def test_no_page_types_a_recorded_number_in_its_prose():
+    assert [typed for page in PAGES for typed in records.typed_numbers(page)] == []
+
+
+def test_a_recorded_number_typed_in_prose_is_found(tmp_path):
+    record = records.make_record(
+        "demo", command="c", seeds=[0, 1], schedule={}, data="d",
+        rows={"vcl": {0: {"ACC": 80.0}, 1: {"ACC": 82.0}}}, metrics=["ACC"],
+    )  # fmt: skip
+    records.write_record(record, tmp_path)
+    page = tmp_path / "page.md"
+    page.write_text("VCL reaches 81.00% here.\n<!-- record: demo -->\n<!-- /record -->\n")
+    assert records.typed_numbers(page, tmp_path) == ["page.md: 81.00 (record demo)"]
+    page.write_text("VCL reaches 181.002% here.\n<!-- record: demo -->\n<!-- /record -->\n")
+    assert records.typed_numbers(page, tmp_path) == []
