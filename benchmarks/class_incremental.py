@@ -44,10 +44,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--tiny", action="store_true", help="2 epochs: a smoke test")
     parser.add_argument("--name", default="class-incremental-digits", help="the record's name")
+    parser.add_argument(
+        "--methods", nargs="+", choices=list(ROWS.values()), help="only these rows (default: all)"
+    )
     args = parser.parse_args(argv)
     training = {"epochs": 2, "num_predictive_samples": 4} if args.tiny else {}
     base = BenchmarkRun(args.benchmark, data_root=args.data_root, progress=False)
-    rows = {label: learning_rate_grid(method, RATES, training) for label, method in ROWS.items()}
+    rows = {
+        label: learning_rate_grid(method, RATES, training)
+        for label, method in ROWS.items()
+        if args.methods is None or method in args.methods
+    }
     kept = {
         label: base.resolved_coreset_size for label, method in ROWS.items() if method in KEEPING
     }
