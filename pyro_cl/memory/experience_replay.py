@@ -9,7 +9,11 @@ every minibatch mixes them in proportion — and then ``M_k`` is chosen from ``M
   point seen so far equally likely to be held, whatever the task sizes;
 * ``budget="task"`` (``K`` a task): ``K`` points of each new task drawn uniformly.
 
-With a point estimate (fine-tuning, MAP, EWC) this is experience replay as published. With a
+With a point estimate (fine-tuning, MAP, EWC) this is experience replay, with one difference
+from Avalanche's: the kept points are shuffled into the new data *in proportion* (200 kept points
+beside 12,000 new ones are 1.6% of each minibatch), where Avalanche draws a minibatch of each and
+weighs them equally, which in expectation weighs every kept point ``|D_k| / |M|`` times a new
+one. Balanced batches need likelihood weights in every fitter (today only the ELBO's take them). With a
 Bayesian fitter it is its counterpart: the kept points are in the *likelihood* of every fit, and
 the posterior handed on as the next prior holds only the points that left the buffer
 (``(D_k ∪ M_{k-1}) \\ M_k``, fitted from the step's prior after the fit; Kurle et al. 2020,
