@@ -367,6 +367,18 @@ def test_a_domains_fit_does_not_depend_on_a_sibling_fitted_before_it():
         assert torch.equal(q.base_dist.scale, other.base_dist.scale), name
 
 
+def test_a_root_domains_fit_does_not_depend_on_another_root_fitted_before_it():
+    domains = rotated_domains([0, 20, 40])
+    after_another, alone = graph(), graph()
+    after_another.observe(0, domains[0])
+    after_another.observe(2, domains[2])
+    alone.observe(2, domains[2])
+    for name, q in alone.posteriors[2].items():
+        other = after_another.posteriors[2][name]
+        assert torch.equal(q.base_dist.loc, other.base_dist.loc), name
+        assert torch.equal(q.base_dist.scale, other.base_dist.scale), name
+
+
 def test_the_unsupervised_step_fits_with_the_learners_own_fitter(monkeypatch):
     domains = rotated_domains([0, 20, 40])
     g = graph()

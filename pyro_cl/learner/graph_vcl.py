@@ -13,8 +13,10 @@ installed as the net's prior before the fit, and the guide starts at it; the fit
 kept as ``q_d``. A domain with no parents starts from the root prior: the learner's prior when
 the graph was built (the initial one, for a new learner). So a domain's fit depends on its parents
 alone, not on which sibling was fitted last: each fit also draws from a random stream of its own
-domain (split from the learner's seed). Along a path of single parents this is exactly sequential
-VCL. The learner is any :class:`~pyro_cl.learner.learner.ContinualLearner` without a memory; its
+domain (split from the learner's seed). (One exception: the learner's maximum-likelihood
+start, ``ml_init_epochs``, belongs to its first step only, so of several roots only the one fitted
+first gets it; set ``ml_init_epochs=0`` for graphs of several roots.) Along a path of single
+parents this is exactly sequential VCL. The learner is any :class:`~pyro_cl.learner.learner.ContinualLearner` without a memory; its
 fitter fits every step, the unsupervised one included.
 
 One model or several (the slides' question): with ``heads="shared"`` one net, head included,
@@ -27,6 +29,7 @@ combined like the body.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -56,7 +59,7 @@ from pyro_cl.posterior import (
     read_priors,
 )
 from pyro_cl.serialization import atomic_save, safe_load
-from pyro_cl.spec import from_spec
+from pyro_cl.spec import from_spec, tensors_to
 from pyro_cl.transitions.base import Transition, TransitionContext
 from pyro_cl.transitions.combination import COMBINATIONS, combine_posteriors
 
@@ -177,8 +180,9 @@ class GraphVCL:
         #: What a domain without parents starts from: the learner's prior of every site when the
         #: graph was built.
         self.root_prior: Posterior = detach_posterior(read_priors(learner.net))
-        #: Where a root domain's guide starts: the learner's guide when the graph was built.
-        self.root_guide: dict[str, torch.Tensor] = _guide_values(learner.guide)
+        #: Where a root domain's guide starts: the learner's guide when the graph was built (its
+        #: ``state_dict``; sites created since are removed, and created afresh by the fit).
+        self.root_guide: dict = copy.deepcopy(learner.guide.state_dict())
         self._task_sites: dict[int, list[str]] = {}
 
     def _checked(self, domain, parents: Sequence[int], new: bool = False) -> list[int]:
@@ -282,16 +286,18 @@ class GraphVCL:
         """What ``domain``'s fit starts from, the prior it returns and the guide: its parents'
         combination (the guide at its means and variances, as sequential VCL's guide starts at
         the last posterior), or the root prior (the guide as it was when the graph was built)."""
-        guide = self.learner.guide
+        learner = self.learner
         if parents:
             prior = self.prior_for(domain, parents)
-            guide.reinitialise("prior", prior)
+            with learner.random.scope():  # the domain's sites, drawn from its stream if new
+                learner.model.sites(
+                    learner.guide,
+                    learner.model.example_input(learner.device),
+                    [self.task_of(domain)],
+                )
+            learner.guide.reinitialise("prior", prior)
             return prior
-        current = guide.state_dict()
-        with torch.no_grad():
-            for name, value in self.root_guide.items():
-                if name in current and current[name].shape == value.shape:
-                    current[name].copy_(value)
+        learner.guide.restore(copy.deepcopy(self.root_guide))
         return self.root_prior
 
     @contextlib.contextmanager
@@ -465,18 +471,13 @@ class GraphVCL:
             else posterior_from_state(root, learner.device)
         )
         if "root_guide" in state:
-            graph.root_guide = {k: v.to(learner.device) for k, v in state["root_guide"].items()}
+            graph.root_guide = tensors_to(state["root_guide"], learner.device)
         return graph
 
 
 #: Where the domains' random streams start among the keys of the learner's seed
 #: (:meth:`~pyro_cl.infer.random_stream.RandomStream.spawn`; the learner's own use 0 and 1).
 _DOMAIN_STREAMS = 1000
-
-
-def _guide_values(guide: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Copies of the guide's tensors (its parameters, by their ``state_dict`` names)."""
-    return {k: v.detach().clone() for k, v in guide.state_dict().items() if torch.is_tensor(v)}
 
 
 def _checked_matrix(value: object, name: str) -> torch.Tensor:
