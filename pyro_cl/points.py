@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["Points"]
+__all__ = ["Points", "data_size"]
 
 
 @dataclass(frozen=True)
@@ -127,3 +127,17 @@ class Points:
     def from_state(cls, state: dict, device: torch.device | str | None = None) -> Points:
         points = cls(state["x"], state["y"], state["task_ids"], state.get("times"))
         return points if device is None else points.to(device)
+
+
+def data_size(data: Points) -> float:
+    """``N`` of the bound: the number of points, or ``Σ w_n`` of weighted likelihoods (a
+    zero-weight point changes nothing).
+
+    :raises ValueError: if every weight is 0.
+    """
+    if data.weights is None:
+        return len(data)
+    size = float(data.weights.sum())
+    if not size > 0:
+        raise ValueError("every likelihood weight of the data is 0: nothing to fit")
+    return size

@@ -413,6 +413,20 @@ MUTATIONS = [
         ("tests/test_learned_strength.py",),
     ),
     Mutation(
+        "replay: a point estimate's likelihood weights read and dropped",
+        "pyro_cl/infer/objectives.py",
+        "per_group.append(terms if weights is None else terms * weights[rows])",
+        "per_group.append(terms)",
+        ("tests/test_experience_replay.py",),
+    ),
+    Mutation(
+        "replay: the balanced buffer weighed |M|/|D| instead of |D|/|M|",
+        "pyro_cl/memory/experience_replay.py",
+        "(len(new) / len(memory))",
+        "(len(memory) / len(new))",
+        ("tests/test_experience_replay.py",),
+    ),
+    Mutation(
         "function space: the sample mean's noise left in the squared mean difference",
         "pyro_cl/fitters/function_space.py",
         "square = square - variance_q / draws_q",

@@ -43,6 +43,48 @@ def test_a_point_estimate_replays_the_buffer_in_each_fit_and_fits_nothing_more()
     assert len(learner.memory_points) == 30
 
 
+def test_a_balanced_buffer_weighs_as_much_as_the_new_data_in_a_point_estimates_fit():
+    """Each kept point's likelihood counts |D_k| / |M_{k-1}| times a new one's (Avalanche's
+    equal weighing of the two minibatches, in expectation); the fitter's loss reads them."""
+    learner = FineTuning(
+        BayesianMLP(4, [8], 2), memory=ExperienceReplay(10, budget="task"), **SMALL
+    )
+    seen = []
+    fit = learner.fitter.fit
+
+    def recording(context, guide, problem):
+        weights = problem.data.weights
+        seen.append(None if weights is None else weights.clone())
+        return fit(context, guide, problem)
+
+    learner.fitter.fit = recording
+    for task, data in enumerate(tasks(3)):
+        learner.observe(data, time=float(task))
+    assert seen[0] is None
+    torch.testing.assert_close(seen[1], torch.cat([torch.full((10,), 6.0), torch.ones(60)]))
+    torch.testing.assert_close(seen[2], torch.cat([torch.full((20,), 3.0), torch.ones(60)]))
+    with pytest.raises(ValueError, match="balanced=False"):
+        VCL(BayesianMLP(4, [8], 2), memory=ExperienceReplay(10, balanced=True), **SMALL)
+
+
+def test_the_weighted_likelihood_of_a_point_estimate_is_the_weighted_mean():
+    from pyro_cl.infer.objectives import negative_log_likelihood
+
+    learner = FineTuning(BayesianMLP(4, [8], 2), seed=0, **SMALL)
+    x, y = two_class_data(20)
+    learner.observe((x, y))
+    values = learner.guide.locs()
+    weights = torch.linspace(0.5, 2.0, 20)
+    per_point = torch.stack(
+        [
+            negative_log_likelihood(learner.model, values, x[i : i + 1], y[i : i + 1], 0)
+            for i in range(20)
+        ]
+    )
+    weighted = negative_log_likelihood(learner.model, values, x, y, 0, weights=weights)
+    torch.testing.assert_close(weighted, (per_point * weights).mean())
+
+
 def test_a_posterior_hands_on_only_the_points_that_left_the_buffer():
     learner = VCL(
         BayesianMLP(4, [8], 2), memory=ExperienceReplay(10, budget="task"), ml_init_epochs=0,

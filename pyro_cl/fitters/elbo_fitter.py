@@ -17,7 +17,7 @@ from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.infer.parts import Parts
 from pyro_cl.infer.row_gather import RowGather
-from pyro_cl.points import Points
+from pyro_cl.points import data_size
 
 __all__ = ["ELBOFitter", "data_size"]
 
@@ -151,20 +151,6 @@ class ELBOFitter(Fitter):
                 "heads_in_kl=False needs a multi-head net of pyro_cl's layers on the fast route"
             )
         return model.net.head_sites(sites)
-
-
-def data_size(data: Points) -> float:
-    """``N`` of the bound: the number of points, or ``Σ w_n`` of weighted likelihoods (a
-    zero-weight point changes nothing).
-
-    :raises ValueError: if every weight is 0.
-    """
-    if data.weights is None:
-        return len(data)
-    size = float(data.weights.sum())
-    if not size > 0:
-        raise ValueError("every likelihood weight of the data is 0: nothing to fit")
-    return size
 
 
 def _packed(

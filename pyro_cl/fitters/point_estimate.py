@@ -28,6 +28,7 @@ class PointEstimateFitter(Fitter):
 
     name = "point_estimate"
     point_estimate = True
+    takes_weights = True  # weighted likelihoods: a balanced replay buffer's
     fits_local_guide = True
     trains_point_parameters = True  # the net's own parameters, unpenalised
 

@@ -13,6 +13,7 @@ from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.objectives import negative_log_likelihood
 from pyro_cl.infer.row_gather import RowGather
+from pyro_cl.points import data_size
 
 __all__ = ["fit_point_estimate", "net_point_parameters"]
 
@@ -44,10 +45,17 @@ def fit_point_estimate(
     trained.update(net_point_parameters(model))  # deterministic parts: point values already
     num_data = len(data)
     rows_of = RowGather(data.x)
+    # weighted likelihoods (a balanced replay buffer): rescaled to mean 1, as the ELBO's
+    weights = (
+        None if data.weights is None else data.likelihood_weights() * (num_data / data_size(data))
+    )
 
     def loss(index: torch.Tensor) -> torch.Tensor:
         ids = task_id if isinstance(task_id, int) else task_id[index]
-        nll = negative_log_likelihood(model, values, rows_of(index), data.y[index], ids)
+        rows = None if weights is None else weights[index]
+        nll = negative_log_likelihood(
+            model, values, rows_of(index), data.y[index], ids, weights=rows
+        )
         return nll if penalty is None else nll + penalty(values) / num_data
 
     callbacks = None

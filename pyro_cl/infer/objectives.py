@@ -195,8 +195,10 @@ def negative_log_likelihood(
     y: torch.Tensor,
     task_id: int | torch.Tensor,
     fast: bool | None = None,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``-(1/M) Σ_n log p(y_n | θ, x_n)`` with the latent sites fixed at ``values`` (no prior).
+    """``-(1/M) Σ_n w_n log p(y_n | θ, x_n)`` with the latent sites fixed at ``values`` (no
+    prior; ``weights`` ``w_n`` of the likelihoods, default 1).
 
     ``task_id`` is one task for the whole batch or one per point (each group of points then
     runs through its own head, as in :func:`negative_elbo`).
@@ -209,7 +211,8 @@ def negative_log_likelihood(
     for task, rows in task_groups(task_id, x.shape[0]):
         with CollectLocalKL() as local_kl:
             outputs = sample_outputs(model, values, x[rows], task, 1, fast=fast)
-        per_group.append(model.likelihood.log_prob(outputs, y[rows]) - local_kl.per_point())
+        terms = model.likelihood.log_prob(outputs, y[rows]) - local_kl.per_point()
+        per_group.append(terms if weights is None else terms * weights[rows])
     if len(per_group) == 1:
         return -per_group[0].mean()
     return -sum(terms.sum() for terms in per_group) / x.shape[0]

@@ -386,7 +386,7 @@ class ContinualLearner:
 
         :returns: the fit's epoch losses, the memory update and the prediction posteriors.
         """
-        data = new if old is None else old.concat(new)
+        data = new if old is None else self.memory.replayed(old, new).concat(new)
         step_prior = {name: detach_distribution(d) for name, d in read_priors(self.net).items()}
         history = self._propagate(context, data, task_id)
         fitted = self.current_prior()  # a copy: the refit below overwrites the priors' buffers

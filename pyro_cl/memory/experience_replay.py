@@ -9,15 +9,17 @@ every minibatch mixes them in proportion — and then ``M_k`` is chosen from ``M
   point seen so far equally likely to be held, whatever the task sizes;
 * ``budget="task"`` (``K`` a task): ``K`` points of each new task drawn uniformly.
 
-With a point estimate (fine-tuning, MAP, EWC) this is experience replay, with one difference
-from Avalanche's: the kept points are shuffled into the new data *in proportion* (200 kept points
-beside 12,000 new ones are 1.6% of each minibatch), where Avalanche draws a minibatch of each and
-weighs them equally, which in expectation weighs every kept point ``|D_k| / |M|`` times a new
-one. Balanced batches need likelihood weights in every fitter (today only the ELBO's take them). With a
+With a point estimate (fine-tuning, MAP, EWC) this is experience replay. ``balanced=True`` (the
+default with a point estimate) weighs the buffer as much as the new data, each kept point's
+likelihood ``|D_k| / |M_{k-1}|`` times a new one's: what Avalanche's replay does in expectation
+when it draws a minibatch of each and weighs the two losses equally (200 kept points beside
+12,000 new ones would otherwise be 1.6% of each minibatch). ``balanced=False`` mixes them in
+proportion. With a
 Bayesian fitter it is its counterpart: the kept points are in the *likelihood* of every fit, and
 the posterior handed on as the next prior holds only the points that left the buffer
 (``(D_k ∪ M_{k-1}) \\ M_k``, fitted from the step's prior after the fit; Kurle et al. 2020,
-Algorithm 1), so no point counts twice; the fit on ``D_k ∪ M_{k-1}`` predicts. Unlike a VCL
+Algorithm 1), so no point counts twice; the fit on ``D_k ∪ M_{k-1}`` predicts. A posterior takes
+the buffer unweighted (balanced, a kept point would count ``|D_k| / |M|`` times in it). Unlike a VCL
 coreset (Algorithm 1's refit, at test time only), the buffer is used while learning.
 """
 
@@ -40,14 +42,19 @@ class ExperienceReplay(Memory):
 
     :param size: ``M`` (total) or ``K`` (a task).
     :param budget: ``"total"`` (default) or ``"task"``.
+    :param balanced: weigh the buffer as much as the new data (module docstring); ``None``
+        (default): balanced with a point estimate, in proportion with a posterior.
     """
 
     name = "experience_replay"
     order = "after"
     refit = False
 
-    def __init__(self, size: int, budget: str = "total") -> None:
+    def __init__(self, size: int, budget: str = "total", balanced: bool | None = None) -> None:
         super().__init__(size, budget)
+        if balanced is not None and not isinstance(balanced, bool):
+            raise TypeError(f"balanced must be True, False or None, got {balanced!r}")
+        self.balanced = balanced
         #: Points seen so far (the reservoir's ``n``).
         self.seen = 0
         self._held = 0  # rows of M_{t-1} at the head of the candidates (set by update)
@@ -57,6 +64,18 @@ class ExperienceReplay(Memory):
         super().check_parts(parts)
         # a point estimate replays and is done; a posterior must not hold the kept points twice
         self._point_estimate = bool(parts.fitter.point_estimate)
+        if self.balanced and not self._point_estimate:
+            raise ValueError(
+                "balanced replay weighs each kept point |D_k|/|M| times a new one, which a "
+                f"posterior ({type(parts.fitter).__name__}) would count as that many points: "
+                "use balanced=False (or None) with it"
+            )
+
+    def replayed(self, memory: Points, new: Points) -> Points:
+        balanced = self._point_estimate if self.balanced is None else self.balanced
+        if not balanced or not len(memory):
+            return memory
+        return memory.weighted(memory.likelihood_weights() * (len(new) / len(memory)))
 
     def select(self, candidates: Points, size: int, view: ModelView | None) -> torch.Tensor:
         device = candidates.x.device

@@ -133,6 +133,11 @@ class Memory(Registrable, ABC, kind="memory"):
         :param view: the model and its current posterior, read-only (``None`` outside a learner).
         """
 
+    def replayed(self, memory: Points, new: Points) -> Points:
+        """The kept points as a memory chosen after the fit replays them in the step's fit of
+        ``M_{t-1} ∪ D_t`` (default: as they are; a balanced replay buffer weighs them)."""
+        return memory
+
     def handed_on(
         self, candidates: Points, kept: torch.Tensor, update: MemoryUpdate, view: ModelView | None
     ) -> Posterior | None:
