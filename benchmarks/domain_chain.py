@@ -31,6 +31,7 @@ from pyro_cl.app.domain_benchmark import SETTINGS, rotating_digits
 from pyro_cl.baselines import FineTuning, OnlineEWC
 from pyro_cl.fitters import GaussianInputs, PointEstimateFitter
 from pyro_cl.memory import RandomCoreset
+from pyro_cl.metrics import sample_sd
 from pyro_cl.nn import BayesianMLP
 
 
@@ -101,7 +102,7 @@ def table(results: dict, domains) -> str:
         aims = np.array([r["targets"] for r in runs]) * 100
         gap = (fresh * 100 - just).mean(1)
         cells = [f"{m:.1f}" for m in just.mean(0)]
-        cells.append(f"{gap.mean():+.1f} ± {gap.std():.1f}")
+        cells.append(f"{gap.mean():+.1f} ± {sample_sd(gap):.1f}")
         cells += [f"{m:.1f} ± {s:.1f}" for m, s in zip(aims.mean(0), aims.std(0), strict=True)]
         lines.append("| " + " | ".join([row, *cells]) + " |")
     return "\n".join(lines)

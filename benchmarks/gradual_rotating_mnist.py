@@ -47,6 +47,7 @@ import torch.nn.functional as F
 from pyro_cl import VCL, Wiener
 from pyro_cl.data import load_mnist
 from pyro_cl.learner.self_training import self_train
+from pyro_cl.metrics import sample_sd
 from pyro_cl.nn import BayesianCNN, BayesianMLP, make_bayesian
 
 SOURCE, SOURCE_VAL, INTERMEDIATE_END, TARGET_END = 5000, 6000, 48000, 50000
@@ -196,7 +197,7 @@ def table(runs: list[dict]) -> str:
             for k in ("accuracy", "log_likelihood", "calibration_error", "seconds")
         }
         accuracy = values["accuracy"] * 100
-        spread = f" ± {accuracy.std():.1f}" if len(runs) > 1 else ""
+        spread = f" ± {sample_sd(accuracy):.1f}" if len(runs) > 1 else ""
         lines.append(
             f"| {name} | {accuracy.mean():.1f}{spread} | {values['log_likelihood'].mean():.3f} | "
             f"{100 * values['calibration_error'].mean():.1f}% | {values['seconds'].mean():.0f} |"

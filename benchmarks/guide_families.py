@@ -23,6 +23,7 @@ from keeps_learning import SCHEDULES, run_once
 
 from pyro_cl.app.result import RunResult
 from pyro_cl.guides import FullCovariance, LowRank, MeanField
+from pyro_cl.metrics import sample_sd
 
 #: The output layer's sites: the heads of a multi-head net, the single head of a one-head net.
 OUTPUT_LAYER = ["heads"]
@@ -68,7 +69,9 @@ def _mean_std(values: list[float]) -> str:
     values = np.asarray([v for v in values if v is not None], dtype=float)
     if not len(values):
         return "–"
-    return f"{values.mean():.2f} ± {values.std():.2f}" if len(values) > 1 else f"{values[0]:.2f}"
+    return (
+        f"{values.mean():.2f} ± {sample_sd(values):.2f}" if len(values) > 1 else f"{values[0]:.2f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

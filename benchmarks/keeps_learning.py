@@ -46,6 +46,7 @@ from pyro_cl.app.methods import METHODS
 from pyro_cl.app.plotting import plot_accuracy, plot_pruning
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.runner import run_benchmark
+from pyro_cl.metrics import sample_sd
 
 #: The KL weights of the sweep (1 is VCL).
 BETAS = (1.0, 0.3, 0.1, 0.03)
@@ -288,7 +289,9 @@ def _mean_std(values: list[float], scale: float) -> str:
     if not values:
         return "–"
     values = np.asarray(values, dtype=float) * scale
-    return f"{values.mean():.2f} ± {values.std():.2f}" if len(values) > 1 else f"{values[0]:.2f}"
+    return (
+        f"{values.mean():.2f} ± {sample_sd(values):.2f}" if len(values) > 1 else f"{values[0]:.2f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,7 @@ from pyro_cl.app.cli import command_line_errors
 from pyro_cl.app.methods import method_names
 from pyro_cl.app.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
 from pyro_cl.app.stream_presets import STREAM_PRESETS
+from pyro_cl.metrics import sample_sd
 
 #: Table 1 of the paper (GRS, k-center, random; mean ± std over 16 runs).
 PAPER_TABLE_1 = {
@@ -97,7 +98,7 @@ def paper_comparison(stream: str, results) -> str:
         ours = np.array([r.summary()["test_lml"] for r in results if r.method == method])
         if len(ours):
             lines.append(
-                f"| {stream} | {method} | {ours.mean():.3f} ± {ours.std():.3f} ({len(ours)}) | "
+                f"| {stream} | {method} | {ours.mean():.3f} ± {sample_sd(ours):.3f} ({len(ours)}) | "
                 f"{paper[0]:.3f} ± {paper[1]:.3f} |"
             )
     return "\n".join(lines)

@@ -22,6 +22,7 @@ import numpy as np
 
 from pyro_cl.app.plotting import plot_final_accuracies
 from pyro_cl.app.result import RunResult
+from pyro_cl.metrics import sample_sd
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
         scratch = _mean([np.mean(r["details"]["scratch_accuracy"]) for r in group
                          if "scratch_accuracy" in r.get("details", {})])  # fmt: skip
         print(
-            f"| {stream} | {method} | {acc.mean():.1f} ± {acc.std():.1f}% | {bwt.mean():+.1f} "
+            f"| {stream} | {method} | {acc.mean():.1f} ± {sample_sd(acc):.1f}% | {bwt.mean():+.1f} "
             f"| {learnt} | {scratch} | {seeds} | {wall / 60:.1f} min |"
         )
     if args.plot is not None:

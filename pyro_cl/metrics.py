@@ -16,7 +16,15 @@ __all__ = [
     "expected_calibration_error",
     "forward_transfer",
     "average_accuracy_curve",
+    "sample_sd",
 ]
+
+
+def sample_sd(values) -> float:
+    """The sample standard deviation (ddof 1) of ``values`` over runs, 0 for a single run: the
+    ± of every table (a spread over seeds estimates the population's, so it divides by n - 1)."""
+    values = np.asarray(values, dtype=np.float64)
+    return float(values.std(ddof=1)) if values.size > 1 else 0.0
 
 
 def expected_calibration_error(

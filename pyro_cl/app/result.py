@@ -37,6 +37,7 @@ from pyro_cl.metrics import (
     backward_transfer,
     forward_transfer,
     intransigence,
+    sample_sd,
 )
 
 __all__ = ["RunResult", "last_fraction_mean", "mean_result", "method_means", "summarise"]
@@ -286,9 +287,9 @@ def summarise(results: list[RunResult]) -> dict[str, dict]:
         summary[method] = {
             "runs": len(runs),
             "ACC_mean": float(acc.mean()),
-            "ACC_std": float(acc.std()),
+            "ACC_std": sample_sd(acc),
             "BWT_mean": float(bwt.mean()),
-            "BWT_std": float(bwt.std()),
+            "BWT_std": sample_sd(bwt),
             "ACC_per_run": acc.tolist(),
             "wall_time_s_mean": float(np.mean([r.wall_time_s for r in runs])),
         }

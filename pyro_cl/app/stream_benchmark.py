@@ -25,6 +25,7 @@ from pyro_cl.app.plotting import plot_memory_snapshots, plot_memory_sweep, plot_
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
 from pyro_cl.data.streams import OnlineStream
+from pyro_cl.metrics import sample_sd
 from pyro_cl.transitions.base import Transition
 
 __all__ = ["StreamRun", "run_stream_benchmark", "stream_table"]
@@ -253,7 +254,7 @@ def _mean_std(values: list[float]) -> str:
     array = np.array(values, dtype=float)
     if np.isnan(array).all():
         return "-"
-    return f"{array.mean():.3f} ± {array.std():.3f}"
+    return f"{array.mean():.3f} ± {sample_sd(array):.3f}"
 
 
 def _write(run: StreamRun, settings: dict, results, snapshots, output: Path) -> None:
