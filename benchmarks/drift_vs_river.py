@@ -508,6 +508,10 @@ def write_stream_record(output: Path, stream: str, name: str, command: str) -> P
         )
     }
     first = next(iter(next(iter(complete.values())).values()))
+    # runs of one record may come from several commits (rows added later): name them all
+    commits = sorted(
+        {run.get("commit") or "unknown" for per in complete.values() for run in per.values()}
+    )
     record = make_record(
         name,
         command=first.get("command") or command,
@@ -516,7 +520,7 @@ def write_stream_record(output: Path, stream: str, name: str, command: str) -> P
         data=f"{stream}, {first['steps']} steps, scored one step ahead over the last half",
         rows=rows,
         metrics=list(metrics),
-        commit=first.get("commit"),
+        commit=", ".join(commits),
         digits=3,
         notes="no setting of these rows was tuned on the scored steps: the strengths are learnt "
         "online (learned-*) or weighed online (banks), the rest at fixed defaults",

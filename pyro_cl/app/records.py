@@ -199,7 +199,8 @@ def render_table(record: Mapping[str, Any]) -> str:
     lines.append("")
     lines.append(
         f"{spread}; record `{record['name']}` "
-        f"(commit {record['commit'][:12]}, {record['date']}, {record['machine']['cpus']} CPUs): "
+        f"(commit {', '.join(c[:12] for c in record['commit'].split(', '))}, {record['date']}, "
+        f"{record['machine']['cpus']} CPUs): "
         f"`{record['command']}`"
     )
     return "\n".join(lines) + "\n"
