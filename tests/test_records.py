@@ -159,3 +159,5 @@ def test_a_recorded_number_typed_in_prose_is_found(tmp_path):
     assert records.typed_numbers(page, tmp_path) == ["page.md: 81.00 (record demo)"]
     page.write_text("VCL reaches 181.002% here.\n<!-- record: demo -->\n<!-- /record -->\n")
     assert records.typed_numbers(page, tmp_path) == []
+    page.write_text("<!-- record: demo -->\n<!-- /record -->\n<!-- lab notes -->\nonce 81.00%\n")
+    assert records.typed_numbers(page, tmp_path) == []  # the lab notes are other runs

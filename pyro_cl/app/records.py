@@ -225,6 +225,8 @@ def check_pages(
     return stale
 
 
+#: A page's hand-written lab notes follow this marker (not checked by :func:`typed_numbers`).
+LAB_NOTES = "<!-- lab notes -->"
 #: Metrics that are timings (not checked by :func:`typed_numbers`).
 TIMINGS = ("seconds", "s/step")
 
@@ -233,8 +235,10 @@ def typed_numbers(page: str | os.PathLike, folder: str | os.PathLike = RECORDS) 
     """Numbers a record renders (a cell's mean, to its digits) that the page's prose repeats
     outside the record's blocks: typed by hand, they go stale when the record is re-run.
     ``[]`` when the prose repeats none. Timings (:data:`TIMINGS`) are left out: small numbers
-    such as 2.17 s recur in the lab notes by coincidence, and no claim rests on one."""
-    text = Path(page).read_text()
+    such as 2.17 s recur by coincidence, and no claim rests on one; so is what follows a
+    :data:`LAB_NOTES` marker (hand-written notes of other runs, awaiting records of their own).
+    """
+    text = Path(page).read_text().split(LAB_NOTES)[0]
     names = {match.group(2) for match in _BLOCK.finditer(text)}
     prose = _BLOCK.sub("", text)
     typed = []
