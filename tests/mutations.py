@@ -407,9 +407,9 @@ MUTATIONS = [
     ),
     Mutation(
         "learned strength: the evidence's log-mean over draws taken as a mean of logs",
-        "pyro_cl/learner/learner.py",
-        "per_point = torch.logsumexp(log_p, 0) - math.log(log_p.shape[0])",
-        "per_point = log_p.mean(0)",
+        "pyro_cl/likelihoods.py",
+        "return torch.logsumexp(log_probs, dim=0) - math.log(samples.shape[0])",
+        "return log_probs.mean(0)",
         ("tests/test_learned_strength.py",),
     ),
     Mutation(

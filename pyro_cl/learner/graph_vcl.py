@@ -264,11 +264,15 @@ class GraphVCL:
     def _sites_of(self, domain: int) -> list[str]:
         task = self.task_of(domain)
         if task not in self._task_sites:
-            model, learner = self.learner.model, self.learner
-            example = model.example_input(learner.device)
-            with learner.random.scope():  # a new head's parameters: drawn from the learner's RNG
-                self._task_sites[task] = model.sites(learner.guide, example, [task])
+            self._task_sites[task] = self._create_sites(task)
         return self._task_sites[task]
+
+    def _create_sites(self, task: int) -> list[str]:
+        """``task``'s sites, the guide's parameters for any it lacks drawn from the learner's
+        random stream (within a step, the domain's own)."""
+        model, learner = self.learner.model, self.learner
+        with learner.random.scope():
+            return model.sites(learner.guide, model.example_input(learner.device), [task])
 
     def _head_moved(self, posterior: Posterior, source: int, domain: int) -> Posterior:
         """``posterior`` with ``source``'s own sites (its head) renamed to ``domain``'s: the
@@ -289,12 +293,7 @@ class GraphVCL:
         learner = self.learner
         if parents:
             prior = self.prior_for(domain, parents)
-            with learner.random.scope():  # the domain's sites, drawn from its stream if new
-                learner.model.sites(
-                    learner.guide,
-                    learner.model.example_input(learner.device),
-                    [self.task_of(domain)],
-                )
+            self._create_sites(self.task_of(domain))
             learner.guide.reinitialise("prior", prior)
             return prior
         learner.guide.restore(copy.deepcopy(self.root_guide))

@@ -423,9 +423,7 @@ class ContinualLearner:
             set_random_state(self.device, state)
             try:
                 outputs = predictive_samples(self.model, prior, x, task_id, samples)
-                log_p = likelihood.log_prob(outputs, y)  # (S, N)
-                per_point = torch.logsumexp(log_p, 0) - math.log(log_p.shape[0])
-                return float(per_point.sum())
+                return float(likelihood.predictive_log_likelihood(outputs, y).sum())
             finally:
                 set_random_state(self.device, outside)
 
