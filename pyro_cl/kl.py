@@ -1,7 +1,21 @@
-"""The KL term of the online ELBO, ``KL(q_t || q_{t-1})`` (VCL eq. 4), in one place: for any
-registered pair of distributions, for mean-field Gaussians from raw parameters, in the precision
-form natural-gradient steps keep, fused over a packed fit's flat tensors, and from a Gaussian
-posterior to a Laplace first prior (registered with ``torch.distributions``)."""
+"""The KL term of the online ELBO, ``KL(q_t || q_{t-1})`` (VCL eq. 4), in one place.
+
+:func:`site_kl` is the one route: torch's ``kl_divergence`` registry where a closed form is
+registered for the pair of distributions, a Monte Carlo estimate ``log q(θ) - log p(θ)`` at a
+reparameterised draw ``θ ~ q`` where none is (as Pyro's ``TraceMeanField_ELBO`` falls back).
+The closed forms this library adds are registrations, not routes of their own:
+
+* a guide's :class:`~pyro_cl.diagonal_gaussian.DiagonalGaussian` to a Gaussian prior, from the
+  log-variance the guide already holds (:func:`gaussian_kl`);
+* a Gaussian to a Laplace prior (:func:`gaussian_laplace_kl`);
+* a fit's packed Gaussian sites to their packed prior (:class:`PackedGaussianPrior`, one fused
+  function with its gradient written out, :class:`PackedGaussianKL`).
+
+A new prior family needs nothing here: without a registered closed form its KL is the Monte
+Carlo term; register one (``@register_kl(DiagonalGaussian, MyPrior)``) to make it exact.
+:func:`precision_kl` is the natural-gradient fitters' own form (precision parameters, less a
+constant), read by their update kernels rather than by an objective.
+"""
 
 from __future__ import annotations
 
@@ -9,39 +23,80 @@ import math
 from collections.abc import Mapping
 
 import torch
-from torch.distributions import Distribution, Laplace, Normal, kl_divergence, register_kl
+from torch.distributions import (
+    Distribution,
+    Independent,
+    Laplace,
+    Normal,
+    constraints,
+    kl_divergence,
+    register_kl,
+)
+
+from pyro_cl.diagonal_gaussian import DiagonalGaussian
 
 __all__ = [
     "PackedGaussianKL",
+    "PackedGaussianPrior",
     "full_gaussian_kl",
     "gaussian_kl",
     "gaussian_laplace_kl",
     "kl_to_prior",
+    "monte_carlo_kl",
     "precision_kl",
+    "site_kl",
 ]
+
+
+def site_kl(q: Distribution, p: Distribution) -> torch.Tensor:
+    """``KL(q || p)`` of one site, summed over its elements: the registered closed form of the
+    pair (``Independent`` wrappers looked through), else :func:`monte_carlo_kl`."""
+    q, p = _base(q), _base(p)
+    try:
+        return kl_divergence(q, p).sum()
+    except NotImplementedError:
+        return monte_carlo_kl(q, p)
+
+
+def monte_carlo_kl(q: Distribution, p: Distribution) -> torch.Tensor:
+    """``log q(θ) - log p(θ)`` summed over the elements of one reparameterised draw
+    ``θ ~ q``: an unbiased estimate of ``KL(q || p)`` whose gradient reaches ``q``'s parameters.
+
+    :raises NotImplementedError: if ``q`` has no reparameterised draws.
+    """
+    if not q.has_rsample:
+        raise NotImplementedError(
+            f"no closed-form KL from {type(q).__name__} to {type(p).__name__} is registered, "
+            f"and {type(q).__name__} has no reparameterised draws for a Monte Carlo estimate: "
+            "register one with torch.distributions.register_kl"
+        )
+    value = q.rsample()
+    return (q.log_prob(value) - p.log_prob(value)).sum()
 
 
 def kl_to_prior(
     posterior: Mapping[str, Distribution], prior: Mapping[str, Distribution]
 ) -> torch.Tensor:
-    """``Σ_site KL(q_site || p_site)`` summed over every element of every site.
-
-    For mean-field Gaussians each term is closed-form,
-    ``KL = Σ_d [log(σ_p/σ_q) + (σ_q² + (μ_q - μ_p)²) / (2σ_p²) - 1/2]``;
-    any pair registered with ``torch.distributions.kl_divergence`` (Beta-Beta, …) works too.
+    """``Σ_site KL(q_site || p_site)``, each term by :func:`site_kl`.
 
     :raises KeyError: if a posterior site has no prior.
     """
     missing = sorted(set(posterior) - set(prior))
     if missing:
         raise KeyError(f"no prior for sites {missing}")
-    total = None
-    for name, q in posterior.items():
-        term = kl_divergence(q, prior[name]).sum()
-        total = term if total is None else total + term
-    if total is None:
+    if not posterior:
         raise ValueError("the posterior has no sites")
-    return total
+    return sum(site_kl(q, prior[name]) for name, q in posterior.items())
+
+
+def _base(distribution: Distribution) -> Distribution:
+    while isinstance(distribution, Independent):
+        distribution = distribution.base_dist
+    return distribution
+
+
+def _log_variance(q: Normal) -> torch.Tensor:
+    return q.log_variance if isinstance(q, DiagonalGaussian) else 2.0 * q.scale.log()
 
 
 def gaussian_kl(
@@ -51,16 +106,17 @@ def gaussian_kl(
     loc_p: torch.Tensor,
     scale_p: torch.Tensor,
 ) -> torch.Tensor:
-    """``KL(N(μ_q, σ_q²) || N(μ_p, σ_p²))`` summed over elements, from the raw parameters.
+    """``KL(N(μ_q, σ_q²) || N(μ_p, σ_p²))`` element by element, from the raw parameters:
 
-    The same closed form as :func:`kl_to_prior` for Normals,
-    ``½ Σ [(σ_q² + (μ_q - μ_p)²) / σ_p² - 1 - log σ_q² + log σ_p²]``, written with the
-    log-variance the guide already holds so that the fast path spends as few operations as it can.
+    ``½ [(σ_q² + (μ_q - μ_p)²) / σ_p² - 1 - log σ_q² + log σ_p²]``,
+
+    written with the log-variance the guide already holds so that the fast path spends as few
+    operations as it can (registered for a :class:`~pyro_cl.diagonal_gaussian.DiagonalGaussian`
+    against a Normal).
     """
     variance_p = scale_p * scale_p
-    quadratic = ((variance_q + (loc_q - loc_p) ** 2) / variance_p).sum()
-    log_ratio = (torch.log(variance_p) - log_variance_q).sum()
-    return 0.5 * (quadratic + log_ratio - loc_q.numel())
+    quadratic = (variance_q + (loc_q - loc_p) ** 2) / variance_p
+    return 0.5 * (quadratic - 1.0 - log_variance_q + variance_p.log())
 
 
 def gaussian_laplace_kl(
@@ -89,9 +145,14 @@ def gaussian_laplace_kl(
     return (2.0 * scale_p).log() + folded_mean / scale_p - entropy
 
 
+@register_kl(DiagonalGaussian, Normal)
+def _kl_diagonal_gaussian_normal(q: DiagonalGaussian, p: Normal) -> torch.Tensor:
+    return gaussian_kl(q.loc, q.variance, q.log_variance, p.loc, p.scale)
+
+
 @register_kl(Normal, Laplace)
 def _kl_normal_laplace(q: Normal, p: Laplace) -> torch.Tensor:
-    return gaussian_laplace_kl(q.loc, q.variance, q.variance.log(), p.loc, p.scale)
+    return gaussian_laplace_kl(q.loc, q.variance, _log_variance(q), p.loc, p.scale)
 
 
 def full_gaussian_kl(
@@ -156,3 +217,36 @@ class PackedGaussianKL(torch.autograd.Function):
             grad_log_variance = weight * (-half)
         grad_variance = prior_precision * half
         return grad_loc, grad_log_variance, grad_variance, None, None, None, None
+
+
+class PackedGaussianPrior(Distribution):
+    """The Gaussian priors of a fit's packed sites as one flat distribution:
+    ``N(μ_p, 1/λ_p)`` over ``D`` coordinates, with the fit's constant ``Σ log σ_p² - D`` and the
+    weight of each coordinate in the KL (:class:`PackedGaussianKL`) computed once per fit. Its
+    KL from the packed :class:`~pyro_cl.diagonal_gaussian.DiagonalGaussian` is registered.
+    """
+
+    arg_constraints = {"loc": constraints.real, "precision": constraints.positive}
+    support = constraints.real
+
+    def __init__(
+        self,
+        loc: torch.Tensor,
+        precision: torch.Tensor,
+        constant: float,
+        weight: torch.Tensor | None = None,
+    ) -> None:
+        self.loc, self.precision, self.constant, self.weight = loc, precision, constant, weight
+        super().__init__(loc.shape, validate_args=False)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        counted = self.precision > 0  # a kl_free coordinate has no prior
+        log_prob = -0.5 * (self.precision * (value - self.loc) ** 2 - self.precision.log())
+        return torch.where(counted, log_prob - 0.5 * math.log(2 * math.pi), 0.0)
+
+
+@register_kl(DiagonalGaussian, PackedGaussianPrior)
+def _kl_packed(q: DiagonalGaussian, p: PackedGaussianPrior) -> torch.Tensor:
+    return PackedGaussianKL.apply(
+        q.loc, q.log_variance, q.variance, p.loc, p.precision, p.constant, p.weight
+    )

@@ -50,8 +50,8 @@ MUTATIONS = [
     Mutation(
         "kl: Gaussian KL without the log-variance ratio",
         "pyro_cl/kl.py",
-        "return 0.5 * (quadratic + log_ratio - loc_q.numel())",
-        "return 0.5 * (quadratic - loc_q.numel())",
+        "return 0.5 * (quadratic - 1.0 - log_variance_q + variance_p.log())",
+        "return 0.5 * (quadratic - 1.0)",
         ("tests/test_kl.py", "tests/test_packed_gaussians.py"),
     ),
     Mutation(

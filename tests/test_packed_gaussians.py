@@ -27,7 +27,7 @@ def test_packed_kl_and_its_gradient_match_the_closed_form():
         )
 
     def reference(loc, log_variance):
-        return gaussian_kl(loc, log_variance.exp(), log_variance, prior_loc, prior_scale)
+        return gaussian_kl(loc, log_variance.exp(), log_variance, prior_loc, prior_scale).sum()
 
     inputs = (loc.requires_grad_(), log_variance.requires_grad_())
     torch.testing.assert_close(packed(*inputs), reference(*inputs))
@@ -105,7 +105,7 @@ def test_the_natural_gradient_kl_is_the_closed_form_kl():
     prior_loc, prior_precision = torch.randn(30).double(), torch.rand(30).double() + 0.5
     constant = float(-prior_precision.log().sum()) - 30  # NaturalGradientState.kl_constant
     variance = precision.reciprocal()
-    expected = gaussian_kl(loc, variance, variance.log(), prior_loc, prior_precision.rsqrt())
+    expected = gaussian_kl(loc, variance, variance.log(), prior_loc, prior_precision.rsqrt()).sum()
     got = precision_kl(loc, precision, prior_loc, prior_precision) + 0.5 * constant
     torch.testing.assert_close(got, expected)
 
@@ -168,7 +168,7 @@ def test_sites_left_out_of_the_kl_count_nothing_and_get_no_kl_gradient():
         if name not in heads:
             module, attribute = model.site_index[name]
             prior = module.prior_parameters(attribute)
-            expected = expected + gaussian_kl(loc, log_variance.exp(), log_variance, *prior)
+            expected = expected + gaussian_kl(loc, log_variance.exp(), log_variance, *prior).sum()
     with PackedGaussians(model, guide, names, kl_free=heads) as packed:
         kl, _ = packed.kl_and_sites()
         torch.testing.assert_close(kl, expected.detach())

@@ -233,7 +233,7 @@ def test_the_mean_precision_term_is_the_difference_of_the_kls():
             - 1
         ).sum()
     )
-    kl = gaussian_kl(loc, variance, log_variance, prior_loc, scale)
+    kl = gaussian_kl(loc, variance, log_variance, prior_loc, scale).sum()
     torch.testing.assert_close(term(), kl_lambda - kl)
     assert term().item() > 0.01
     assert mean_precision_term(model, guide, ["weight"], learner.initial_prior, 1.0) is None

@@ -7,17 +7,17 @@ from typing import NamedTuple
 
 import torch
 from pyro.infer import TraceMeanField_ELBO
-from torch.distributions import kl_divergence
 
+from pyro_cl.diagonal_gaussian import DiagonalGaussian
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.packed_gaussians import PackedGaussians
 from pyro_cl.infer.site_values import sample_outputs
-from pyro_cl.kl import gaussian_kl, gaussian_laplace_kl, kl_to_prior
+from pyro_cl.kl import kl_to_prior, site_kl
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.effects import CollectLocalKL, in_particle_plate
-from pyro_cl.nn.local_reparam import DiagonalGaussian, local_reparameterization
+from pyro_cl.nn.local_reparam import local_reparameterization
 from pyro_cl.nn.structured import has_structured_sites
-from pyro_cl.posterior import base_distribution, prior_family, read_priors
+from pyro_cl.posterior import read_priors, read_priors_of
 
 __all__ = ["Minibatch", "kl_and_sites", "negative_elbo", "negative_log_likelihood"]
 
@@ -152,9 +152,11 @@ def kl_and_sites(
     fast: bool,
     packed: PackedGaussians | None = None,
 ) -> tuple[torch.Tensor, dict]:
-    """The analytic ``KL(q || prior)`` over ``names`` (and every packed site) and the guide's
-    distributions of them: the sites a guide couples (:meth:`~pyro_cl.guides.MeanFieldGuide.joint_terms`,
-    one KL per block against the block's prior), the others site by site."""
+    """``KL(q || prior)`` over ``names`` (and every packed site) and the guide's distributions
+    of them, every term by :func:`~pyro_cl.kl.site_kl`: the sites a guide couples
+    (:meth:`~pyro_cl.guides.MeanFieldGuide.joint_terms`, one KL per block against the block's
+    prior), the packed ones in one term, the others site by site (a Gaussian site as a
+    :class:`~pyro_cl.diagonal_gaussian.DiagonalGaussian` on the fast route)."""
     joint_kl, joint = guide.joint_terms(names)
     if not fast:
         rest = [name for name in names if name not in joint]
@@ -167,25 +169,20 @@ def kl_and_sites(
     for name in names:
         if name in sites:
             continue
-        module, attribute = model.site_index[name]
         if name in gaussians:
             loc, log_variance = gaussians[name]
-            variance = log_variance.exp()
-            kl = kl + _gaussian_kl_to_prior(module, attribute, loc, variance, log_variance)
-            sites[name] = DiagonalGaussian(loc, variance)
-        else:  # closed form for any registered pair, e.g. Beta sticks
+            sites[name] = DiagonalGaussian(loc, log_variance.exp(), log_variance)
+        else:  # Beta sticks, ...
             sites[name] = guide.distribution(name)
-            kl = kl + kl_divergence(sites[name], module.prior(attribute)).sum()
+        kl = kl + site_kl(sites[name], _prior(model, name))
     return kl, sites
 
 
-def _gaussian_kl_to_prior(module, attribute: str, loc, variance, log_variance) -> torch.Tensor:
-    """``KL(N(μ, σ²) ‖ prior)`` of one site, closed-form for its layer's Gaussian or Laplace
-    prior (:func:`~pyro_cl.kl.gaussian_laplace_kl`)."""
-    if prior_family(module, attribute) == "laplace":
-        prior = base_distribution(module.prior(attribute))
-        return gaussian_laplace_kl(loc, variance, log_variance, prior.loc, prior.scale).sum()
-    return gaussian_kl(loc, variance, log_variance, *module.prior_parameters(attribute))
+def _prior(model: SupervisedModel, name: str):
+    module, attribute = model.site_index[name]
+    return (
+        module.prior(attribute) if hasattr(module, "prior") else read_priors_of(module, attribute)
+    )
 
 
 def negative_log_likelihood(

@@ -23,11 +23,11 @@ import torch
 from pyro.distributions import Normal
 from torch import nn
 
+from pyro_cl.diagonal_gaussian import DiagonalGaussian
 from pyro_cl.guides import MeanFieldGuide
-from pyro_cl.kl import PackedGaussianKL
+from pyro_cl.kl import PackedGaussianPrior, site_kl
 from pyro_cl.model import SupervisedModel
-from pyro_cl.nn.local_reparam import DiagonalGaussian
-from pyro_cl.posterior import base_distribution, prior_family, read_priors_of
+from pyro_cl.posterior import base_distribution, read_priors_of
 
 __all__ = ["PackedGaussians", "site_views"]
 
@@ -91,17 +91,22 @@ class PackedGaussians:
                 self.prior_precision = self.prior_precision * self.kl_weight
                 log_prior_variance = -self.prior_precision[included].log().sum()
                 self.constant = float(log_prior_variance) - int(included.sum())
+            #: the packed sites' priors as one distribution (its KL is registered)
+            self.prior = PackedGaussianPrior(
+                self.prior_loc, self.prior_precision, self.constant, self.kl_weight
+            )
         self._share_memory(pairs)
 
     @staticmethod
     def packable(model: SupervisedModel, guide: MeanFieldGuide, names: Iterable[str]) -> list[str]:
-        """The Gaussian sites of ``names`` under a Gaussian prior (a Laplace first prior's KL is
-        another closed form: those sites stay per site)."""
+        """The Gaussian sites of ``names`` under a Gaussian prior (the KL to another family, a
+        Laplace or Student-t first prior, is another term: those sites stay per site)."""
         index = model.site_index
         return [
             name
             for name in guide.gaussian_sites(list(names))
-            if name not in index or prior_family(*index[name]) != "laplace"
+            if name not in index
+            or isinstance(base_distribution(read_priors_of(*index[name])), Normal)
         ]
 
     def _share_memory(self, pairs: dict) -> None:
@@ -121,15 +126,7 @@ class PackedGaussians:
         """The KL of every packed site to its prior and ``{site: DiagonalGaussian}`` views (one
         ``exp`` for all variances)."""
         variance = self.log_variance.exp()
-        kl = PackedGaussianKL.apply(
-            self.loc,
-            self.log_variance,
-            variance,
-            self.prior_loc,
-            self.prior_precision,
-            self.constant,
-            self.kl_weight,
-        )
+        kl = site_kl(DiagonalGaussian(self.loc, variance, self.log_variance), self.prior)
         locs = site_views(self.loc, self.site_shapes)
         variances = site_views(variance, self.site_shapes)
         sites = {name: DiagonalGaussian(locs[name], variances[name]) for name in self.names}

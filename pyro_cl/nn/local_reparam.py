@@ -19,13 +19,12 @@ layer can ask :func:`normal_source` for it and sample pre-activations instead.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 import torch.nn.functional as F
 from pyro.distributions import Normal
 from pyro.poutine.messenger import Messenger
 
+from pyro_cl.diagonal_gaussian import DiagonalGaussian
 from pyro_cl.nn.effects import MinibatchShard, active_effects, enter_scope, exit_scope, innermost
 from pyro_cl.posterior import base_distribution
 
@@ -125,21 +124,6 @@ def unbroadcast_normal(normal: Normal, event_dim: int) -> Normal | None:
 def standard_normal(shape: torch.Size, like: torch.Tensor) -> torch.Tensor:
     """Standard normal noise for pre-activations (one place, so tests can control the draws)."""
     return torch.randn(shape, dtype=like.dtype, device=like.device)
-
-
-class DiagonalGaussian(NamedTuple):
-    """Means and variances of independent Gaussian weights: what the fast path hands a layer.
-
-    A lighter stand-in for ``Normal(loc, variance.sqrt())`` that skips building distribution
-    objects and a square root on every training step.
-    """
-
-    loc: torch.Tensor
-    variance: torch.Tensor
-
-    def rsample(self, sample_shape: tuple[int, ...] = ()) -> torch.Tensor:
-        # Draws exactly as Normal.rsample does, so both paths consume the same random numbers.
-        return Normal(self.loc, self.variance.sqrt(), validate_args=False).rsample(sample_shape)
 
 
 def gaussian_linear(
