@@ -32,7 +32,6 @@ __all__ = [
     "sample_sites",
     "site_name",
     "read_priors",
-    "prior_family",
     "install_prior",
     "extract_posterior",
     "base_distribution",
@@ -119,13 +118,6 @@ def install_prior(model: torch.nn.Module, posterior: Mapping[str, Distribution])
             module.set_prior(attribute, distribution)
         else:
             setattr(module, attribute, PyroSample(detach_distribution(distribution)))
-
-
-def prior_family(module: PyroModule, attribute: str) -> str:
-    """``"normal"`` or ``"laplace"`` for a pyro_cl layer's site (its
-    :meth:`~pyro_cl.nn.layer.BayesianLayer.prior_family`); ``"other"`` for any other module's."""
-    family = getattr(module, "prior_family", None)
-    return family(attribute) if family is not None else "other"
 
 
 def read_priors_of(module: PyroModule, attribute: str) -> Distribution:

@@ -186,18 +186,31 @@ def test_a_laplace_first_prior_saves_loads_and_resumes_identically(make, tmp_pat
 
 
 def test_parts_that_read_a_gaussian_prior_refuse_a_laplace_by_name():
-    with pytest.raises(ValueError, match="VOGN fits against normal priors.*laplace prior"):
+    with pytest.raises(ValueError, match="VOGN fits against Normal priors.*Laplace prior"):
         pyro_cl.VCL(laplace_mlp(), fitter=pyro_cl.VOGN())
-    with pytest.raises(ValueError, match="IVON fits against normal priors"):
+    with pytest.raises(ValueError, match="IVON fits against Normal priors"):
         pyro_cl.VCL(laplace_mlp(), fitter=pyro_cl.IVON())
-    with pytest.raises(ValueError, match="PointEstimateFitter fits against normal"):
+    with pytest.raises(ValueError, match="PointEstimateFitter fits against Normal"):
         pyro_cl.VCL(laplace_mlp(), fitter=pyro_cl.PointEstimateFitter(OnlineEWC()))
-    with pytest.raises(TypeError, match="needs Normal priors.*Laplace prior"):
-        pyro_cl.VCL(laplace_mlp(), transition=pyro_cl.Wiener(0.1))
-    with pytest.raises(TypeError, match="has a laplace prior"):
+    with pytest.raises(TypeError, match="has a Laplace prior"):
         laplace_mlp().hidden[0].prior_parameters("weight")
-    with pytest.raises(ValueError, match="family is one of normal, laplace"):
+    with pytest.raises(ValueError, match="family is one of normal, .*laplace.*not 'cauchy'"):
         BayesianMLP(4, [8], 2, prior_family="cauchy")
+
+
+def test_a_diffusion_moves_towards_a_laplace_first_priors_moments():
+    """A Wiener step adds ``c² σ_0² Δt`` with ``σ_0 = √2 b``, the Laplace's standard deviation."""
+    x, y = two_class_data(40, 4)
+    learner = pyro_cl.VCL(
+        laplace_mlp(), transition=pyro_cl.Wiener(0.5, time_constant=1.0), epochs=2
+    )
+    learner.observe((x, y), task_id=0, time=0.0)
+    posterior = learner.current_prior()["hidden.0.weight"].base_dist
+    learner._apply_transition(learner._transition_context(2.0, None))
+    moved = read_priors(learner.net)["hidden.0.weight"].base_dist
+    b = learner.initial_prior["hidden.0.weight"].base_dist.scale
+    expected = (posterior.scale.square() + 0.25 * 2 * b.square() * 2.0).sqrt()
+    torch.testing.assert_close(moved.scale, expected)
 
 
 def test_a_joint_block_refuses_a_laplace_prior_and_the_learner_is_unchanged():

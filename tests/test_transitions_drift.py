@@ -377,11 +377,11 @@ def test_a_fitter_that_cannot_weigh_likelihoods_is_refused_and_the_step_rolled_b
     assert learner.times == [0.0]
 
 
-def test_diffusion_transitions_refuse_nets_with_non_gaussian_priors():
+def test_diffusion_transitions_refuse_nets_with_priors_off_the_real_line():
     from pyro_cl.nn import IndianBuffetMLP
 
     net = IndianBuffetMLP(2, [4], 2)
-    with pytest.raises(TypeError, match="Normal priors"):
+    with pytest.raises(TypeError, match="priors on the real line; site 'sticks.0.v' has a Beta"):
         ContinualLearner(net, transition=OrnsteinUhlenbeck(1.0))
     ContinualLearner(IndianBuffetMLP(2, [4], 2), transition=BayesianForgetting(0.1))
 

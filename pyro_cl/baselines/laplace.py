@@ -63,7 +63,6 @@ class LaplacePropagation(Fitter):
     fits_local_guide = True
     #: A diagonal Laplace posterior (mean-field) from a Gaussian prior's precision.
     guide_families = (MEAN_FIELD,)
-    prior_families = ("normal",)
 
     def __init__(
         self,

@@ -53,8 +53,9 @@ class ELBOFitter(Fitter):
     trains_point_parameters = True
     #: The ELBO takes any Gaussian family's KL and joint draws (the guide's ``joint_terms``).
     guide_families = GAUSSIAN_FAMILIES
-    #: Its KL to a Laplace first prior is closed-form too (:func:`~pyro_cl.kl.gaussian_laplace_kl`).
-    prior_families = ("normal", "laplace")
+    #: Any first prior: its KL is the registered closed form or a Monte Carlo term
+    #: (:func:`~pyro_cl.kl.site_kl`).
+    prior_families = None
 
     def __init__(
         self, heads_in_kl: bool = True, kl_weight: float = 1.0, mean_precision_weight: float = 1.0

@@ -19,6 +19,8 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import ClassVar
 
+from torch.distributions import Normal
+
 from pyro_cl.finite import all_finite
 from pyro_cl.fitters.initialisation import initialise_guide
 from pyro_cl.guides import MeanFieldGuide
@@ -27,7 +29,7 @@ from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.parts import Parts
 from pyro_cl.points import Points
-from pyro_cl.posterior import Posterior, base_distribution, distribution_parameters, prior_family
+from pyro_cl.posterior import Posterior, base_distribution, distribution_parameters
 from pyro_cl.spec import Registrable
 
 __all__ = ["Fitter", "checked_posterior"]
@@ -66,10 +68,10 @@ class Fitter(Registrable, kind="fitter"):
     #: Bayesian net, ``make_bayesian(..., deterministic=...)``) as point values beside the guide.
     trains_point_parameters: ClassVar[bool] = False
 
-    #: The first-prior families of pyro_cl layers this fitter fits against
-    #: (:data:`pyro_cl.nn.priors.FAMILIES`): Gaussian ones by default, since most fitters read a
-    #: Gaussian prior's precision; the ELBO fitters take a Laplace too.
-    prior_families: ClassVar[tuple[str, ...]] = ("normal",)
+    #: The distributions a pyro_cl layer's first prior may be for this fitter: Gaussian by
+    #: default, since most fitters read a Gaussian prior's precision; ``None`` takes any (the
+    #: ELBO fitters' KL is a closed form or a Monte Carlo term, :func:`~pyro_cl.kl.site_kl`).
+    prior_families: ClassVar[tuple[type, ...] | None] = (Normal,)
 
     def check_parts(self, parts: Parts) -> None:
         """Refuse, when the learner is built, parts this fitter cannot work with (default: a
@@ -81,12 +83,16 @@ class Fitter(Registrable, kind="fitter"):
         """
         model = parts.model
         site_index = getattr(model, "site_index", {})
+        families = self.prior_families
         for name, (module, attribute) in site_index.items():
-            family = prior_family(module, attribute)
-            if family not in (*self.prior_families, "other"):
+            if families is None or not hasattr(module, "set_prior"):  # not a pyro_cl layer
+                continue
+            prior = base_distribution(module.prior(attribute))
+            if not isinstance(prior, families):
                 raise ValueError(
-                    f"{type(self).__name__} fits against {' or '.join(self.prior_families)} "
-                    f"priors, and site {name!r} has a {family} prior (fit it with ELBOFitter, "
+                    f"{type(self).__name__} fits against "
+                    f"{' or '.join(kind.__name__ for kind in families)} priors, and site "
+                    f"{name!r} has a {type(prior).__name__} prior (fit it with ELBOFitter, "
                     "VCL's fitter, or choose a GaussianPrior)"
                 )
         own = list(model.point_parameters()) if hasattr(model, "point_parameters") else []

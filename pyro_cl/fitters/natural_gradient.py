@@ -118,7 +118,6 @@ class NaturalGradientUpdate(Fitter):
     curvature: str | None = None
     #: The update keeps one precision per weight: a mean-field Gaussian, against Gaussian priors.
     guide_families = (MEAN_FIELD,)
-    prior_families = ("normal",)
 
     def __init__(
         self,

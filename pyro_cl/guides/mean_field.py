@@ -203,7 +203,7 @@ class MeanFieldGuide(nn.Module):
             self.log_rate[key] = nn.Parameter(gamma.rate.detach().log())
             self._families[name] = "gamma"
         elif support is constraints.real:
-            mean = prior.mean.detach()
+            mean = _starting_moments(base_distribution(prior))[0].detach()
             if name not in self._prior_mean_starts():  # a FiLM layer starts at the identity
                 mean = mean + self._loc_noise(mean)
             self.loc[key] = nn.Parameter(mean)
@@ -364,9 +364,10 @@ class MeanFieldGuide(nn.Module):
             if key not in self.loc:
                 continue
             if policy == "prior":
-                base = base_distribution(prior)  # a Normal, or a Laplace first prior
+                base = base_distribution(prior)  # a Normal, or a first prior of another family
                 like = self.loc[key]
-                self.loc[key].copy_(base.mean.to(like).expand_as(like))
+                mean, variance = _starting_moments(base)
+                self.loc[key].copy_(mean.to(like).expand_as(like))
                 if isinstance(base, Normal):
                     scale = base.scale.to(like).expand_as(like)
                     current = self.log_variance[key]
@@ -374,18 +375,19 @@ class MeanFieldGuide(nn.Module):
                     there = torch.exp(0.5 * current) == scale
                     self.log_variance[key].copy_(torch.where(there, current, 2 * scale.log()))
                 else:  # its moments
-                    self.log_variance[key].copy_(base.variance.to(like).expand_as(like).log())
+                    self.log_variance[key].copy_(variance.to(like).expand_as(like).log())
                 continue
             if policy in ("cap_variance", "fresh_cap_variance"):
                 self.log_variance[key].clamp_(max=log_variance)
             else:
                 self.log_variance[key].fill_(log_variance)
             if policy == "reset":
-                mean = prior.mean.to(self.loc[key])
+                mean = _starting_moments(base_distribution(prior))[0].to(self.loc[key])
                 self.loc[key].copy_(mean + self._loc_noise(mean))
             elif policy in ("fresh", "fresh_cap_variance"):
                 if name in self._prior_mean_starts():
-                    self.loc[key].copy_(base_distribution(prior).mean.to(self.loc[key]))
+                    mean = _starting_moments(base_distribution(prior))[0]
+                    self.loc[key].copy_(mean.to(self.loc[key]))
                     continue
                 bound = self._fan_in(name) ** -0.5
                 self.loc[key].uniform_(-bound, bound)
@@ -549,3 +551,15 @@ class _SwapPriors(Messenger):
     def _pyro_sample(self, msg) -> None:
         if msg["name"] in self.names and not msg["is_observed"]:
             msg["fn"] = self.guide.distribution(msg["name"])
+
+
+def _starting_moments(prior: Distribution) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean and variance a Gaussian guide starts from at ``prior``: its moments, or where a
+    heavy-tailed family has none (a Cauchy, a Student-t with ``ν ≤ 2``), its location and
+    squared scale."""
+    mean, variance = prior.mean, prior.variance
+    if not bool(torch.isfinite(mean).all()):
+        mean = prior.loc
+    if not bool(torch.isfinite(variance).all()):
+        variance = prior.scale.square()
+    return mean, variance

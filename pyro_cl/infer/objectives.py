@@ -179,10 +179,11 @@ def kl_and_sites(
 
 
 def _prior(model: SupervisedModel, name: str):
+    """Site ``name``'s prior as the model reads it (a pyro_cl layer's, or a ``PyroSample``'s)."""
     module, attribute = model.site_index[name]
-    return (
-        module.prior(attribute) if hasattr(module, "prior") else read_priors_of(module, attribute)
-    )
+    if hasattr(module, "prior"):
+        return module.prior(attribute)
+    return read_priors_of(module, attribute)
 
 
 def negative_log_likelihood(

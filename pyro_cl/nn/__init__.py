@@ -16,6 +16,7 @@ from pyro_cl.nn.local_reparam import (
 from pyro_cl.nn.mlp import BayesianMLP
 from pyro_cl.nn.priors import GaussianPrior, LaplacePrior, LayerwisePrior, Prior
 from pyro_cl.nn.sticks import BetaSticks
+from pyro_cl.nn.student_t_prior import StudentTPrior
 from pyro_cl.nn.vae_decoder import VAEDecoder
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "LaplacePrior",
     "LayerwisePrior",
     "Prior",
+    "StudentTPrior",
     "IBPMask",
     "IndianBuffetMLP",
     "LogitBinaryConcrete",

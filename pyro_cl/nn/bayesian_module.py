@@ -35,7 +35,7 @@ from pyro_cl.checks import checked_real
 from pyro_cl.nn.conv import BayesianConv2d
 from pyro_cl.nn.film import TaskFiLM, TaskSlot, checked_film_settings
 from pyro_cl.nn.linear import BayesianLinear
-from pyro_cl.nn.priors import GaussianPrior, Prior, checked_family, use_family
+from pyro_cl.nn.priors import GaussianPrior, Prior, use_prior
 
 __all__ = ["make_bayesian"]
 
@@ -86,7 +86,6 @@ def make_bayesian(
         raise TypeError(f"prior must be a pyro_cl.nn.priors.Prior, got {prior!r}")
     elif (prior_scale, prior_loc) != (1.0, 0.0):
         raise ValueError("give the prior as prior= or as prior_scale and prior_loc, not both")
-    checked_family(prior.family)
     net = copy.deepcopy(module)
     options = {"prior": prior, "local_reparameterization": local_reparameterization}
     film_tasks, film_prior_scale = checked_film_settings(film_tasks, film_prior_scale)
@@ -269,7 +268,7 @@ def _bayesian_layer(layer: nn.Module, path: str, options: dict) -> nn.Module:
             bias,
             **settings,
         )
-    use_family([bayesian], options["prior"].family)
+    use_prior([bayesian], options["prior"])
     _carry_hooks(layer, bayesian)
     return bayesian
 

@@ -15,7 +15,7 @@ from pyro_cl.nn.film import checked_film_settings, film_layers
 from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
 from pyro_cl.nn.point_layers import PointConv2d, checked_deterministic
-from pyro_cl.nn.priors import bayesian_layers, checked_family, use_family
+from pyro_cl.nn.priors import Prior, bayesian_layers, prior_named, use_prior
 from pyro_cl.nn.rebuildable import RebuildableNet
 
 __all__ = ["BayesianCNN"]
@@ -44,8 +44,10 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         tasks, after every convolution (per channel) and dense layer (per unit), before the
         activation (sites ``film.{t}.{i}.weight``/``.bias``); 0 for none.
     :param film_prior_scale: the FiLM sites' prior standard deviation (around the identity).
-    :param prior_family: ``"normal"``, or ``"laplace"`` for ``Laplace(0, prior_scale)``
-        first priors on every weight but the FiLM layers' (:mod:`pyro_cl.nn.priors`).
+    :param prior_family: the first priors' family on every weight but the FiLM layers', at
+        ``prior_loc`` and ``prior_scale``: ``"normal"``, ``"laplace"``, ``"student_t"`` or any
+        registered prior's name, or a :class:`~pyro_cl.nn.priors.Prior` whose
+        :meth:`~pyro_cl.nn.priors.Prior.distribution` is taken (``StudentTPrior(df=5)``).
     :param deterministic: layers kept as point values, e.g. the feature extractor
         ``["convs.0", "convs.1", "convs.2", "convs.3"]`` (:mod:`pyro_cl.nn.point_layers`).
     """
@@ -63,7 +65,7 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         local_reparameterization: bool = True,
         film_tasks: int = 0,
         film_prior_scale: float = 1.0,
-        prior_family: str = "normal",
+        prior_family: str | Prior = "normal",
         deterministic: Sequence[str] = (),
     ) -> None:
         super().__init__()
@@ -85,7 +87,11 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         film_tasks, film_prior_scale = checked_film_settings(film_tasks, film_prior_scale)
         # older checkpoints' configs lack these and rebuild with the defaults: no FiLM layers
         self._config.update(film_tasks=film_tasks, film_prior_scale=film_prior_scale)
-        self._config["prior_family"] = checked_family(prior_family)  # older configs: "normal"
+        family = prior_named(prior_family)
+        # older configs: "normal"; a Prior part is kept as its spec
+        self._config["prior_family"] = (
+            prior_family if isinstance(prior_family, str) else family.spec()
+        )
         layer_options = {
             "prior_scale": prior_scale,
             "local_reparameterization": (local_reparameterization),
@@ -128,7 +134,7 @@ class BayesianCNN(MultiHead, PyroModule, RebuildableNet):
         widths = [conv.out_channels for conv in convs] + sizes[1:]
         maps = [True] * len(convs) + [False] * (len(sizes) - 1)
         self.film = film_layers(self.num_film_tasks, widths, maps, film_prior_scale)
-        use_family(bayesian_layers([*self.convs, *self.dense, *self.heads]), prior_family)
+        use_prior(bayesian_layers([*self.convs, *self.dense, *self.heads]), family)
 
     @property
     def config(self) -> dict:

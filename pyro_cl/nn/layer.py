@@ -1,19 +1,19 @@
-"""The shared base of pyro_cl's Bayesian layers: Gaussian (or Laplace) priors in buffers,
+"""The shared base of pyro_cl's Bayesian layers: Gaussian priors in buffers (any other first
+prior kept as its distribution),
 ``PyroSample`` sites, direct substitution of site values (the fast path) and recording of
 inputs/outputs (for per-example gradients)."""
 
 from __future__ import annotations
 
 import torch
-from pyro.distributions import Distribution, Laplace, Normal
+from pyro.distributions import Distribution, Normal
 
 from pyro_cl.checks import checked_real
 from pyro_cl.finite import all_finite
 from pyro_cl.nn.effects import ParticlePlate, RecordLayers, innermost
 from pyro_cl.nn.local_reparam import DiagonalGaussian, normal_source, unbroadcast_normal
-from pyro_cl.nn.priors import checked_family
 from pyro_cl.nn.substitution import SubstitutableModule, prior_site
-from pyro_cl.posterior import base_distribution
+from pyro_cl.posterior import base_distribution, detach_distribution, distribution_parameters
 
 __all__ = ["BayesianLayer"]
 
@@ -34,9 +34,9 @@ class BayesianLayer(SubstitutableModule):
     The priors ``θ_i ~ N(prior_loc_i, prior_scale_i²)`` live in buffers (so ``.to(device)`` moves
     them and ``state_dict`` saves them) and are read by the ``PyroSample`` sites.
     :meth:`set_prior` replaces them, which is how a posterior becomes the next prior. A site's
-    prior may also be a Laplace ``Laplace(prior_loc_i, prior_scale_i)`` (a first prior,
-    :class:`~pyro_cl.nn.priors.LaplacePrior`); :meth:`prior_family` says which, and
-    :meth:`prior_parameters`, which the Gaussian computations read, refuses a Laplace by name.
+    prior may also be any other distribution of the site's shape (a first prior of another
+    family, :class:`~pyro_cl.nn.priors.LaplacePrior` or a user's): the layer keeps it as it is,
+    and :meth:`prior_parameters`, which the Gaussian computations read, refuses it by name.
 
     Subclasses call :meth:`_register_sites` with the weight's shape and implement ``forward`` with
     :meth:`_site` (the value or distribution of a site) and :meth:`_record` (the pre-activation
@@ -69,63 +69,80 @@ class BayesianLayer(SubstitutableModule):
             self.register_buffer(f"{name}_prior_scale", torch.full(shape, float(prior_scale)))
             setattr(self, name, prior_site(name))
         self._site_names = tuple(shapes)
-        #: ``{site: "normal" or "laplace"}``: the family of each site's prior.
-        self._prior_families = dict.fromkeys(shapes, "normal")
+        #: ``{site: prior}`` for the sites whose prior is not the Gaussian in the buffers.
+        self._other_priors: dict[str, Distribution] = {}
 
     @property
     def site_names(self) -> tuple[str, ...]:
         return self._site_names
 
-    def prior_family(self, name: str) -> str:
-        """``"normal"`` or ``"laplace"``: the family of site ``name``'s current prior."""
-        return self._prior_families[name]
-
-    def set_prior_family(self, name: str, family: str) -> None:
-        """Make site ``name``'s prior ``"normal"`` or ``"laplace"``, its location and scale kept
-        (``N(m, s²)`` becomes ``Laplace(m, s)``)."""
-        self._prior_families[name] = checked_family(family)
+    def prior_location_and_scale(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(loc, scale)`` buffers of site ``name``: its Gaussian prior's, or where its prior is
+        another family, the location and scale it was made from (:func:`~pyro_cl.nn.priors.
+        use_prior`)."""
+        return getattr(self, f"{name}_prior_loc"), getattr(self, f"{name}_prior_scale")
 
     def prior_parameters(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
         """``(loc, scale)`` buffers of the Gaussian prior of site ``name``.
 
-        :raises TypeError: if the prior is a Laplace (what reads a Gaussian's parameters would
-            misread it).
+        :raises TypeError: if the prior is another family (what reads a Gaussian's parameters
+            would misread it).
         """
-        if self._prior_families[name] != "normal":
+        other = self._other_priors.get(name)
+        if other is not None:
             raise TypeError(
-                f"site {name!r} of {type(self).__name__} has a {self._prior_families[name]} "
-                "prior, and this computation needs a Gaussian one (fit the first task with an "
-                "ELBO fitter)"
+                f"site {name!r} of {type(self).__name__} has a "
+                f"{type(base_distribution(other)).__name__} prior, and this computation needs a "
+                "Gaussian one (fit the first task with an ELBO fitter)"
             )
-        return self._prior_buffers(name)
-
-    def _prior_buffers(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
-        return getattr(self, f"{name}_prior_loc"), getattr(self, f"{name}_prior_scale")
+        return self.prior_location_and_scale(name)
 
     def prior(self, name: str) -> Distribution:
         """The current prior of site ``name``."""
-        loc, scale = self._prior_buffers(name)
+        other = self._other_priors.get(name)
+        if other is not None:
+            return other
+        loc, scale = self.prior_location_and_scale(name)
         # set_prior checked the buffers, so argument validation would only cost time.
-        family = Laplace if self._prior_families[name] == "laplace" else Normal
-        return family(loc, scale, validate_args=False).to_event(loc.dim())
+        return Normal(loc, scale, validate_args=False).to_event(loc.dim())
 
     def set_prior(self, name: str, prior: Distribution) -> None:
-        """Make ``prior`` (a Normal or a Laplace, possibly wrapped in ``Independent``) the prior
-        of ``name``."""
+        """Make ``prior`` the prior of ``name``: a Normal (possibly wrapped in ``Independent``)
+        goes to the buffers; any other distribution of the site's shape is kept as it is
+        (detached; a ``loc`` and ``scale`` it has go to the buffers too)."""
         base = base_distribution(prior)
-        loc_buffer = getattr(self, f"{name}_prior_loc")
-        if not isinstance(base, (Normal, Laplace)):
-            raise TypeError(
-                f"{type(self).__name__} site {name!r} takes a Normal or Laplace prior, "
-                f"got {type(prior).__name__}"
+        loc_buffer, scale_buffer = self.prior_location_and_scale(name)
+        shape = prior.batch_shape + prior.event_shape
+        if shape != loc_buffer.shape:
+            raise ValueError(
+                f"{type(self).__name__} site {name!r} has shape {tuple(loc_buffer.shape)}, "
+                f"got a prior of shape {tuple(shape)}"
             )
-        loc = base.loc.detach().to(loc_buffer).expand_as(loc_buffer)
-        scale = base.scale.detach().to(loc_buffer).expand_as(loc_buffer)
-        if not all_finite(loc) or not (scale > 0).all():
-            raise ValueError(f"prior for {name!r} has non-finite means or non-positive scales")
-        loc_buffer.copy_(loc)
-        getattr(self, f"{name}_prior_scale").copy_(scale)
-        self._prior_families[name] = "laplace" if isinstance(base, Laplace) else "normal"
+        values = [v for v in distribution_parameters(base).values() if torch.is_tensor(v)]
+        checked = not loc_buffer.is_meta  # a net built on "meta" to compare shapes has no values
+        if checked and not all(all_finite(value) for value in values):
+            raise ValueError(f"prior for {name!r} has non-finite parameters")
+        if isinstance(base, Normal):
+            loc, scale = base.loc, base.scale
+            if checked and not (scale > 0).all():
+                raise ValueError(f"prior for {name!r} has non-positive scales")
+            self._other_priors.pop(name, None)
+        else:
+            loc, scale = getattr(base, "loc", None), getattr(base, "scale", None)
+            event_dim = loc_buffer.dim()
+            self._other_priors[name] = detach_distribution(base).to_event(event_dim)
+        if loc is not None and scale is not None:
+            loc_buffer.copy_(loc.detach().to(loc_buffer).expand_as(loc_buffer))
+            scale_buffer.copy_(scale.detach().to(loc_buffer).expand_as(loc_buffer))
+
+    def _apply(self, fn, recurse: bool = True):
+        """Move the priors kept as distributions with the buffers (``.to``, ``.double``)."""
+        module = super()._apply(fn, recurse)
+        for name, prior in self._other_priors.items():
+            base = base_distribution(prior)
+            moved = type(base)(**{k: fn(v) for k, v in distribution_parameters(base).items()})
+            self._other_priors[name] = moved.to_event(prior.event_dim)
+        return module
 
     def _site(self, name: str):
         """The value to use for site ``name``: a Normal (for local reparameterisation) or a

@@ -14,7 +14,7 @@ from pyro_cl.nn.heads import MultiHead
 from pyro_cl.nn.linear import BayesianLinear
 from pyro_cl.nn.moment_matching import ACTIVATIONS, moment_matched_prior_scales
 from pyro_cl.nn.point_layers import checked_deterministic
-from pyro_cl.nn.priors import bayesian_layers, checked_family, use_family
+from pyro_cl.nn.priors import Prior, bayesian_layers, prior_named, use_prior
 from pyro_cl.nn.rebuildable import RebuildableNet
 
 __all__ = ["BayesianMLP"]
@@ -48,8 +48,10 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
         ``film.{t}.{i}.weight``/``.bias``); 0 for none. ``task_id`` then picks the task's layers
         on a single-head net too.
     :param film_prior_scale: the FiLM sites' prior standard deviation (around the identity).
-    :param prior_family: ``"normal"``, or ``"laplace"`` for ``Laplace(prior_loc, prior_scale)``
-        first priors on every weight but the FiLM layers' (:mod:`pyro_cl.nn.priors`).
+    :param prior_family: the first priors' family on every weight but the FiLM layers', at
+        ``prior_loc`` and ``prior_scale``: ``"normal"``, ``"laplace"``, ``"student_t"`` or any
+        registered prior's name, or a :class:`~pyro_cl.nn.priors.Prior` whose
+        :meth:`~pyro_cl.nn.priors.Prior.distribution` is taken (``StudentTPrior(df=5)``).
     :param deterministic: layers kept as point values (``"hidden.0"``, ``"heads.1"``, ...;
         :mod:`pyro_cl.nn.point_layers`).
     """
@@ -68,7 +70,7 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
         local_reparameterization: bool = True,
         film_tasks: int = 0,
         film_prior_scale: float = 1.0,
-        prior_family: str = "normal",
+        prior_family: str | Prior = "normal",
         deterministic: Sequence[str] = (),
     ) -> None:
         super().__init__()
@@ -102,7 +104,11 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
         film_tasks, film_prior_scale = checked_film_settings(film_tasks, film_prior_scale)
         # older checkpoints' configs lack these and rebuild with the defaults: no FiLM layers
         self._config.update(film_tasks=film_tasks, film_prior_scale=film_prior_scale)
-        self._config["prior_family"] = checked_family(prior_family)  # older configs: "normal"
+        family = prior_named(prior_family)
+        # older configs: "normal"; a Prior part is kept as its spec
+        self._config["prior_family"] = (
+            prior_family if isinstance(prior_family, str) else family.spec()
+        )
         self.num_film_tasks = film_tasks
         self.film = film_layers(self.num_film_tasks, hidden_sizes, False, film_prior_scale)
         paths = [f"hidden.{i}" for i in range(len(hidden_sizes))]
@@ -127,7 +133,7 @@ class BayesianMLP(MultiHead, PyroModule, RebuildableNet):
         self.heads = PyroModule[nn.ModuleList](
             [layer(f"heads.{t}", sizes[-1], out_features, -1) for t in range(heads)]
         )
-        use_family(bayesian_layers([*self.hidden, *self.heads]), prior_family)
+        use_prior(bayesian_layers([*self.hidden, *self.heads]), family)
 
     @property
     def config(self) -> dict:

@@ -3,22 +3,22 @@
 The VCL paper's first task starts from ``N(0, 1)`` on every weight; later priors are the
 posteriors handed on, so the first prior is all a user chooses. A :class:`Prior` says, for each
 layer ``make_bayesian`` turns Bayesian (by its path in ``named_modules``, and its fan-in: inputs
-per output unit), the location and scale of that layer's weights and biases, in the prior's
-``family``::
+per output unit), the location and scale of that layer's weights and biases, and which
+distribution they make (:meth:`Prior.distribution`)::
 
     make_bayesian(net, prior=GaussianPrior(1.0, layers={"classifier": 0.1}))
     make_bayesian(net, prior=GaussianPrior(1.0, fan_in=True))   # s / √fan_in per layer
     make_bayesian(net, prior=LaplacePrior(0.1))                 # sparsity: an L1 first prior
+    make_bayesian(net, prior=StudentTPrior(3.0, 0.1))           # heavy tails (its own file)
 
-Write your own by subclassing :class:`Prior`, giving it a ``name`` and implementing
-:meth:`Prior.layer_prior` (docs/architecture.md, "A prior").
-
-A Laplace first prior ``Laplace(m, b)`` (density ``exp(-|w - m|/b) / 2b``) is fitted by the ELBO
-fitters, whose KL from a Gaussian posterior to it is closed-form
-(:func:`~pyro_cl.kl.gaussian_laplace_kl`). The posterior of the first task is Gaussian and is the
-next prior as usual; fitters and transitions that read a Gaussian prior's precision (VOGN, IVON,
-Laplace propagation, the penalties, the diffusions) refuse a Laplace first prior by name when the
-learner is built. A Student-t has no closed-form KL from a Gaussian and is not offered.
+A prior is a distribution, so a new family is one file: subclass :class:`LayerwisePrior` (or
+:class:`Prior`), give it a ``name`` and implement :meth:`Prior.distribution`
+(docs/architecture.md, "A prior"). Its KL from the Gaussian posterior is the registered closed
+form where torch or :mod:`pyro_cl.kl` has one (Gaussian, Laplace), a Monte Carlo term otherwise
+(:func:`~pyro_cl.kl.site_kl`); the posterior of the first task is Gaussian and is the next prior
+as usual. Fitters and transitions that read a Gaussian prior's precision (VOGN, IVON, Laplace
+propagation, the penalties, the diffusions) refuse another first prior by name when the learner
+is built.
 """
 
 from __future__ import annotations
@@ -27,57 +27,69 @@ import math
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping
 
+import torch
+from pyro.distributions import Distribution, Laplace, Normal
 from torch import nn
 
 from pyro_cl.checks import checked_real
-from pyro_cl.spec import Registrable
+from pyro_cl.spec import REGISTRIES, Registrable, from_spec
 
 __all__ = [
-    "FAMILIES",
     "GaussianPrior",
     "LaplacePrior",
     "LayerwisePrior",
     "Prior",
     "bayesian_layers",
-    "use_family",
+    "prior_named",
+    "use_prior",
 ]
-
-#: The families of a first prior: ``(loc, scale)`` is ``(mean, standard deviation)`` of a Normal
-#: or ``(location m, scale b)`` of a Laplace.
-FAMILIES = ("normal", "laplace")
-
-
-def checked_family(family: str) -> str:
-    """``family`` if it is one of :data:`FAMILIES`, else a ``ValueError`` naming them."""
-    if family not in FAMILIES:
-        raise ValueError(f"a first prior's family is one of {', '.join(FAMILIES)}, not {family!r}")
-    return family
 
 
 def bayesian_layers(layers: Iterable[nn.Module]) -> list[nn.Module]:
     """The pyro_cl layers among ``layers`` (a net's deterministic layers have no prior)."""
-    return [layer for layer in layers if hasattr(layer, "set_prior_family")]
+    return [layer for layer in layers if hasattr(layer, "set_prior")]
 
 
-def use_family(layers: Iterable[nn.Module], family: str) -> None:
-    """Make the priors of every site of the pyro_cl ``layers`` ``family``, keeping each site's
-    location and scale (``"laplace"``: ``N(m, s²)`` becomes ``Laplace(m, s)``)."""
-    checked_family(family)
+def use_prior(layers: Iterable[nn.Module], prior: Prior) -> None:
+    """Make the prior of every site of the pyro_cl ``layers`` ``prior``'s distribution at the
+    location and scale the site has (``LaplacePrior``: ``N(m, s²)`` becomes ``Laplace(m, s)``)."""
     for layer in layers:
         for name in layer.site_names:
-            layer.set_prior_family(name, family)
+            loc, scale = layer.prior_location_and_scale(name)
+            layer.set_prior(name, prior.distribution(loc, scale).to_event(loc.dim()))
+
+
+def prior_named(family: str | Prior | dict) -> Prior:
+    """The prior whose distribution a pyro_cl net's ``prior_family`` names: a :class:`Prior`
+    (or its spec), or the name it registered under (``"normal"`` for :class:`GaussianPrior`),
+    built with its defaults.
+
+    :raises ValueError: naming the registered priors.
+    """
+    if isinstance(family, Prior):
+        return family
+    if isinstance(family, dict):
+        return from_spec(family, "prior")
+    registry = REGISTRIES["prior"]
+    cls = registry.get("gaussian" if family == "normal" else family)
+    if not isinstance(family, str) or cls is None:
+        names = ", ".join(["normal", *sorted(n for n in registry if n != "gaussian")])
+        raise ValueError(f"a first prior's family is one of {names}, not {family!r}")
+    return cls()
 
 
 class Prior(Registrable, kind="prior"):
     """Base class: the first prior of each layer of a net (module docstring)."""
 
-    #: The distribution of every weight: one of :data:`FAMILIES`.
-    family: str = "normal"
-
     @abstractmethod
     def layer_prior(self, path: str, fan_in: int) -> tuple[float, float]:
-        """``(loc, scale)`` of the prior (in :attr:`family`) of every weight and bias of the
-        layer at ``path`` with ``fan_in`` inputs per output unit."""
+        """``(loc, scale)`` of the prior of every weight and bias of the layer at ``path`` with
+        ``fan_in`` inputs per output unit."""
+
+    def distribution(self, loc: torch.Tensor, scale: torch.Tensor) -> Distribution:
+        """The prior of the weights at ``loc`` and ``scale`` (element by element): ``N(loc,
+        scale²)`` unless a family says otherwise."""
+        return Normal(loc, scale)
 
     def check_layers(self, paths: list[str]) -> None:  # noqa: B027 (optional hook)
         """Refuse a prior that names layers the net does not have (default: names none).
@@ -132,13 +144,14 @@ class GaussianPrior(LayerwisePrior):
     (:class:`LayerwisePrior`): the VCL paper's first prior with ``scale=1``."""
 
     name = "gaussian"
-    family = "normal"
 
 
 class LaplacePrior(LayerwisePrior):
     """``Laplace(loc, b)`` on every weight, ``b`` the layer's scale (:class:`LayerwisePrior`;
     the standard deviation is ``√2 b``): a sparsity-inducing first prior, the Bayesian form of
-    an L1 penalty. Fitted by the ELBO fitters (the module docstring)."""
+    an L1 penalty, whose KL from a Gaussian is closed-form (:func:`~pyro_cl.kl.gaussian_laplace_kl`)."""
 
     name = "laplace"
-    family = "laplace"
+
+    def distribution(self, loc: torch.Tensor, scale: torch.Tensor) -> Distribution:
+        return Laplace(loc, scale)

@@ -11,6 +11,8 @@ from pyro_cl.transitions.base import (
     Transition,
     TransitionContext,
     check_prior_families,
+    check_real_priors,
+    initial_moments,
     map_gaussian_sites,
 )
 from pyro_cl.transitions.combination import COMBINATIONS, combine_posteriors
@@ -31,6 +33,8 @@ __all__ = [
     "TransitionContext",
     "Wiener",
     "check_prior_families",
+    "check_real_priors",
     "combine_posteriors",
+    "initial_moments",
     "map_gaussian_sites",
 ]

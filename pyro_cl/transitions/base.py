@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
-from pyro.distributions import Normal
+from pyro.distributions import Distribution, Normal, constraints
 
 from pyro_cl.checks import LARGEST_REAL, checked_real
 from pyro_cl.guides import GAUSSIAN_FAMILIES
@@ -58,6 +58,8 @@ __all__ = [
     "TransitionContext",
     "check_adaptation",
     "check_prior_families",
+    "check_real_priors",
+    "initial_moments",
     "check_time_constant",
     "map_gaussian_sites",
     "map_gaussian_step",
@@ -249,6 +251,36 @@ def check_adaptation(value: float, name: str, upper: float = LARGEST_REAL) -> fl
     return checked_real(value, name, 0, upper, high_open=True)
 
 
+def check_real_priors(net: torch.nn.Module) -> None:
+    """Refuse a net with a latent site whose prior is not on the real line with a finite mean
+    and variance, the moments a Gaussian transition moves towards (:func:`initial_moments`)."""
+    for name, prior in read_priors(net).items():
+        initial_moments(name, base_distribution(prior))
+
+
+def initial_moments(name: str, prior: Distribution) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(μ_0, σ_0)`` of site ``name``'s initial prior: a Normal's location and scale, another
+    real-valued family's mean and standard deviation (a Laplace's ``√2 b``, a Student-t's
+    ``s √(ν/(ν-2))``), which a Gaussian transition moves towards.
+
+    :raises TypeError: for a prior off the real line or without a finite variance.
+    """
+    if isinstance(prior, Normal):
+        return prior.loc, prior.scale
+    kind = type(prior).__name__
+    if prior.support is not constraints.real:
+        raise TypeError(
+            f"this transition needs priors on the real line; site {name!r} has a {kind} prior"
+        )
+    mean, stddev = prior.mean, prior.stddev
+    if not (bool(torch.isfinite(mean).all()) and bool(torch.isfinite(stddev).all())):
+        raise TypeError(
+            f"this transition moves towards the initial prior's mean and variance; site "
+            f"{name!r} has a {kind} prior without them (a Student-t needs df > 2)"
+        )
+    return mean, stddev
+
+
 def check_prior_families(net: torch.nn.Module, allowed: tuple[type, ...] = (Normal,)) -> None:
     """Refuse a net with a latent site whose prior is not one of ``allowed`` (by name)."""
     for name, prior in read_priors(net).items():
@@ -288,12 +320,13 @@ def map_gaussian_sites(
     result = {}
     for name, distribution in posterior.items():
         q, p0 = base_distribution(distribution), base_distribution(initial_prior[name])
-        if not isinstance(q, Normal) or not isinstance(p0, Normal):
+        if not isinstance(q, Normal) or p0.support is not constraints.real:
             if others == "keep":
                 result[name] = distribution
                 continue
             raise TypeError(f"site {name!r} is not Gaussian ({type(q).__name__}); see the docs")
-        loc, scale = update(q.loc, q.scale, p0.loc.to(q.loc), p0.scale.to(q.scale))
+        initial_loc, initial_scale = initial_moments(name, p0)
+        loc, scale = update(q.loc, q.scale, initial_loc.to(q.loc), initial_scale.to(q.scale))
         event_dim = len(distribution.event_shape)
         normal = Normal(loc, scale)
         result[name] = normal.to_event(event_dim) if event_dim else normal

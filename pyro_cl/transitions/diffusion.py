@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 
 import torch
-from pyro.distributions import Normal
 
 from pyro_cl.guides import GAUSSIAN_FAMILIES
 from pyro_cl.posterior import Posterior
@@ -35,7 +34,7 @@ from pyro_cl.transitions.base import (
     Transition,
     TransitionContext,
     check_adaptation,
-    check_prior_families,
+    check_real_priors,
     check_time_constant,
     map_gaussian_step,
 )
@@ -58,7 +57,7 @@ class OrnsteinUhlenbeck(Transition):
         self.time_constant = check_time_constant(time_constant)
 
     def check(self, net: torch.nn.Module) -> None:
-        check_prior_families(net, (Normal,))
+        check_real_priors(net)
 
     #: A linear Gaussian step, so it carries a joint Gaussian prior too.
     guide_families = GAUSSIAN_FAMILIES
@@ -92,7 +91,7 @@ class Wiener(Transition):
         self.time_constant = check_time_constant(time_constant)
 
     def check(self, net: torch.nn.Module) -> None:
-        check_prior_families(net, (Normal,))
+        check_real_priors(net)
 
     #: A linear Gaussian step, so it carries a joint Gaussian prior too.
     guide_families = GAUSSIAN_FAMILIES
