@@ -222,12 +222,12 @@ class PackedGaussianKL(torch.autograd.Function):
 class PackedGaussianPrior(Distribution):
     """The Gaussian priors of a fit's packed sites as one flat distribution:
     ``N(μ_p, 1/λ_p)`` over ``D`` coordinates, with the fit's constant ``Σ log σ_p² - D`` and the
-    weight of each coordinate in the KL (:class:`PackedGaussianKL`) computed once per fit. Its
-    KL from the packed :class:`~pyro_cl.diagonal_gaussian.DiagonalGaussian` is registered.
+    weight of each coordinate in the KL (:class:`PackedGaussianKL`) computed once per fit. It
+    exists for its KL from the packed :class:`~pyro_cl.diagonal_gaussian.DiagonalGaussian`,
+    which is registered (nothing draws from it or scores points under it).
     """
 
     arg_constraints = {"loc": constraints.real, "precision": constraints.positive}
-    support = constraints.real
 
     def __init__(
         self,
@@ -238,11 +238,6 @@ class PackedGaussianPrior(Distribution):
     ) -> None:
         self.loc, self.precision, self.constant, self.weight = loc, precision, constant, weight
         super().__init__(loc.shape, validate_args=False)
-
-    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        counted = self.precision > 0  # a kl_free coordinate has no prior
-        log_prob = -0.5 * (self.precision * (value - self.loc) ** 2 - self.precision.log())
-        return torch.where(counted, log_prob - 0.5 * math.log(2 * math.pi), 0.0)
 
 
 @register_kl(DiagonalGaussian, PackedGaussianPrior)

@@ -34,6 +34,7 @@ __all__ = [
     "read_priors",
     "install_prior",
     "extract_posterior",
+    "map_parameters",
     "base_distribution",
     "detach_distribution",
     "detach_posterior",
@@ -80,10 +81,16 @@ def detach_distribution(distribution: Distribution, memo: dict | None = None) ->
     base, event_dim = _unwrap(distribution)
     if memo is not None and hasattr(base, "detached"):
         detached = base.detached(memo)
-    else:
-        params = {key: getattr(base, key).detach().clone() for key in _parameter_names(base)}
-        detached = type(base)(**params)
-    return detached.to_event(event_dim) if event_dim else detached
+        return detached.to_event(event_dim) if event_dim else detached
+    return map_parameters(distribution, lambda value: value.detach().clone())
+
+
+def map_parameters(distribution: Distribution, fn) -> Distribution:
+    """The same family rebuilt with ``fn`` applied to each parameter (inside ``Independent``
+    wrappers, whose event dimensions are kept): a detached copy, a move to another device."""
+    base, event_dim = _unwrap(distribution)
+    mapped = type(base)(**{key: fn(getattr(base, key)) for key in _parameter_names(base)})
+    return mapped.to_event(event_dim) if event_dim else mapped
 
 
 def detach_posterior(posterior: Mapping[str, Distribution]) -> Posterior:

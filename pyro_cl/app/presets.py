@@ -66,6 +66,9 @@ _GENERATIVE_TRAINING = {
 }
 #: The methods of VCL figure 7: VCL, naive online learning (fine-tuning), LP, EWC and SI.
 _GENERATIVE_METHODS = ("vcl", "finetune", "ewc", "si", "lp")
+#: One head, no task label at test time: fine-tuning and VCL, each with and without replay,
+#: VCL's coreset and function-space VI.
+CLASS_INCREMENTAL_METHODS = ("finetune", "finetune-er", "vcl", "vcl-er", "vcl-random", "fsvi")
 #: LP on a VAE uses the Fisher of the bound, as EWC does (VCL section 5: "LP and EWC use the
 #: same Σ_t"); the Gauss-Newton diagonal would need one backward pass per pixel.
 _GENERATIVE_FITTER_OPTIONS = {"curvature": "fisher", "hessian_samples": 1000}
@@ -150,7 +153,7 @@ PRESETS: dict[str, Preset] = {
         hidden_sizes=(64, 64),
         training={"epochs": 60, "batch_size": 64, "num_particles": 10},
         coreset_size=40,
-        methods=("finetune", "finetune-er", "vcl", "vcl-er", "vcl-random", "fsvi"),
+        methods=CLASS_INCREMENTAL_METHODS,
     ),
     "split-mnist-class-incremental": Preset(
         "class-incremental split MNIST: one head over the ten digits, no task label at test "
@@ -159,7 +162,7 @@ PRESETS: dict[str, Preset] = {
         hidden_sizes=(256, 256),
         training={"epochs": 10, "batch_size": 128, "num_particles": 1},
         coreset_size=200,
-        methods=("finetune", "finetune-er", "vcl", "vcl-er", "vcl-random", "fsvi"),
+        methods=CLASS_INCREMENTAL_METHODS,
     ),
     "permuted-digits": Preset(
         "embedded default: permuted MNIST protocol on scikit-learn's 8x8 digits, 5 tasks, "

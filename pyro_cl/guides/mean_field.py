@@ -203,7 +203,7 @@ class MeanFieldGuide(nn.Module):
             self.log_rate[key] = nn.Parameter(gamma.rate.detach().log())
             self._families[name] = "gamma"
         elif support is constraints.real:
-            mean = _starting_moments(base_distribution(prior))[0].detach()
+            mean = _starting_moments(prior)[0].detach()
             if name not in self._prior_mean_starts():  # a FiLM layer starts at the identity
                 mean = mean + self._loc_noise(mean)
             self.loc[key] = nn.Parameter(mean)
@@ -382,12 +382,11 @@ class MeanFieldGuide(nn.Module):
             else:
                 self.log_variance[key].fill_(log_variance)
             if policy == "reset":
-                mean = _starting_moments(base_distribution(prior))[0].to(self.loc[key])
+                mean = _starting_moments(prior)[0].to(self.loc[key])
                 self.loc[key].copy_(mean + self._loc_noise(mean))
             elif policy in ("fresh", "fresh_cap_variance"):
                 if name in self._prior_mean_starts():
-                    mean = _starting_moments(base_distribution(prior))[0]
-                    self.loc[key].copy_(mean.to(self.loc[key]))
+                    self.loc[key].copy_(_starting_moments(prior)[0].to(self.loc[key]))
                     continue
                 bound = self._fan_in(name) ** -0.5
                 self.loc[key].uniform_(-bound, bound)
@@ -557,6 +556,7 @@ def _starting_moments(prior: Distribution) -> tuple[torch.Tensor, torch.Tensor]:
     """The mean and variance a Gaussian guide starts from at ``prior``: its moments, or where a
     heavy-tailed family has none (a Cauchy, a Student-t with ``ν ≤ 2``), its location and
     squared scale."""
+    prior = base_distribution(prior)
     mean, variance = prior.mean, prior.variance
     if not bool(torch.isfinite(mean).all()):
         mean = prior.loc

@@ -13,7 +13,12 @@ from pyro_cl.finite import all_finite
 from pyro_cl.nn.effects import ParticlePlate, RecordLayers, innermost
 from pyro_cl.nn.local_reparam import DiagonalGaussian, normal_source, unbroadcast_normal
 from pyro_cl.nn.substitution import SubstitutableModule, prior_site
-from pyro_cl.posterior import base_distribution, detach_distribution, distribution_parameters
+from pyro_cl.posterior import (
+    base_distribution,
+    detach_distribution,
+    distribution_parameters,
+    map_parameters,
+)
 
 __all__ = ["BayesianLayer"]
 
@@ -139,9 +144,7 @@ class BayesianLayer(SubstitutableModule):
         """Move the priors kept as distributions with the buffers (``.to``, ``.double``)."""
         module = super()._apply(fn, recurse)
         for name, prior in self._other_priors.items():
-            base = base_distribution(prior)
-            moved = type(base)(**{k: fn(v) for k, v in distribution_parameters(base).items()})
-            self._other_priors[name] = moved.to_event(prior.event_dim)
+            self._other_priors[name] = map_parameters(prior, fn)
         return module
 
     def _site(self, name: str):

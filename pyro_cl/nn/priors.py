@@ -16,9 +16,9 @@ A prior is a distribution, so a new family is one file: subclass :class:`Layerwi
 (docs/architecture.md, "A prior"). Its KL from the Gaussian posterior is the registered closed
 form where torch or :mod:`pyro_cl.kl` has one (Gaussian, Laplace), a Monte Carlo term otherwise
 (:func:`~pyro_cl.kl.site_kl`); the posterior of the first task is Gaussian and is the next prior
-as usual. Fitters and transitions that read a Gaussian prior's precision (VOGN, IVON, Laplace
-propagation, the penalties, the diffusions) refuse another first prior by name when the learner
-is built.
+as usual. Fitters that read a Gaussian prior's precision (VOGN, IVON, Laplace propagation,
+the penalties) refuse another first prior by name when the learner is built; the diffusions
+move towards its mean and standard deviation and refuse one without a finite variance.
 """
 
 from __future__ import annotations
