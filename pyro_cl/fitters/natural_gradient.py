@@ -50,10 +50,10 @@ class NaturalGradientState:
     def __init__(self, packed: PackedGaussians) -> None:
         self.packed = packed
         self.loc = packed.loc.data
-        self.prior_loc = packed.prior_loc
-        self.prior_precision = packed.prior_precision
+        self.prior_loc = packed.prior.loc
+        self.prior_precision = packed.prior.precision
         #: Σ log σ_p² - D (twice the part of the KL that is constant during the fit).
-        self.kl_constant = packed.constant
+        self.kl_constant = packed.prior.constant
         #: Method-specific buffers (momentum, Hessian estimate, ...), flat.
         self.buffers: dict[str, torch.Tensor] = {}
         self.set_precision(packed.log_variance.detach().neg().exp())

@@ -75,26 +75,22 @@ class PackedGaussians:
             self.loc = nn.Parameter(_flat([pairs[n][0] for n in self.names]))
             self.log_variance = nn.Parameter(_flat([pairs[n][1] for n in self.names]))
             priors = [_prior_parameters(model, name) for name in self.names]
-            prior_loc = _flat([loc for loc, _ in priors], self.shapes)
+            prior_loc = _flat([loc for loc, _ in priors], self.shapes).to(self.loc)
             prior_scale = _flat([scale for _, scale in priors], self.shapes)
-            self.prior_loc = prior_loc.to(self.loc)
-            self.prior_precision = prior_scale.to(self.loc).square().reciprocal()
+            precision = prior_scale.to(self.loc).square().reciprocal()
             # Σ log σ_p² - D: the KL's bracket holds it, a constant of the fit
-            self.constant = float(-self.prior_precision.log().sum()) - self.loc.numel()
-            #: 1 where a coordinate's KL counts, 0 for the kl_free sites (None: all count)
-            self.kl_weight = None
+            constant = float(-precision.log().sum()) - self.loc.numel()
+            weight = None  # 1 where a coordinate's KL counts, 0 for the kl_free sites
             free = set(kl_free)
             if free & set(self.names):
-                weight = [torch.full(s, float(n not in free)) for n, s in self.site_shapes.items()]
-                self.kl_weight = _flat(weight).to(self.loc)
-                included = self.kl_weight.bool()
-                self.prior_precision = self.prior_precision * self.kl_weight
-                log_prior_variance = -self.prior_precision[included].log().sum()
-                self.constant = float(log_prior_variance) - int(included.sum())
-            #: the packed sites' priors as one distribution (its KL is registered)
-            self.prior = PackedGaussianPrior(
-                self.prior_loc, self.prior_precision, self.constant, self.kl_weight
-            )
+                counts = [torch.full(s, float(n not in free)) for n, s in self.site_shapes.items()]
+                weight = _flat(counts).to(self.loc)
+                included = weight.bool()
+                precision = precision * weight
+                constant = float(-precision[included].log().sum()) - int(included.sum())
+            #: The packed sites' priors as one distribution (its KL from them is registered):
+            #: ``loc``, ``precision`` (0 off the KL), ``constant`` and ``weight``.
+            self.prior = PackedGaussianPrior(prior_loc, precision, constant, weight)
         self._share_memory(pairs)
 
     @staticmethod
