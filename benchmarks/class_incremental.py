@@ -33,8 +33,6 @@ ROWS = {
     "VCL + random coreset": "vcl-random",
     "function-space VI at the kept points": "fsvi",
 }
-#: Rows that keep points (the coreset size a task).
-KEEPING = ("finetune-er", "vcl-er", "vcl-random", "fsvi")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,9 +53,6 @@ def main(argv: list[str] | None = None) -> None:
         for label, method in ROWS.items()
         if args.methods is None or method in args.methods
     }
-    kept = {
-        label: base.resolved_coreset_size for label, method in ROWS.items() if method in KEEPING
-    }
     record = protocol_record(
         args.name,
         "python benchmarks/class_incremental.py "
@@ -65,7 +60,6 @@ def main(argv: list[str] | None = None) -> None:
         base,
         rows,
         args.seeds,
-        kept,
         training,
         notes="No task label at test time.",
     )

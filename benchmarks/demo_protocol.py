@@ -24,8 +24,6 @@ from pyro_cl.app.selection import learning_rate_grid, protocol_record
 
 #: Learning rates every row is scored at (Adam's; the preset's is 1e-3).
 LEARNING_RATES = (1e-3, 3e-3)
-#: Points kept a task by the rows with a memory (the demo's coreset).
-KEPT_A_TASK = 200
 
 
 def rows(training: dict) -> dict[str, dict[str, dict]]:
@@ -54,14 +52,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     training = {"epochs": 1, "num_predictive_samples": 4} if args.tiny else {}
     base = BenchmarkRun(num_tasks=2 if args.tiny else None, progress=False)
-    keeping = ("VCL + random coreset (200 a task)", "function-space VI, 200 context points a task")
     record = protocol_record(
         args.name,
         "python benchmarks/demo_protocol.py " + " ".join(sys.argv[1:] if argv is None else argv),
         base,
         rows(training),
         args.seeds,
-        {row: KEPT_A_TASK for row in keeping},
         training,
     )
     print(f"wrote {write_record(record)}")

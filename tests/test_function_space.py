@@ -12,6 +12,7 @@ from pyro_cl.fitters.context_points import (
     FromMemory,
     GaussianInputs,
     UniformInputs,
+    probabilistic_pca,
 )
 from pyro_cl.fitters.function_space import (
     function_moments,
@@ -377,6 +378,53 @@ def test_gaussian_inputs_draw_from_each_tasks_own_mean_and_covariance():
         source.after_task(_points(torch.zeros(2, 4), labels[:2], 4))
     with pytest.raises(ValueError, match="covariance"):
         GaussianInputs(3, covariance="low rank")
+    with pytest.raises(ValueError, match="rank is given with covariance='low_rank' only"):
+        GaussianInputs(3, rank=2)
+
+
+def test_probabilistic_pca_is_exact_for_a_low_rank_plus_noise_covariance_and_keeps_the_top():
+    """Tipping & Bishop's eqs. 7-8: ``W Wᵀ + σ² I`` recovers a covariance of that form exactly;
+    for any other it keeps the top eigenvalues and averages the rest into σ²."""
+    generator = torch.Generator().manual_seed(0)
+    w = torch.randn(6, 2, generator=generator, dtype=torch.float64)
+    exact = w @ w.T + 0.3 * torch.eye(6, dtype=torch.float64)
+    factor, noise = probabilistic_pca(exact, 2)
+    torch.testing.assert_close(noise, torch.tensor(0.3, dtype=torch.float64))
+    torch.testing.assert_close(factor @ factor.T + noise * torch.eye(6).double(), exact)
+    a = torch.randn(6, 6, generator=generator, dtype=torch.float64)
+    general = a @ a.T
+    factor, noise = probabilistic_pca(general, 2)
+    eigenvalues = torch.linalg.eigvalsh(general)
+    approx = torch.linalg.eigvalsh(factor @ factor.T + noise * torch.eye(6).double())
+    torch.testing.assert_close(approx[-2:], eigenvalues[-2:])
+    torch.testing.assert_close(approx[:-2], eigenvalues[:-2].mean().expand(4))
+
+
+def test_low_rank_gaussian_inputs_draw_from_w_wt_plus_noise_and_keep_its_numbers_only():
+    labels = torch.zeros(4000, dtype=torch.long)
+    x = _correlated(4000, 1.0, 0)
+    source = GaussianInputs(40000, covariance="low_rank", rank=2)
+    source.after_task(_points(x, labels, 0))
+    moments = source.moments[0]
+    assert set(moments) == {"count", "mean", "range", "factor", "noise"}
+    assert moments["factor"].shape == (3, 2)
+    factor, noise = probabilistic_pca(_moments(x)[1], 2)
+    torch.testing.assert_close(moments["factor"] @ moments["factor"].T, factor @ factor.T)
+    torch.manual_seed(0)
+    drawn = source.draw(None).x
+    expected = factor @ factor.T + (noise + source.jitter) * torch.eye(3).double()
+    # clipping to the task's range trims the tails a little: a loose tolerance
+    torch.testing.assert_close(_moments(drawn)[1], expected, atol=0.04, rtol=0)
+    torch.testing.assert_close(drawn.mean(0), x.mean(0), atol=0.03, rtol=0)
+    restored = GaussianInputs(3, covariance="low_rank", rank=2)
+    restored.load_state_dict(source.state_dict())
+    torch.manual_seed(1)
+    expected_draw = source.draw(None).x[:3]
+    restored.per_task = source.per_task
+    torch.manual_seed(1)
+    torch.testing.assert_close(restored.draw(None).x[:3], expected_draw, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="rank 3 is not below the 3 input features"):
+        GaussianInputs(3, covariance="low_rank", rank=3).after_task(_points(x, labels, 0))
 
 
 def test_per_step_context_points_are_scored_against_the_old_posterior_at_the_same_points(
@@ -586,3 +634,22 @@ def test_a_small_function_prior_holds_the_outputs_near_zero_off_the_data():
         size[variance] = (mean.abs().mean().item(), var.mean().item())
     assert size[1e-3][0] < 0.5 * size[None][0], size
     assert size[1e-3][1] < 0.5 * size[10.0][1], size
+
+
+def test_a_benchmark_runs_a_function_space_method_with_the_context_source_it_is_given():
+    """``fitter_options={"context": ...}`` is the learner's source, not the method's default
+    (it was silently dropped: every Gaussian-input row ran the full covariance), copied for each
+    learner."""
+    from pyro_cl.app.benchmark_run import BenchmarkRun
+
+    given = GaussianInputs(5, covariance="low_rank", rank=3)
+    run = BenchmarkRun(methods=["fsvi-gaussian"], num_tasks=2, fitter_options={"context": given})
+    learner = run.make_learner("fsvi-gaussian", run.task_stream(0), 0, "cpu")
+    assert learner.fitter.context.spec() == given.spec()
+    # each learner its own copy: one seed's moments never reach the next seed's run
+    learner.fitter.context.after_task(Points.of_task(torch.zeros(4, 64), torch.zeros(4), 0))
+    again = run.make_learner("fsvi-gaussian", run.task_stream(1), 1, "cpu")
+    assert again.fitter.context.moments == {} and given.moments == {}
+    default = BenchmarkRun(methods=["fsvi-gaussian"], num_tasks=2)
+    built = default.make_learner("fsvi-gaussian", default.task_stream(0), 0, "cpu")
+    assert built.fitter.context.covariance == "full"

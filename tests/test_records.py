@@ -12,6 +12,7 @@ import torch
 
 from pyro_cl.app import records
 from pyro_cl.app.benchmark_run import BenchmarkRun
+from pyro_cl.app.continual_run import file_slug
 from pyro_cl.app.selection import choose, select_then_test
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,3 +162,73 @@ def test_a_recorded_number_typed_in_prose_is_found(tmp_path):
     assert records.typed_numbers(page, tmp_path) == []
     page.write_text("<!-- record: demo -->\n<!-- /record -->\n<!-- lab notes -->\nonce 81.00%\n")
     assert records.typed_numbers(page, tmp_path) == []  # the lab notes are other runs
+
+
+def test_a_grid_of_one_setting_is_not_scored_on_validation(monkeypatch):
+    ran = []
+    real = BenchmarkRun.task_stream
+
+    def counting(self, seed):
+        ran.append(self.validation)
+        return real(self, seed)
+
+    monkeypatch.setattr(BenchmarkRun, "task_stream", counting)
+    measured, selection = select_then_test(
+        _tiny_run(), {"vcl": {"only": {"methods": ["vcl"]}}}, [0]
+    )
+    assert ran == [None] and selection["vcl"]["chosen"] == "only"
+    assert selection["vcl"]["validation"] == {} and selection["vcl"]["scored at"] == []
+
+
+def test_kept_runs_are_read_back_and_a_changed_setting_is_refused(tmp_path, monkeypatch):
+    grid = {
+        "lr 1e-3": {"methods": ["vcl"]},
+        "lr 1e-2": {
+            "methods": ["vcl"],
+            "training": {**_tiny_run().training, "learning_rate": 1e-2},
+        },
+    }
+    first = select_then_test(_tiny_run(), {"vcl": grid}, [0], folder=tmp_path, selection_seeds=[0])
+    kept = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/*/*.json"))
+    chosen = file_slug(first[1]["vcl"]["chosen"])
+    assert kept == sorted(
+        ["vcl/lr_1e-2/validation-seed0.json", "vcl/lr_1e-3/validation-seed0.json",
+         f"vcl/{chosen}/test-seed0.json"]
+    )  # fmt: skip
+
+    def no_run(run):
+        raise AssertionError("a kept run was run again")
+
+    monkeypatch.setattr("pyro_cl.app.selection.run_benchmark", no_run)
+    again = select_then_test(_tiny_run(), {"vcl": grid}, [0], folder=tmp_path, selection_seeds=[0])
+    assert again == first
+    changed = {**grid, "lr 1e-2": {**grid["lr 1e-2"], "methods": ["finetune"]}}
+    with pytest.raises(ValueError, match="remove it to run again"):
+        select_then_test(_tiny_run(), {"vcl": changed}, [0], folder=tmp_path)
+
+
+def test_kept_bytes_are_the_memorys_points_and_the_context_sources_state():
+    from pyro_cl import VCL, FunctionSpaceFitter
+    from pyro_cl.app.task_benchmark import kept_bytes
+    from pyro_cl.fitters.context_points import GaussianInputs
+    from pyro_cl.memory import RandomCoreset
+    from pyro_cl.nn import BayesianMLP
+
+    torch.manual_seed(0)
+    x, y = torch.randn(30, 5), torch.randint(0, 2, (30,))
+    for_points = VCL(BayesianMLP(5, [4], 2), memory=RandomCoreset(7), epochs=1)
+    assert kept_bytes(for_points) == 0
+    for_points.observe((x, y), task_id=0)
+    for_points.observe((x, y), task_id=1)
+    points = for_points.memory_points
+    per_point = 5 * 4 + 8 + 8 + (0 if points.times is None else points.times.element_size())
+    assert kept_bytes(for_points) == 14 * per_point
+    moments = VCL(
+        BayesianMLP(5, [4], 2),
+        fitter=FunctionSpaceFitter(GaussianInputs(3, covariance="low_rank", rank=2)),
+        epochs=1,
+    )
+    moments.observe((x, y), task_id=0)
+    # count, mean, W, σ², range, and the source's bookkeeping (task ids, input shape)
+    numbers = 1 + 5 + 5 * 2 + 1 + 2
+    assert numbers * 4 <= kept_bytes(moments) <= numbers * 4 + 64

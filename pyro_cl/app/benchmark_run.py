@@ -16,6 +16,7 @@ win over the schedule's.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import tempfile
 from collections.abc import Sequence
@@ -284,7 +285,8 @@ class BenchmarkRun:
     def make_learner(self, method: str, stream, seed: int, device: str) -> ContinualLearner:
         """A fresh learner of ``method`` on a fresh net for ``stream``: the run's training
         settings and transition, and those of its fitter and penalty options the method's parts
-        take."""
+        take. Parts given in the run (a transition, a guide family, a context source) are copied
+        for each learner: one learner's state never reaches the next seed's."""
         spec = METHODS[method]
         fitter_options = {
             k: v for k, v in self.resolved_fitter_options().items() if k in spec.fitter_parameters()
@@ -295,10 +297,10 @@ class BenchmarkRun:
             self.resolved_coreset_size,
             device,
             seed,
-            fitter_options=fitter_options if spec.fitter is not None else None,
-            transition=self.transition,
+            fitter_options=copy.deepcopy(fitter_options) if spec.fitter is not None else None,
+            transition=copy.deepcopy(self.transition),
             penalty_options=penalty or None,
-            guide=self.guide,
+            guide=copy.deepcopy(self.guide),
             **self.resolved_training(),
         )
 

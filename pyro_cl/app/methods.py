@@ -122,8 +122,14 @@ class Method:
         return sized or self.context is not None
 
     def fitter_parameters(self) -> set[str]:
-        """Names of the keyword arguments the method's fitter takes (none without one)."""
-        return set() if self.fitter is None else accepted(self.fitter) - {"penalty", "context"}
+        """Names of the keyword arguments the method's fitter takes (none without one); a
+        function-space method takes its ``context`` source too (default: its own of the coreset
+        size)."""
+        if self.fitter is None:
+            return set()
+        return (
+            accepted(self.fitter) - {"penalty"} - ({"context"} if self.context is None else set())
+        )
 
     def penalty_parameters(self) -> set[str]:
         """Names of the keyword arguments the method's penalty takes (none without one)."""

@@ -17,19 +17,29 @@ among them) over the base run. Scoring a setting runs it on
 seeded share of its training data, held out from training — so the scoring never holds a test
 label (the test suite hands this step a stream whose test labels raise when read). The setting
 with the best mean validation score over the seeds is chosen (the first in the grid on a tie),
-and only then is each seed run once on the real test sets. The grid, every validation score and
-the choice go into the run record (:mod:`pyro_cl.app.records`).
+and only then is each seed run once on the real test sets. A grid of one setting chooses nothing
+and is not scored. The grid, every validation score and the choice go into the run record
+(:mod:`pyro_cl.app.records`), with the bytes each row keeps at the end of the stream, measured
+on its learner (:func:`~pyro_cl.app.task_benchmark.kept_bytes`).
+
+Runs of hours go in pieces: with a ``folder``, every run keeps its numbers in
+``<folder>/<row>/<setting>/<validation|test>-seed<k>.json`` with the fields it ran with, and a
+checkpoint after every task while it runs; started again, a finished run is read back (refused if
+its fields differ from the grid's now) and a stopped one resumes at its next task.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pyro_cl.app.benchmark_run import BenchmarkRun, check_seeds
+from pyro_cl.app.continual_run import file_slug
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.runner import run_benchmark
 
@@ -66,7 +76,7 @@ def choose(scores: Mapping[str, Mapping[int, float]]) -> str:
 
 def test_numbers(result: RunResult, seconds: float) -> dict[str, Any]:
     """What a record keeps of one test run: ACC, BWT, ECE, each task's final accuracy (%), the
-    time."""
+    time and the bytes the learner keeps at the end (``None`` where the run did not say)."""
     accuracy = result.accuracy
     return {
         "ACC": 100 * result.acc,
@@ -74,6 +84,7 @@ def test_numbers(result: RunResult, seconds: float) -> dict[str, Any]:
         "ECE": None if result.calibration_error is None else 100 * result.calibration_error,
         "final per task": [100 * float(a) for a in accuracy[-1]],
         "seconds": seconds,
+        "kept bytes": result.details.get("kept_bytes"),
     }
 
 
@@ -85,52 +96,96 @@ def select_then_test(
     rows: Mapping[str, Mapping[str, Mapping[str, Any]]],
     seeds: Sequence[int],
     fraction: float = 0.1,
+    folder: str | Path | None = None,
+    selection_seeds: Sequence[int] | None = None,
 ) -> tuple[dict[str, dict[int, dict[str, Any]]], dict[str, dict[str, Any]]]:
     """Choose each row's setting on validation, then run it once per seed on the test sets
     (module docstring).
 
-    :returns: ``{row: {seed: test numbers}}`` and ``{row: {"grid", "validation", "chosen"}}``.
-    :raises ValueError: for an empty grid, repeated seeds or a setting that runs other than one
-        method.
+    :param folder: where each run keeps its numbers and checkpoints, to resume (module
+        docstring); ``None`` keeps nothing.
+    :param selection_seeds: the seeds a setting is scored at on validation (default: ``seeds``);
+        the record names them.
+    :returns: ``{row: {seed: test numbers}}`` and ``{row: {"grid", "validation", "chosen",
+        "scored at"}}``.
+    :raises ValueError: for an empty grid, repeated seeds, a setting that runs other than one
+        method, or a kept run whose fields differ from its setting's now.
     """
     seeds = list(seeds)
     check_seeds(seeds)
     if not seeds:
         raise ValueError("give at least one seed")
+    scored_at = seeds if selection_seeds is None else list(selection_seeds)
+    check_seeds(scored_at)
+    if not scored_at:
+        raise ValueError("give at least one selection seed")
     measured: dict[str, dict[int, dict[str, Any]]] = {}
     selection: dict[str, dict[str, Any]] = {}
     for label, grid in rows.items():
         if not grid:
             raise ValueError(f"row {label!r} has an empty grid")
         scores: dict[str, dict[int, float]] = {}
-        for setting, fields in grid.items():
-            scores[setting] = {}
-            for seed in seeds:
-                run = dataclasses.replace(
-                    base, **fields, seeds=[seed], validation=fraction, output=None
-                )
-                scores[setting][seed] = 100 * _one_result(run).acc
-        chosen = choose(scores)
+        if len(grid) > 1:
+            for setting, fields in grid.items():
+                scores[setting] = {
+                    seed: _kept_run(base, fields, seed, fraction, folder, label, setting)["ACC"]
+                    for seed in scored_at
+                }
+        chosen = choose(scores) if scores else next(iter(grid))
         selection[label] = {
             "grid": {setting: _plain(fields) for setting, fields in grid.items()},
             "validation": {s: {str(k): v for k, v in per.items()} for s, per in scores.items()},
             "chosen": chosen,
+            "scored at": scored_at if scores else [],
         }
-        measured[label] = {}
-        for seed in seeds:  # the test sets, read once, for the chosen setting
-            start = time.perf_counter()
-            run = dataclasses.replace(base, **grid[chosen], seeds=[seed], output=None)
-            result = _one_result(run)
-            measured[label][seed] = test_numbers(result, time.perf_counter() - start)
+        measured[label] = {  # the test sets, read once, for the chosen setting
+            seed: _kept_run(base, grid[chosen], seed, None, folder, label, chosen) for seed in seeds
+        }
     return measured, selection
+
+
+def _kept_run(
+    base: BenchmarkRun,
+    fields: Mapping[str, Any],
+    seed: int,
+    validation: float | None,
+    folder: str | Path | None,
+    row: str,
+    setting: str,
+) -> dict[str, Any]:
+    """One run's numbers (:func:`test_numbers`; ACC on the held-out share with ``validation``),
+    read from ``folder`` when it finished there before, else run (resumably there) and kept."""
+    split = "test" if validation is None else "validation"
+    place = None if folder is None else Path(folder) / file_slug(row) / file_slug(setting)
+    kept = None if place is None else place / f"{split}-seed{seed}.json"
+    if kept is not None and kept.exists():
+        saved = json.loads(kept.read_text())
+        if saved["fields"] != _plain(fields) or saved["validation"] != validation:
+            raise ValueError(
+                f"{kept} was run with {saved['fields']} (validation {saved['validation']}), "
+                f"not {_plain(fields)} (validation {validation}): remove it to run again"
+            )
+        return saved["numbers"]
+    run = dataclasses.replace(
+        base,
+        **fields,
+        seeds=[seed],
+        validation=validation,
+        output=None if place is None else place / f"{split}-seed{seed}",
+        resumable=place is not None,
+    )
+    start = time.perf_counter()
+    numbers = test_numbers(_one_result(run), time.perf_counter() - start)
+    if kept is not None:
+        kept.write_text(
+            json.dumps({"fields": _plain(fields), "validation": validation, "numbers": numbers})
+        )
+    return numbers
 
 
 def _plain(fields: Mapping[str, Any]) -> dict[str, Any]:
     """A grid entry as JSON can hold it (parts by their repr)."""
-    return {
-        k: v if isinstance(v, str | int | float | bool | dict | list | tuple) else repr(v)
-        for k, v in fields.items()
-    }
+    return json.loads(json.dumps(fields, default=repr))
 
 
 def protocol_record(
@@ -139,20 +194,23 @@ def protocol_record(
     base: BenchmarkRun,
     rows: Mapping[str, Mapping[str, Mapping[str, Any]]],
     seeds: Sequence[int],
-    kept_a_task: Mapping[str, int],
     training: Mapping[str, Any] | None = None,
     notes: str = "",
+    folder: str | Path | None = None,
+    selection_seeds: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """:func:`select_then_test` over ``rows``, as a run record (:mod:`pyro_cl.app.records`):
-    ACC, BWT, ECE (%) and seconds per seed, the selection, and the bytes each row keeps at the
-    end of the stream (``kept_a_task[row]`` points a task of float32 inputs and int64 labels).
-    The commit is taken before the runs (the code that ran, whatever changes meanwhile)."""
+    """:func:`select_then_test` over ``rows`` (``folder`` and ``selection_seeds`` as there), as a
+    run record (:mod:`pyro_cl.app.records`): ACC, BWT, ECE (%) and seconds per seed, the
+    selection, and the bytes each row's learner keeps at the end of the stream (the largest over
+    the seeds). The commit is taken before the runs (the code that ran, whatever changes
+    meanwhile)."""
     from pyro_cl.app.records import current_commit, make_record
 
     commit = current_commit()
-    measured, selection = select_then_test(base, rows, seeds)
+    measured, selection = select_then_test(
+        base, rows, seeds, folder=folder, selection_seeds=selection_seeds
+    )
     stream = base.task_stream(seeds[0])
-    point_bytes = stream.in_features * 4 + 8
     return make_record(
         name,
         command=command,
@@ -162,9 +220,12 @@ def protocol_record(
         rows=measured,
         metrics=["ACC", "BWT", "ECE", "seconds"],
         selection=selection,
-        storage_bytes={row: kept_a_task.get(row, 0) * len(stream) * point_bytes for row in rows},
+        storage_bytes={
+            row: max(numbers["kept bytes"] or 0 for numbers in per_seed.values())
+            for row, per_seed in measured.items()
+        },
         commit=commit,
         notes="ACC, BWT and ECE in %; seconds per run of the chosen setting on the test sets; "
-        "bytes of points kept at the end of the stream (inputs and labels, not the posterior). "
-        + notes,
+        "bytes the learner keeps at the end of the stream beside its posterior (kept points' "
+        "inputs and labels, a context source's state), measured. " + notes,
     )

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+import torch
 
 from pyro_cl.app.benchmark_run import BenchmarkRun, check_writable
 from pyro_cl.app.continual_run import file_slug, run_loggers
@@ -16,6 +18,7 @@ from pyro_cl.app.methods import METHODS
 from pyro_cl.app.plotting import plot_accuracy, plot_final_accuracies
 from pyro_cl.app.result import RunResult, method_means, summarise
 from pyro_cl.app.task_metrics import forget_fresh_fits, fresh_fits, run_stream
+from pyro_cl.learner import ContinualLearner
 
 __all__ = ["run_task_benchmark", "write_report"]
 
@@ -82,6 +85,7 @@ def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
                 loggers=loggers,
                 checkpoint=checkpoint,
             )
+            result.details["kept_bytes"] = kept_bytes(learner)
             if run.forward_transfer:
                 result.details["scratch_accuracy"] = scratch.accuracy
                 result.details["scratch_wall_time_s"] = scratch.seconds
@@ -95,6 +99,25 @@ def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
     if output is not None:
         print(f"\nwrote {output / 'results.json'} and {output / 'accuracy.png'}")
     return results
+
+
+def kept_bytes(learner: ContinualLearner) -> int:
+    """The bytes ``learner`` keeps between tasks beside its posterior: every tensor of its
+    memory's points and of its fitter's context source's state (a function-space fitter's kept
+    points or input moments), as held in memory."""
+    kept = [] if learner.memory_points is None else [learner.memory_points.state()]
+    context = getattr(learner.fitter, "context", None)
+    if context is not None:
+        kept.append(context.state_dict())
+    return sum(_tensor_bytes(state) for state in kept)
+
+
+def _tensor_bytes(state: Mapping | torch.Tensor | object) -> int:
+    if isinstance(state, torch.Tensor):
+        return state.nelement() * state.element_size()
+    if isinstance(state, Mapping):
+        return sum(_tensor_bytes(value) for value in state.values())
+    return 0
 
 
 def _print_result(result: RunResult, seed: int) -> None:

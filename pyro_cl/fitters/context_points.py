@@ -36,7 +36,14 @@ from pyro_cl.checks import checked_count, checked_real
 from pyro_cl.points import Points
 from pyro_cl.spec import Registrable
 
-__all__ = ["ContextPoints", "CurrentInputs", "FromMemory", "GaussianInputs", "UniformInputs"]
+__all__ = [
+    "ContextPoints",
+    "CurrentInputs",
+    "FromMemory",
+    "GaussianInputs",
+    "UniformInputs",
+    "probabilistic_pca",
+]
 
 
 class ContextPoints(Registrable, ABC, kind="context_points"):
@@ -250,31 +257,61 @@ def _square_root(covariance: torch.Tensor, jitter: float) -> torch.Tensor:
     return vectors * eigenvalues.clamp(min=0).sqrt()
 
 
+def probabilistic_pca(covariance: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The maximum-likelihood ``W W^T + σ² I`` of rank ``rank`` plus isotropic noise for a
+    sample covariance (Tipping & Bishop 1999, eqs. 7-8): ``σ²`` the mean of the ``D - rank``
+    smallest eigenvalues, ``W = U_r (Λ_r - σ² I)^{1/2}`` from the ``rank`` largest.
+
+    :returns: ``W`` (``D x rank``) and ``σ²`` (a scalar tensor).
+    """
+    eigenvalues, vectors = torch.linalg.eigh(covariance)  # ascending
+    kept = len(eigenvalues) - rank
+    noise = eigenvalues[:kept].clamp(min=0).mean()
+    factor = vectors[:, kept:] * (eigenvalues[kept:] - noise).clamp(min=0).sqrt()
+    return factor, noise
+
+
 class GaussianInputs(_GeneratedInputs):
     """``per_task`` inputs drawn at every step for each earlier task from a Gaussian with that
     task's input mean and covariance, clipped to the smallest and largest input value the task
     had; the moments are kept, no point.
 
-    A task seen again (the same task id) merges its moments with the earlier ones exactly (the
-    pooled mean and covariance of all its inputs). Keeps ``D + D (D + 1) / 2`` numbers a task
-    for ``D`` input features with ``covariance="full"``, ``2 D`` with ``"diagonal"`` (for
-    images whose full covariance would be large).
+    A task seen again (the same task id) merges its moments with the earlier ones (Chan et al.'s
+    pooled mean and covariance of all its inputs: exact but for the low-rank covariance, whose
+    earlier part is its low-rank form). For ``D`` input features a task keeps ``D + D²``
+    numbers with ``covariance="full"`` (the scatter matrix), ``2 D`` with ``"diagonal"``, and
+    ``D (rank + 1) + 1`` with ``"low_rank"``: probabilistic PCA's ``W W^T + σ² I``
+    (:func:`probabilistic_pca`), the choice between for images, whose full covariance is large
+    (784² numbers a task of MNIST against a coreset's 785 a point).
 
     :param per_task: inputs drawn for each earlier task at every step.
-    :param covariance: ``"full"`` or ``"diagonal"``.
+    :param covariance: ``"full"``, ``"low_rank"`` or ``"diagonal"``.
+    :param rank: the rank of ``W`` with ``"low_rank"`` (below ``D``).
     :param jitter: added to the covariance's diagonal before its Cholesky factor (constant
         features have zero variance).
     """
 
     name = "gaussian_inputs"
 
-    def __init__(self, per_task: int, covariance: str = "full", jitter: float = 1e-6) -> None:
+    def __init__(
+        self,
+        per_task: int,
+        covariance: str = "full",
+        jitter: float = 1e-6,
+        rank: int | None = None,
+    ) -> None:
         super().__init__(per_task)
-        if covariance not in ("full", "diagonal"):
-            raise ValueError(f"covariance must be 'full' or 'diagonal', not {covariance!r}")
+        if covariance not in ("full", "low_rank", "diagonal"):
+            raise ValueError(
+                f"covariance must be 'full', 'low_rank' or 'diagonal', not {covariance!r}"
+            )
+        if (rank is None) != (covariance != "low_rank"):
+            raise ValueError(f"rank is given with covariance='low_rank' only, got rank={rank!r}")
         self.covariance, self.jitter = covariance, checked_real(jitter, "jitter", 0)
+        self.rank = None if rank is None else checked_count(rank, "rank")
         #: Per task: the count, mean, scatter (sum of squared deviations: a matrix, or a vector
-        #: when diagonal) and the (smallest, largest) input value.
+        #: when diagonal; for a low-rank covariance its ``factor`` W and ``noise`` σ² instead)
+        #: and the (smallest, largest) input value.
         self.moments: dict[int, dict[str, torch.Tensor]] = {}
         self._factors: dict[int, torch.Tensor] = {}  # Cholesky factors (or standard deviations)
 
@@ -284,13 +321,36 @@ class GaussianInputs(_GeneratedInputs):
             x = data.x[data.task_ids == task].detach().flatten(1)
             if not x.is_floating_point():  # e.g. uint8 pixels: moments need a float type
                 x = x.to(torch.get_default_dtype())
-            self.moments[task] = self._merged(self.moments.get(task), self._moments(x))
+            if self.rank is not None and self.rank >= x.shape[1]:
+                raise ValueError(
+                    f"rank {self.rank} is not below the {x.shape[1]} input features: use "
+                    "covariance='full'"
+                )
+            earlier = self.moments.get(task)
+            if earlier is not None and self.rank is not None:
+                earlier = self._scatter_of_low_rank(earlier)
+            moments = self._merged(earlier, self._moments(x))
+            self.moments[task] = moments if self.rank is None else self._low_rank(moments)
             self._factors.pop(task, None)
+
+    def _low_rank(self, moments: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        covariance = moments.pop("scatter") / moments["count"].clamp(min=1.0)
+        moments["factor"], moments["noise"] = probabilistic_pca(covariance, self.rank)
+        return moments
+
+    @staticmethod
+    def _scatter_of_low_rank(moments: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        factor, noise = moments["factor"], moments["noise"]
+        covariance = factor @ factor.T + noise * torch.eye(len(factor), dtype=factor.dtype,
+                                                           device=factor.device)  # fmt: skip
+        scatter = covariance * moments["count"]
+        return {name: moments[name] for name in ("count", "mean", "range")} | {"scatter": scatter}
 
     def _moments(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         mean = x.mean(0)
         centred = x - mean
-        scatter = centred.T @ centred if self.covariance == "full" else centred.pow(2).sum(0)
+        diagonal = self.covariance == "diagonal"
+        scatter = centred.pow(2).sum(0) if diagonal else centred.T @ centred
         count = torch.tensor(float(len(x)), dtype=x.dtype, device=x.device)
         return {"count": count, "mean": mean, "scatter": scatter,
                 "range": torch.stack([x.min(), x.max()])}  # fmt: skip
@@ -302,7 +362,7 @@ class GaussianInputs(_GeneratedInputs):
         count = old["count"] + new["count"]
         delta = new["mean"] - old["mean"]
         weight = old["count"] * new["count"] / count
-        cross = torch.outer(delta, delta) if self.covariance == "full" else delta.pow(2)
+        cross = delta.pow(2) if self.covariance == "diagonal" else torch.outer(delta, delta)
         return {
             "count": count,
             "mean": old["mean"] + delta * new["count"] / count,
@@ -313,6 +373,8 @@ class GaussianInputs(_GeneratedInputs):
         }
 
     def _factor(self, task: int) -> torch.Tensor:
+        if task not in self._factors and self.covariance == "low_rank":
+            self._factors[task] = self.moments[task]["factor"]
         if task not in self._factors:
             moments = self.moments[task]
             covariance = moments["scatter"] / moments["count"].clamp(min=1.0)
@@ -330,7 +392,13 @@ class GaussianInputs(_GeneratedInputs):
             moments, factor = self.moments[task], self._factor(task)
             z = torch.randn(self.per_task, len(moments["mean"]), dtype=factor.dtype,
                             device=factor.device)  # fmt: skip
-            noise = z @ factor.T if self.covariance == "full" else z * factor
+            if self.covariance == "low_rank":  # W z' + σ z with z' of the rank's size
+                spread = (moments["noise"] + self.jitter).sqrt()
+                z_low = torch.randn(self.per_task, factor.shape[1], dtype=factor.dtype,
+                                    device=factor.device)  # fmt: skip
+                noise = z_low @ factor.T + spread * z
+            else:
+                noise = z @ factor.T if self.covariance == "full" else z * factor
             low, high = moments["range"]
             drawn.append((moments["mean"] + noise).clamp(low, high))
         return self._points(torch.cat(drawn).reshape(-1, *self._shape))
@@ -344,7 +412,8 @@ class GaussianInputs(_GeneratedInputs):
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.moments, self._factors = {}, {}
+        names = ("factor", "noise") if self.covariance == "low_rank" else ("scatter",)
         for task in self._tasks:
             self.moments[task] = {
-                name: state[f"task{task}.{name}"] for name in ("count", "mean", "scatter", "range")
+                name: state[f"task{task}.{name}"] for name in ("count", "mean", "range", *names)
             }
