@@ -7,7 +7,9 @@ task ``t``):
 * :func:`install_prior` makes such a dict the prior of a ``PyroModule``'s ``PyroSample`` sites;
 * :func:`read_priors` reads the current priors back;
 * :func:`posterior_to_state` / :func:`posterior_from_state` turn the dict into plain tensors and
-  back, so it can be saved with ``torch.save`` and loaded with ``weights_only=True``.
+  back, so it can be saved with ``torch.save`` and loaded with ``weights_only=True``; the classes
+  a state may name are ``pyro.distributions``' and those registered with
+  :func:`saveable_distribution` (a new prior's own distribution), never any other.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ __all__ = [
     "distribution_parameters",
     "posterior_to_state",
     "posterior_from_state",
+    "saveable_distribution",
 ]
 
 Posterior = dict[str, Distribution]
@@ -190,11 +193,29 @@ def posterior_to_state(posterior: Mapping[str, Distribution]) -> dict:
     return state
 
 
+#: Distribution classes beyond ``pyro.distributions``' that a saved state may name, by name.
+_SAVEABLE: dict[str, type[Distribution]] = {}
+
+
+def saveable_distribution(cls: type[Distribution]) -> type[Distribution]:
+    """Let :func:`posterior_from_state` rebuild ``cls`` (a class decorator): its constructor
+    takes its ``arg_constraints``' names, as :func:`posterior_to_state` saves them.
+
+    :raises ValueError: for a name ``pyro.distributions`` or another registered class holds.
+    """
+    taken = _SAVEABLE.get(cls.__name__) or getattr(pdist, cls.__name__, None)
+    if taken is not None and taken is not cls:
+        raise ValueError(f"a distribution named {cls.__name__!r} is saveable already: {taken}")
+    _SAVEABLE[cls.__name__] = cls
+    return cls
+
+
 def posterior_from_state(state: Mapping, device: torch.device | str | None = None) -> Posterior:
-    """Inverse of :func:`posterior_to_state`; only classes of ``pyro.distributions`` are built."""
+    """Inverse of :func:`posterior_to_state`; only classes of ``pyro.distributions`` and those
+    registered with :func:`saveable_distribution` are built."""
     posterior = {}
     for name, entry in state.items():
-        cls = getattr(pdist, entry["distribution"], None)
+        cls = _SAVEABLE.get(entry["distribution"]) or getattr(pdist, entry["distribution"], None)
         if not (isinstance(cls, type) and issubclass(cls, Distribution)):
             raise ValueError(f"unknown distribution {entry['distribution']!r} for site {name!r}")
         params = {k: v.to(device) if device is not None else v for k, v in entry["params"].items()}

@@ -104,6 +104,27 @@ MUTATIONS = [
         ("tests/test_kl.py", "tests/test_student_t_prior.py"),
     ),
     Mutation(
+        "scale mixture prior: the slab's and the spike's weights swapped",
+        "pyro_cl/nn/scale_mixture_prior.py",
+        "+ (-self.slab_weight).log1p()",
+        "+ self.slab_weight.log()",
+        ("tests/test_scale_mixture_prior.py",),
+    ),
+    Mutation(
+        "scale mixture prior: the variance weighs the spike by π",
+        "pyro_cl/nn/scale_mixture_prior.py",
+        "(1 - weight) * self.spike_scale**2",
+        "weight * self.spike_scale**2",
+        ("tests/test_scale_mixture_prior.py",),
+    ),
+    Mutation(
+        "probabilistic PCA: W without the noise taken off its eigenvalues",
+        "pyro_cl/fitters/context_points.py",
+        "(eigenvalues[kept:] - noise).clamp(min=0).sqrt()",
+        "eigenvalues[kept:].clamp(min=0).sqrt()",
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
         "geodesic domains: the fractions k/K instead of k/(K+1)",
         "pyro_cl/data/geodesic.py",
         "torch.lerp(start, end, k / (steps + 1))",

@@ -15,6 +15,7 @@ from pyro_cl.nn.local_reparam import (
 )
 from pyro_cl.nn.mlp import BayesianMLP
 from pyro_cl.nn.priors import GaussianPrior, LaplacePrior, LayerwisePrior, Prior
+from pyro_cl.nn.scale_mixture_prior import ScaleMixturePrior
 from pyro_cl.nn.sticks import BetaSticks
 from pyro_cl.nn.student_t_prior import StudentTPrior
 from pyro_cl.nn.vae_decoder import VAEDecoder
@@ -31,6 +32,7 @@ __all__ = [
     "LaplacePrior",
     "LayerwisePrior",
     "Prior",
+    "ScaleMixturePrior",
     "StudentTPrior",
     "IBPMask",
     "IndianBuffetMLP",
