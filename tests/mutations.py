@@ -125,6 +125,27 @@ MUTATIONS = [
         ("tests/test_function_space.py",),
     ),
     Mutation(
+        "matrix normal KL: the columns' log-determinant weighed by p, not n",
+        "pyro_cl/guides/kronecker.py",
+        "+ n * (log_det(prior_column_tril) - log_det(column_tril))",
+        "+ p * (log_det(prior_column_tril) - log_det(column_tril))",
+        ("tests/test_kronecker_guide.py",),
+    ),
+    Mutation(
+        "matrix normal KL: the traces added, not multiplied",
+        "pyro_cl/guides/kronecker.py",
+        "trace_rows * trace_columns",
+        "trace_rows + trace_columns",
+        ("tests/test_kronecker_guide.py",),
+    ),
+    Mutation(
+        "matrix normal draws: B instead of Bᵀ",
+        "pyro_cl/guides/kronecker.py",
+        "spread = self.row_tril @ noise @ self.column_tril.T",
+        "spread = self.row_tril @ noise @ self.column_tril",
+        ("tests/test_kronecker_guide.py",),
+    ),
+    Mutation(
         "geodesic domains: the fractions k/K instead of k/(K+1)",
         "pyro_cl/data/geodesic.py",
         "torch.lerp(start, end, k / (steps + 1))",

@@ -10,7 +10,7 @@ from pyro_cl.checks import checked_real
 from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.fitters.mean_precision import mean_precision_term
 from pyro_cl.fitters.point_fit import net_point_parameters
-from pyro_cl.guides import GAUSSIAN_FAMILIES, MEAN_FIELD, MeanFieldGuide
+from pyro_cl.guides import MEAN_FIELD, MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.objectives import Minibatch, negative_elbo
@@ -51,8 +51,8 @@ class ELBOFitter(Fitter):
     adam_fits_variances = True
     fits_local_guide = True
     trains_point_parameters = True
-    #: The ELBO takes any Gaussian family's KL and joint draws (the guide's ``joint_terms``).
-    guide_families = GAUSSIAN_FAMILIES
+    #: Any family: the ELBO takes each block's KL and joint draws (the guide's ``joint_terms``).
+    guide_families = None
     #: Any first prior: its KL is the registered closed form or a Monte Carlo term
     #: (:func:`~pyro_cl.kl.site_kl`).
     prior_families = None

@@ -2,14 +2,17 @@
 
 from pyro_cl.guides.autoguides import guide_family_of
 from pyro_cl.guides.family import MEAN_FIELD, GuideFamily, MeanField, supported_families
+from pyro_cl.guides.full_covariance import FullCovariance
 from pyro_cl.guides.joint_gaussian import (
     GAUSSIAN_FAMILIES,
+    BlockCovariance,
     BlockSite,
-    FullCovariance,
+    JointGaussianFamily,
     JointGaussianGuide,
-    LowRank,
     draw_joint_sites,
 )
+from pyro_cl.guides.kronecker import KroneckerFactored
+from pyro_cl.guides.low_rank import LowRank
 from pyro_cl.guides.mean_field import (
     DEFAULT_INIT_LOG_VARIANCE,
     REINIT_POLICIES,
@@ -22,10 +25,13 @@ __all__ = [
     "GAUSSIAN_FAMILIES",
     "MEAN_FIELD",
     "REINIT_POLICIES",
+    "BlockCovariance",
     "BlockSite",
     "FullCovariance",
     "GuideFamily",
+    "JointGaussianFamily",
     "JointGaussianGuide",
+    "KroneckerFactored",
     "LowRank",
     "MeanField",
     "MeanFieldGuide",

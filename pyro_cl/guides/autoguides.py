@@ -26,7 +26,8 @@ import functools
 from pyro.infer import autoguide
 
 from pyro_cl.guides.family import GuideFamily, MeanField
-from pyro_cl.guides.joint_gaussian import FullCovariance, LowRank
+from pyro_cl.guides.full_covariance import FullCovariance
+from pyro_cl.guides.low_rank import LowRank
 
 __all__ = ["guide_family_of"]
 

@@ -15,10 +15,11 @@
   itself and installs only the marginals in the net.
 
 Every other part states the families it works with in ``guide_families`` (default: mean-field
-only; a family's subclasses go where it goes, :meth:`GuideFamily.lineage`), and
-:meth:`GuideFamily.check_parts` refuses the others by name when the learner is built:
-a Gaussian transition written for per-site priors, a memory that refits, a natural-gradient
-fitter that updates diagonal precisions.
+only; ``None``: any family, as the ELBO fitter and the identity transition, which ask nothing of
+a family beyond this protocol; a family's subclasses go where it goes,
+:meth:`GuideFamily.lineage`), and :meth:`GuideFamily.check_parts` refuses the others by name when
+the learner is built: a Gaussian transition's step that a family's covariance form is not closed
+under, a memory that refits, a natural-gradient fitter that updates diagonal precisions.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ __all__ = ["MEAN_FIELD", "GuideFamily", "MeanField", "supported_families"]
 MEAN_FIELD = "mean-field"
 
 
-def supported_families(part: object) -> tuple[str, ...]:
+def supported_families(part: object) -> tuple[str, ...] | None:
     """The guide families ``part`` states it works with (``guide_families``; mean-field only
-    where it states none)."""
-    return tuple(getattr(part, "guide_families", (MEAN_FIELD,)))
+    where it states none; ``None``: any)."""
+    families = getattr(part, "guide_families", (MEAN_FIELD,))
+    return None if families is None else tuple(families)
 
 
 class GuideFamily(Registrable, kind="guide"):
@@ -54,7 +56,9 @@ class GuideFamily(Registrable, kind="guide"):
         """
         for role in ("fitter", "transition", "memory"):
             part = getattr(parts, role)
-            if part is not None and not set(self.lineage()) & set(supported_families(part)):
+            if part is None or supported_families(part) is None:
+                continue
+            if not set(self.lineage()) & set(supported_families(part)):
                 raise ValueError(
                     f"the {role} {type(part).__name__} works with the guide families "
                     f"{', '.join(supported_families(part))}, not {self.name!r}"

@@ -1,18 +1,25 @@
-"""Gaussian posteriors that couple chosen sites: full covariance, and low rank plus diagonal.
+"""Gaussian posteriors that couple chosen sites into blocks, one family per covariance form.
 
 The chosen sites of a model (all its Gaussian sites, or those named) are flattened and joined
-into blocks ``θ_B`` of ``D`` numbers, each with one Gaussian::
+into blocks ``θ_B`` of ``D`` numbers, each with one Gaussian ``q(θ_B) = N(μ_B, Σ_B)``; every
+other site stays mean-field (:class:`~pyro_cl.guides.MeanFieldGuide`). How ``Σ_B`` is
+parametrised is a :class:`BlockCovariance`, the small protocol a family implements:
 
-    q(θ_B) = N(μ_B, Σ_B),   Σ_B = L Lᵀ               (full: L lower-triangular, diagonal > 0)
-                            Σ_B = diag(d) + W Wᵀ      (low rank: W of D × r)
+* which sites form a block (:meth:`BlockCovariance.blocks`: by default those the model first
+  uses in one call, or one block per module with ``per_module``; a Kronecker factor takes each
+  weight matrix alone);
+* the block's starting parameters and prior from the sites' initial priors
+  (:meth:`~BlockCovariance.start`), and the joint Gaussian they make
+  (:meth:`~BlockCovariance.joint`, :meth:`~BlockCovariance.prior`): an object with ``loc``,
+  ``variance``, ``rsample``, ``kl(prior)`` (closed form), ``detached`` and ``distribution``;
+* the handoff (:meth:`~BlockCovariance.hand_off`: ``q_t`` becomes the prior's buffers), the
+  restart at the prior (:meth:`~BlockCovariance.parameters_at`) and, where the form is closed
+  under it, a transition's linear Gaussian step (:meth:`~BlockCovariance.carried`).
 
-(the full factor parametrised as ``L = diag(s) (I + N)``, ``log s`` and the strictly lower ``N``
-the parameters, and the low-rank factor as ``W = diag(√d) V`` with ``V`` the parameter: an
-optimiser's step moves an entry relative to its row's scale, so Adam's fixed-size steps on the
-many coupling entries do not inflate the covariance), and every other site stays mean-field (:class:`~pyro_cl.guides.MeanFieldGuide`). A block is
-made of the chosen sites the model first uses in one call (all of them at the first task; a
-head first used by task 7 forms a block of its own then), or one block per module
-(``per_module``): the last layer alone, as last-layer Laplace does, is ``sites=["head"]``.
+The forms: :class:`~pyro_cl.guides.FullCovariance` (``Σ = L Lᵀ``,
+pyro_cl/guides/full_covariance.py), :class:`~pyro_cl.guides.LowRank` (``diag(d) + W Wᵀ``,
+pyro_cl/guides/low_rank.py) and :class:`~pyro_cl.guides.KroneckerFactored` (a matrix normal
+``U ⊗ V`` per weight matrix, pyro_cl/guides/kronecker.py), each one file.
 
 **The handoff** (VCL eq. 1 with the whole covariance): the guide keeps each block's prior
 ``p(θ_B)`` itself — the product of the sites' initial priors at first, then ``q_t(θ_B)``
@@ -24,28 +31,21 @@ Predictions and the ELBO's likelihood term draw each block's sites together
 
 On a linear-Gaussian model the ELBO's optimum over full-covariance Gaussians is the exact
 posterior, so VCL with a full-covariance block is exact online Bayesian inference, as is a low
-rank ``r ≥ D`` (both tested against the closed form); a mean-field posterior is not.
+rank ``r ≥ D``, and a Kronecker factor for a multi-output regression with shared inputs (each
+tested against the closed form); a mean-field posterior is not.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Protocol
 
 import pyro
 import torch
-from pyro.distributions import (
-    Delta,
-    Distribution,
-    Independent,
-    LowRankMultivariateNormal,
-    MultivariateNormal,
-    Normal,
-)
+from pyro.distributions import Delta, Distribution, Independent, Normal
 from torch import nn
-from torch.distributions import kl_divergence
 
 from pyro_cl.guides.family import MEAN_FIELD, GuideFamily
 from pyro_cl.guides.mean_field import (
@@ -54,17 +54,19 @@ from pyro_cl.guides.mean_field import (
     _parameter_key,
     task_id_key,
 )
-from pyro_cl.kl import full_gaussian_kl
 from pyro_cl.posterior import base_distribution, sample_sites
 
 __all__ = [
     "GAUSSIAN_FAMILIES",
+    "BlockCovariance",
     "BlockLayout",
     "BlockSite",
-    "FullCovariance",
+    "JointGaussian",
+    "JointGaussianFamily",
     "JointGaussianGuide",
-    "LowRank",
     "draw_joint_sites",
+    "relative_tril",
+    "tril_parameters",
     "has_joint_sites",
 ]
 
@@ -95,63 +97,23 @@ class BlockLayout:
         return torch.cat([values[name].reshape(-1) for name in self.names])
 
 
-class FullGaussian(NamedTuple):
-    """``N(loc, L Lᵀ)`` over a flat block, ``L`` = ``scale_tril`` (lower-triangular)."""
+class JointGaussian(Protocol):
+    """A block's Gaussian over its flat ``D`` numbers, as a :class:`BlockCovariance` makes it."""
 
     loc: torch.Tensor
-    scale_tril: torch.Tensor
 
     @property
-    def variance(self) -> torch.Tensor:
-        return self.scale_tril.square().sum(-1)
+    def variance(self) -> torch.Tensor: ...
 
-    def rsample(self, sample_shape: tuple[int, ...] = ()) -> torch.Tensor:
-        noise = torch.randn(
-            *sample_shape, self.loc.shape[-1], dtype=self.loc.dtype, device=self.loc.device
-        )
-        return self.loc + noise @ self.scale_tril.T
+    def rsample(self, sample_shape: tuple[int, ...] = ()) -> torch.Tensor: ...
 
-    def kl(self, prior: FullGaussian) -> torch.Tensor:
+    def kl(self, prior: JointGaussian) -> torch.Tensor:
         """``KL(self ‖ prior)`` in closed form."""
-        return full_gaussian_kl(self.loc, self.scale_tril, prior.loc, prior.scale_tril)
 
-    def detached(self) -> FullGaussian:
-        return FullGaussian(self.loc.detach().clone(), self.scale_tril.detach().clone())
+    def detached(self) -> JointGaussian: ...
 
-    def distribution(self) -> MultivariateNormal:
-        """The same Gaussian as a torch distribution."""
-        return MultivariateNormal(self.loc, scale_tril=self.scale_tril, validate_args=False)
-
-
-class LowRankGaussian(NamedTuple):
-    """``N(loc, diag(cov_diag) + W Wᵀ)`` over a flat block, ``W`` = ``cov_factor`` (``D × r``)."""
-
-    loc: torch.Tensor
-    cov_factor: torch.Tensor
-    cov_diag: torch.Tensor
-
-    @property
-    def variance(self) -> torch.Tensor:
-        return self.cov_factor.square().sum(-1) + self.cov_diag
-
-    def rsample(self, sample_shape: tuple[int, ...] = ()) -> torch.Tensor:
-        like = {"dtype": self.loc.dtype, "device": self.loc.device}
-        low = torch.randn(*sample_shape, self.cov_factor.shape[-1], **like)
-        diagonal = torch.randn(*sample_shape, self.loc.shape[-1], **like)
-        return self.loc + low @ self.cov_factor.T + diagonal * self.cov_diag.sqrt()
-
-    def kl(self, prior: LowRankGaussian) -> torch.Tensor:
-        """``KL(self ‖ prior)`` in closed form (torch's, ``O(D r²)``)."""
-        return kl_divergence(self.distribution(), prior.distribution())
-
-    def detached(self) -> LowRankGaussian:
-        return LowRankGaussian(*(t.detach().clone() for t in self))
-
-    def distribution(self) -> LowRankMultivariateNormal:
-        """The same Gaussian as a torch distribution."""
-        return LowRankMultivariateNormal(
-            self.loc, self.cov_factor, self.cov_diag, validate_args=False
-        )
+    def distribution(self) -> Distribution:
+        """The same Gaussian as a torch distribution (a ``MultivariateNormal`` or kin)."""
 
 
 class BlockSite(Normal):
@@ -165,7 +127,7 @@ class BlockSite(Normal):
         loc: torch.Tensor,
         scale: torch.Tensor,
         validate_args: bool | None = None,
-        joint: FullGaussian | LowRankGaussian | None = None,
+        joint: JointGaussian | None = None,
         layout: BlockLayout | None = None,
     ) -> None:
         super().__init__(loc, scale, validate_args=False)
@@ -229,6 +191,85 @@ def _strictly_lower(like: torch.Tensor) -> torch.Tensor:
     return _LOWER_MASKS[key]
 
 
+def relative_tril(raw: torch.Tensor) -> torch.Tensor:
+    """The lower-triangular ``L = diag(s) (I + N)`` of the raw parameter holding ``log s`` on
+    its diagonal and the strictly lower ``N`` below it: an optimiser's step moves an entry
+    relative to its row's scale, so fixed-size steps on many coupling entries do not inflate
+    the covariance."""
+    scale = raw.diagonal().exp()
+    return scale.unsqueeze(-1) * (raw * _strictly_lower(raw)) + torch.diag_embed(scale)
+
+
+def tril_parameters(tril: torch.Tensor) -> torch.Tensor:
+    """The raw parameter whose :func:`relative_tril` is ``tril``."""
+    diagonal = tril.diagonal()
+    return tril.tril(-1) / diagonal.unsqueeze(-1) + torch.diag_embed(diagonal.log())
+
+
+class BlockCovariance(ABC):
+    """How a family parametrises a block's covariance (module docstring): the guide keeps, per
+    block, one tensor in each of its dictionaries named in :attr:`parameters` (fitted) and
+    :attr:`prior_buffers` (the prior ``p(θ_B)`` beside its mean ``prior_loc``)."""
+
+    #: The guide's dictionaries of fitted per-block tensors this form uses.
+    parameters: tuple[str, ...] = ()
+    #: The guide's dictionaries of the blocks' priors (besides ``prior_loc``).
+    prior_buffers: tuple[str, ...] = ()
+
+    def blocks(
+        self, names: Sequence[str], shapes: Sequence[torch.Size], per_module: bool
+    ) -> list[list[str]]:
+        """The blocks new sites form: all in one, or one per module (the sites left out stay
+        mean-field)."""
+        groups: dict[str, list[str]] = {}
+        for name in names:
+            groups.setdefault(name.rpartition(".")[0] if per_module else "", []).append(name)
+        return list(groups.values())
+
+    @abstractmethod
+    def start(
+        self,
+        layout: BlockLayout,
+        prior_variance: torch.Tensor,
+        init_log_variance: float,
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """``({parameter: tensor}, {prior buffer: tensor})`` of a new block whose sites' initial
+        priors have the flat variances ``prior_variance`` (independent: a diagonal covariance),
+        its variances starting at ``exp(init_log_variance)``; typed and placed like
+        ``prior_variance``."""
+
+    @abstractmethod
+    def joint(self, loc: torch.Tensor, parameters: Mapping[str, torch.Tensor]) -> JointGaussian:
+        """``q(θ_B)`` from the block's mean and fitted tensors (differentiable in both)."""
+
+    @abstractmethod
+    def prior(self, loc: torch.Tensor, buffers: Mapping[str, torch.Tensor]) -> JointGaussian:
+        """``p(θ_B)`` from the prior's mean and buffers."""
+
+    @abstractmethod
+    def hand_off(self, joint: JointGaussian) -> dict[str, torch.Tensor]:
+        """The prior buffers that make ``joint`` (a fitted ``q``) the next prior."""
+
+    @abstractmethod
+    def parameters_at(self, prior: JointGaussian) -> dict[str, torch.Tensor]:
+        """The fitted tensors whose :meth:`joint` is ``prior`` (a restart at the prior)."""
+
+    def carried(
+        self, buffers: Mapping[str, torch.Tensor], a: torch.Tensor | float, v: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """The prior buffers after ``Σ ← a² Σ + diag v``.
+
+        :raises TypeError: where the form is not closed under it (the default)."""
+        raise TypeError(
+            f"a {type(self).__name__} block cannot carry a transition's step Σ ← a² Σ + diag v"
+        )
+
+    def check_block(self, layout: BlockLayout, prior_variance: torch.Tensor) -> None:  # noqa: B027
+        """Refuse a block this form cannot start (default: any).
+
+        :raises TypeError: naming the sites."""
+
+
 #: The size of the low-rank factor's relative entries at the start (``V`` of ``W = diag(√d) V``
 #: has rows of norm about this): a covariance close to its diagonal.
 INITIAL_CORRELATION = 0.1
@@ -257,32 +298,20 @@ class JointGaussianGuide(MeanFieldGuide):
     """A guide with chosen Gaussian sites joined into blocks (see the module docstring).
 
     :param model: the Pyro model.
-    :param rank: ``r`` of a low-rank-plus-diagonal covariance; ``None`` for a full covariance.
+    :param covariance: the blocks' :class:`BlockCovariance`.
     :param sites: the sites to join, by name or by module prefix (``"head"`` takes
         ``head.weight`` and ``head.bias``); ``None`` for every Gaussian site.
     :param per_module: one block per module instead of one per first use.
-    :param init_log_variance: log σ² of new sites' variances (the full covariance's diagonal;
-        the low-rank diagonal ``d``, with ``W = diag(√d) V`` and ``V``'s entries of standard
-        deviation :data:`INITIAL_CORRELATION` ``/√r``).
+    :param init_log_variance: log σ² of new sites' variances.
     :param init_loc_std: as :class:`~pyro_cl.guides.MeanFieldGuide`'s.
     """
 
     mean_field = False
-    parameter_groups = (
-        *MeanFieldGuide.parameter_groups,
-        "block_tril",
-        "block_factor",
-        "block_log_diag",
-        "prior_loc",
-        "prior_tril",
-        "prior_factor",
-        "prior_diag",
-    )
 
     def __init__(
         self,
         model,
-        rank: int | None = None,
+        covariance: BlockCovariance,
         sites: Sequence[str] | None = None,
         per_module: bool = False,
         init_log_variance: float = DEFAULT_INIT_LOG_VARIANCE,
@@ -291,16 +320,19 @@ class JointGaussianGuide(MeanFieldGuide):
         local_guide: nn.Module | None = None,
     ) -> None:
         super().__init__(model, init_log_variance, init_loc_std, site_key, local_guide)
-        self.rank = rank
+        self.covariance = covariance
         self.chosen = None if sites is None else tuple(sites)
         self.per_module = per_module
-        self.block_tril = nn.ParameterDict()
-        self.block_factor = nn.ParameterDict()
-        self.block_log_diag = nn.ParameterDict()
-        self.prior_loc = _BufferDict()
-        self.prior_tril = _BufferDict()
-        self.prior_factor = _BufferDict()
-        self.prior_diag = _BufferDict()
+        self.parameter_groups = (
+            *MeanFieldGuide.parameter_groups,
+            *covariance.parameters,
+            "prior_loc",
+            *covariance.prior_buffers,
+        )
+        for group in covariance.parameters:
+            setattr(self, group, nn.ParameterDict())
+        for group in ("prior_loc", *covariance.prior_buffers):
+            setattr(self, group, _BufferDict())
         self._blocks: dict[str, BlockLayout] = {}
         self._block_of: dict[str, str] = {}
         self._new_priors: dict[str, Distribution] = {}
@@ -324,10 +356,9 @@ class JointGaussianGuide(MeanFieldGuide):
                 "a model with structured sites (IBP masks) takes a mean-field guide, not "
                 f"{type(self).__name__}"
             )
-        groups: dict[str, list[str]] = {}
-        for name in self._new_priors:
-            groups.setdefault(name.rpartition(".")[0] if self.per_module else "", []).append(name)
-        for group in groups.values():
+        new = list(self._new_priors)
+        shapes = [self.loc[_parameter_key(name)].shape for name in new]
+        for group in self.covariance.blocks(new, shapes, self.per_module):
             self._create_block(group)
         self._new_priors = {}
         return names
@@ -350,55 +381,38 @@ class JointGaussianGuide(MeanFieldGuide):
                 )
             prior_loc.append(normal.loc.detach().to(like).expand(shape).reshape(-1))
             prior_variance.append(normal.scale.detach().to(like).expand(shape).reshape(-1) ** 2)
+        variance = torch.cat(prior_variance)
+        self.covariance.check_block(layout, variance)
+        parameters, buffers = self.covariance.start(layout, variance, self.init_log_variance)
+        for name in names:
             del self.log_variance[_parameter_key(name)]
             self._families[name] = "block"
             self._block_of[name] = key
         self.prior_loc[key] = torch.cat(prior_loc)
-        variance = torch.cat(prior_variance)
-        size = layout.size
-        if self.rank is None:
-            self.prior_tril[key] = torch.diag(variance.sqrt())
-            raw = torch.diag(torch.full((size,), 0.5 * self.init_log_variance, dtype=like.dtype))
-            self.block_tril[key] = nn.Parameter(raw.to(like.device))
-        else:
-            self.prior_factor[key] = torch.zeros(size, self.rank, dtype=like.dtype).to(like)
-            self.prior_diag[key] = variance
-            # V of W = diag(√d) V starts small: the covariance starts near its diagonal
-            relative = torch.randn(size, self.rank).to(like) * (
-                INITIAL_CORRELATION / math.sqrt(self.rank)
-            )
-            self.block_factor[key] = nn.Parameter(relative)
-            self.block_log_diag[key] = nn.Parameter(
-                torch.full_like(variance, self.init_log_variance)
-            )
+        for group, value in parameters.items():
+            getattr(self, group)[key] = nn.Parameter(value)
+        for group, value in buffers.items():
+            getattr(self, group)[key] = value
         self._blocks[key] = layout
 
     def _blocks_of(self, names: Iterable[str]) -> list[str]:
         return list(dict.fromkeys(self._block_of[n] for n in names if n in self._block_of))
 
-    def joint(self, key: str) -> FullGaussian | LowRankGaussian:
+    def joint(self, key: str) -> JointGaussian:
         """``q(θ_B)`` of block ``key``, differentiable in the guide's parameters (its
         ``distribution()`` is the torch distribution)."""
         layout = self._blocks[key]
         loc = layout.join({name: self.loc[_parameter_key(name)] for name in layout.names})
-        if self.rank is None:
-            raw = self.block_tril[key]
-            below = _strictly_lower(raw)  # a mask: tril's kernel is slow on small blocks
-            scale = raw.diagonal().exp()  # L = diag(s) (I + N): N's entries are relative
-            return FullGaussian(loc, scale.unsqueeze(-1) * (raw * below) + torch.diag_embed(scale))
-        diagonal = self.block_log_diag[key].exp()  # W = diag(√d) V: V's entries are relative
-        return LowRankGaussian(
-            loc, diagonal.sqrt().unsqueeze(-1) * self.block_factor[key], diagonal
-        )
+        parameters = {group: getattr(self, group)[key] for group in self.covariance.parameters}
+        return self.covariance.joint(loc, parameters)
 
-    def joint_prior(self, key: str) -> FullGaussian | LowRankGaussian:
+    def joint_prior(self, key: str) -> JointGaussian:
         """``p(θ_B)`` of block ``key``: the last step's ``q(θ_B)`` (the sites' initial priors
         before the first)."""
-        if self.rank is None:
-            return FullGaussian(self.prior_loc[key], self.prior_tril[key])
-        return LowRankGaussian(self.prior_loc[key], self.prior_factor[key], self.prior_diag[key])
+        buffers = {group: getattr(self, group)[key] for group in self.covariance.prior_buffers}
+        return self.covariance.prior(self.prior_loc[key], buffers)
 
-    def _sites_of(self, key: str, joint: Distribution) -> dict[str, Distribution]:
+    def _sites_of(self, key: str, joint: JointGaussian) -> dict[str, Distribution]:
         layout = self._blocks[key]
         locs = layout.split(joint.loc)
         scales = layout.split(joint.variance.sqrt())
@@ -436,18 +450,14 @@ class JointGaussianGuide(MeanFieldGuide):
         for key in self._blocks_of(names):
             joint = self.joint(key)
             self.prior_loc[key].copy_(joint.loc)
-            if self.rank is None:
-                self.prior_tril[key].copy_(joint.scale_tril)
-            else:
-                self.prior_factor[key].copy_(joint.cov_factor)
-                self.prior_diag[key].copy_(joint.cov_diag)
+            for group, value in self.covariance.hand_off(joint).items():
+                getattr(self, group)[key].copy_(value)
 
     @torch.no_grad()
-    def carry_prior(self, step, initial_prior: Mapping[str, Distribution]) -> None:
+    def carry_prior(self, step: Callable, initial_prior: Mapping[str, Distribution]) -> None:
         """Each block's prior through ``w' = a w + b + ε``, ``ε ~ N(0, diag v)``:
-        ``μ ← a μ + b`` and ``Σ ← a² Σ + diag v`` (the low-rank form kept: ``W ← a W``,
-        ``d ← a² d + v``); a ``step`` that returns ``None`` (the identity transition) leaves
-        them as they are."""
+        ``μ ← a μ + b`` and ``Σ ← a² Σ + diag v`` (:meth:`BlockCovariance.carried`); a
+        ``step`` that returns ``None`` (the identity transition) leaves them as they are."""
         for key, layout in self._blocks.items():
             locs, scales = {}, {}
             for name, shape in zip(layout.names, layout.shapes, strict=True):
@@ -459,14 +469,11 @@ class JointGaussianGuide(MeanFieldGuide):
             if carried is None:
                 return
             a, b, v = carried
+            buffers = {group: getattr(self, group)[key] for group in self.covariance.prior_buffers}
+            moved = self.covariance.carried(buffers, a, v)
             self.prior_loc[key].copy_(a * self.prior_loc[key] + b)
-            if self.rank is None:
-                tril = self.prior_tril[key]
-                covariance = a**2 * (tril @ tril.T) + torch.diag(v)
-                self.prior_tril[key].copy_(torch.linalg.cholesky(covariance))
-            else:
-                self.prior_factor[key].mul_(a)
-                self.prior_diag[key].copy_(a**2 * self.prior_diag[key] + v)
+            for group, value in moved.items():
+                getattr(self, group)[key].copy_(value)
 
     def posterior(self, names: Iterable[str] | None = None) -> dict[str, Distribution]:
         names = list(names or self.site_names)
@@ -535,19 +542,13 @@ class JointGaussianGuide(MeanFieldGuide):
             prior = self.joint_prior(key)
             for name, value in self._blocks[key].split(prior.loc).items():
                 self.loc[_parameter_key(name)].copy_(value)
-            if self.rank is None:
-                tril = prior.scale_tril
-                diagonal = tril.diagonal()
-                relative = tril.tril(-1) / diagonal.unsqueeze(-1)
-                self.block_tril[key].copy_(relative + torch.diag_embed(diagonal.log()))
-            else:
-                self.block_factor[key].copy_(prior.cov_factor / prior.cov_diag.sqrt().unsqueeze(-1))
-                self.block_log_diag[key].copy_(prior.cov_diag.log())
+            for group, value in self.covariance.parameters_at(prior).items():
+                getattr(self, group)[key].copy_(value)
 
     def _empty_like(self) -> JointGaussianGuide:
         return JointGaussianGuide(
             self.model,
-            self.rank,
+            self.covariance,
             self.chosen,
             self.per_module,
             self.init_log_variance,
@@ -577,14 +578,17 @@ class JointGaussianGuide(MeanFieldGuide):
         }
 
     def extra_repr(self) -> str:
-        covariance = "full" if self.rank is None else f"rank {self.rank} + diagonal"
-        return f"{super().extra_repr()}, blocks={len(self._blocks)}, covariance={covariance}"
+        form = type(self.covariance).__name__
+        return f"{super().extra_repr()}, blocks={len(self._blocks)}, covariance={form}"
 
 
-class _JointFamily(GuideFamily):
-    """A family of :class:`JointGaussianGuide` (the two below differ only in ``rank``)."""
+class JointGaussianFamily(GuideFamily):
+    """A family of :class:`JointGaussianGuide`: subclass it, give it a ``name`` and implement
+    :meth:`block_covariance`.
 
-    rank: int | None
+    :param sites: site names or module prefixes to join (``None``: every Gaussian site).
+    :param per_module: one block per module instead of one per first use.
+    """
 
     def __init__(self, sites: Sequence[str] | None = None, per_module: bool = False) -> None:
         if sites is not None and (
@@ -601,6 +605,10 @@ class _JointFamily(GuideFamily):
         self.sites = None if sites is None else list(sites)
         self.per_module = per_module
 
+    @abstractmethod
+    def block_covariance(self) -> BlockCovariance:
+        """The form of the blocks' covariance."""
+
     def build(self, model, init_log_variance: float, init_loc_std: float) -> JointGaussianGuide:
         """The guide; sites named that the model's net does not have are refused by name."""
         net = getattr(model, "net", None)
@@ -616,7 +624,7 @@ class _JointFamily(GuideFamily):
                 )
         return JointGaussianGuide(
             model,
-            self.rank,
+            self.block_covariance(),
             self.sites,
             self.per_module,
             init_log_variance,
@@ -635,35 +643,3 @@ class _JointFamily(GuideFamily):
                 f"the {self.name} family starts its means at the prior's (or by maximum "
                 f"likelihood), not init_means={init_means!r}"
             )
-
-
-class FullCovariance(_JointFamily):
-    """A full-covariance Gaussian over the chosen sites (``Σ = L Lᵀ``; ``D(D+1)/2``
-    parameters a block, so for a layer or a small model), the rest mean-field.
-
-    :param sites: site names or module prefixes to join (``None``: every Gaussian site).
-    :param per_module: one block per module (each layer its own covariance).
-    """
-
-    name = "full-covariance"
-    rank = None
-
-
-class LowRank(_JointFamily):
-    """A low-rank-plus-diagonal Gaussian ``Σ = diag(d) + W Wᵀ`` over the chosen sites (``D(r+2)``
-    parameters a block: every weight of a net at small ``r``), the rest mean-field.
-
-    :param rank: ``r``, the columns of ``W``.
-    :param sites: site names or module prefixes to join (``None``: every Gaussian site).
-    :param per_module: one block per module.
-    """
-
-    name = "low-rank"
-
-    def __init__(
-        self, rank: int = 10, sites: Sequence[str] | None = None, per_module: bool = False
-    ) -> None:
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-            raise ValueError(f"rank must be a positive integer, got {rank!r}")
-        super().__init__(sites, per_module)
-        self.rank = rank

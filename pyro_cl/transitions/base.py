@@ -42,7 +42,6 @@ import torch
 from pyro.distributions import Distribution, Normal, constraints
 
 from pyro_cl.checks import LARGEST_REAL, checked_real
-from pyro_cl.guides import GAUSSIAN_FAMILIES
 from pyro_cl.infer.parts import Parts
 from pyro_cl.nn.ibp_mask import IBPMask
 from pyro_cl.nn.module_walks import modules_of_type
@@ -155,7 +154,7 @@ class Identity(Transition):
 
     name = "identity"
     #: The posterior is the prior whatever its family.
-    guide_families = GAUSSIAN_FAMILIES
+    guide_families = None
 
     def __call__(self, posterior: Posterior, context: TransitionContext) -> Posterior:
         return posterior
