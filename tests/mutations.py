@@ -669,7 +669,7 @@ MUTATIONS = [
     ),
     Mutation(
         "guides: the low-rank covariance without its diagonal",
-        "pyro_cl/guides/joint_gaussian.py",
+        "pyro_cl/guides/low_rank.py",
         "        return self.loc + low @ self.cov_factor.T + diagonal * self.cov_diag.sqrt()",
         "        return self.loc + low @ self.cov_factor.T",
         ("tests/test_guide_families.py",),
@@ -684,23 +684,23 @@ MUTATIONS = [
     ),
     Mutation(
         "learner: a memory's refit trains the values the next step starts from",
-        "pyro_cl/learner/learner.py",
-        "        with net_values_kept(self.net):  # the propagation fit's point values stay",
+        "pyro_cl/learner/memory_step.py",
+        "        with net_values_kept(learner.net):  # the propagation fit's point values stay",
         "        with torch.no_grad():",
         ("tests/test_deterministic_parts.py",),
     ),
     Mutation(
         "guides: a transition's added variance not carried to a full-covariance prior",
-        "pyro_cl/guides/joint_gaussian.py",
+        "pyro_cl/guides/full_covariance.py",
         "covariance = a**2 * (tril @ tril.T) + torch.diag(v)",
         "covariance = a**2 * (tril @ tril.T) + 0 * torch.diag(v)",
         ("tests/test_guide_families.py",),
     ),
     Mutation(
         "guides: a transition's decay not applied to a low-rank factor",
-        "pyro_cl/guides/joint_gaussian.py",
-        "                self.prior_factor[key].mul_(a)\n",
-        "                self.prior_factor[key].mul_(1.0)\n",
+        "pyro_cl/guides/low_rank.py",
+        "return {\"prior_factor\": a * buffers[\"prior_factor\"],",
+        "return {\"prior_factor\": 1.0 * buffers[\"prior_factor\"],",
         ("tests/test_guide_families.py",),
     ),
 ]

@@ -8,6 +8,7 @@ from pyro_cl import VCL, GaussianLikelihood
 from pyro_cl.baselines import CoresetOnly
 from pyro_cl.infer.training import DivergenceError
 from pyro_cl.learner.learner import ALL_TASKS
+from pyro_cl.learner.memory_step import MemoryStep
 from pyro_cl.memory import KCenterCoreset, RandomCoreset, farthest_first
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.posterior import read_priors
@@ -75,14 +76,15 @@ def test_multi_head_refit_is_per_task_on_that_tasks_points_at_its_own_scale(reco
 def test_the_refit_leaves_the_propagated_posterior_untouched(monkeypatch):
     learner = VCL(BayesianMLP(3, [8], 2), memory=RandomCoreset(10), seed=0, **FAST)
     snapshots = {}
-    original = VCL._refit
+    original = MemoryStep.refit
 
-    def spying(self, context, coreset):
-        snapshots["prior"] = {n: d.base_dist.loc.clone() for n, d in read_priors(self.net).items()}
-        snapshots["guide"] = {k: v.clone() for k, v in self.guide.state_dict().items() if "." in k}
-        return original(self, context, coreset)
+    def spying(self, coreset):
+        net, guide = self.learner.net, self.learner.guide
+        snapshots["prior"] = {n: d.base_dist.loc.clone() for n, d in read_priors(net).items()}
+        snapshots["guide"] = {k: v.clone() for k, v in guide.state_dict().items() if "." in k}
+        return original(self, coreset)
 
-    monkeypatch.setattr(VCL, "_refit", spying)
+    monkeypatch.setattr(MemoryStep, "refit", spying)
     learner.observe(labelled_rows(60, 3, 0, seed=0), task_id=0)
     for name, dist in read_priors(learner.net).items():
         torch.testing.assert_close(dist.base_dist.loc, snapshots["prior"][name], rtol=0, atol=0)
@@ -174,10 +176,10 @@ def test_a_failed_refit_rolls_back_prior_and_coreset(monkeypatch):
     prior = {n: d.base_dist.loc.clone() for n, d in learner.current_prior().items()}
     coreset, refits = learner.memory_points, learner.prediction_posteriors
 
-    def diverging(self, context, coreset):
+    def diverging(self, coreset):
         raise DivergenceError("refit diverged")
 
-    monkeypatch.setattr(VCL, "_refit", diverging)
+    monkeypatch.setattr(MemoryStep, "refit", diverging)
     with pytest.raises(DivergenceError):
         learner.observe(labelled_rows(30, 3, 1, seed=1), task_id=1)
     for name, dist in learner.current_prior().items():

@@ -28,7 +28,6 @@ from typing import ClassVar
 import torch
 from pyro.distributions import Distribution
 
-from pyro_cl.checks import checked_optional_count
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.guides import GuideFamily, MeanFieldGuide, guide_family_of
@@ -38,7 +37,6 @@ from pyro_cl.infer.data_parallel import (
     check_replicas_agree,
     check_same_step_data,
     refused_on_any_rank,
-    synchronise_random_state,
 )
 from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.fit_context import FitContext
@@ -47,10 +45,11 @@ from pyro_cl.infer.parts import Parts
 from pyro_cl.infer.prediction import predictive_samples
 from pyro_cl.infer.random_stream import RandomStream, random_state, set_random_state
 from pyro_cl.learner.checkpoint import learner_state, load_learner, save_learner
-from pyro_cl.learner.state import LearnerState, net_values_kept, transaction
+from pyro_cl.learner.memory_step import MemoryStep
+from pyro_cl.learner.prediction import ALL_TASKS, Prediction
+from pyro_cl.learner.state import LearnerState, transaction
 from pyro_cl.likelihoods import Likelihood
-from pyro_cl.memory.model_view import ModelView
-from pyro_cl.memory.protocol import Memory, MemoryUpdate
+from pyro_cl.memory.protocol import Memory
 from pyro_cl.model import model_class_of
 from pyro_cl.nn.exclusive import MODEL_LOCK, exclusive_mode
 from pyro_cl.points import Points
@@ -65,10 +64,6 @@ from pyro_cl.spec import tensors_to
 from pyro_cl.transitions.base import Identity, Transition, TransitionContext
 
 __all__ = ["ALL_TASKS", "ContinualLearner"]
-
-
-#: Key of the single prediction posterior of a learner that refits on the whole memory at once.
-ALL_TASKS = -1
 
 
 class ContinualLearner:
@@ -328,77 +323,14 @@ class ContinualLearner:
         if between is not None:
             self._apply_transition(between)
         new = Points.of_task(x, y, task_id, time)
-        memory = self.memory
-        if memory is None:
+        if self.memory is None:
             return self._propagate(context, new, task_id)
-        old = self._weighted_memory(between)
-        if memory.order == "before":
-            update = self._choose(old, new, self._view(time, task_id))
-            data = new.select(update.remaining).concat(update.dropped)
-            history = self._propagate(context, data, task_id) if len(data) else []
-            prediction_posteriors = {}
-        else:  # "after", the only other order a Memory accepts
-            history, update, prediction_posteriors = self._fit_then_choose(
-                context, old, new, task_id, time
-            )
+        step = MemoryStep(self, context, task_id, time)
+        history, points, prediction_posteriors = step.run(new, between)
         # Everything that can fail has run once the refits are done; only then commit C_t, q_t.
-        if memory.refit:
-            prediction_posteriors = self._refit(context, update.points)
-        self.memory_points = update.points
+        self.memory_points = points
         self.prediction_posteriors = prediction_posteriors
         return history
-
-    def _weighted_memory(self, between: TransitionContext | None) -> Points | None:
-        """``M_{t-1}`` with each point's likelihood weighted for the step ``between`` leads to
-        by the transition (by age under Bayesian forgetting, eq. 12); unweighted where the
-        transition does not weigh, and at the first step (``between`` is None)."""
-        if self.memory_points is None or between is None:
-            return self.memory_points
-        ages = between.time - self.memory_points.times
-        return self.memory_points.weighted(self.transition.likelihood_weights(ages, between))
-
-    def _view(self, time: float, task_id: int, prior: Posterior | None = None) -> ModelView:
-        """What the memory sees of this step: the current posterior, ``prior`` (after the fit)."""
-        return ModelView(
-            self.model, self.current_prior(), prior, time, task_id, self.num_predictive_samples
-        )
-
-    def _choose(self, old: Points | None, new: Points, view: ModelView) -> MemoryUpdate:
-        """The memory's update, made from the same random state on every rank of a
-        data-parallel fit (so all ranks choose the same points, checked)."""
-        synchronise_random_state()
-        update = self.memory.update(old, new, view)
-        check_replicas_agree({"remaining": update.remaining.double()}, "memory choices")
-        return update
-
-    def _fit_then_choose(
-        self, context: FitContext, old: Points | None, new: Points, task_id: int, time: float
-    ):
-        """A memory chosen after the fit (Kurle et al. 2020, Algorithm 1)::
-
-            q̃_t = fit on D_t ∪ M_{t-1} against the step's prior p_t       (eq. 7)
-            M_t, q_t = memory.update(...)  with q̃_t and p_t in view      (eq. 8, 9a/9b)
-
-        ``old`` is ``M_{t-1}`` with the transition's likelihood weights (Bayesian forgetting:
-        ``p_t`` includes the memory's age-weighted likelihood, and every fit, factor and score
-        below uses it). ``q_t`` (the update's posterior, else an ELBO fit of the points that
-        left, from ``p_t``, else ``q̃_t``) becomes the prior; ``q̃_t`` predicts.
-
-        :returns: the fit's epoch losses, the memory update and the prediction posteriors.
-        """
-        data = new if old is None else self.memory.replayed(old, new).concat(new)
-        step_prior = {name: detach_distribution(d) for name, d in read_priors(self.net).items()}
-        history = self._propagate(context, data, task_id)
-        fitted = self.current_prior()  # a copy: the refit below overwrites the priors' buffers
-        update = self._choose(old, new, self._view(time, task_id, step_prior))
-        if update.posterior is not None:
-            install_prior(self.net, update.posterior)
-        else:
-            rest = new.select(update.remaining).concat(update.dropped)
-            if len(rest):  # the ELBO Gaussian update: (D_t ∪ M_{t-1}) \ M_t from p_t
-                install_prior(self.net, step_prior)
-                self._propagate(context, rest, task_id)
-        return history, update, {ALL_TASKS: fitted}
 
     def _transition_context(self, time: float, evidence=None) -> TransitionContext:
         return TransitionContext(
@@ -494,71 +426,20 @@ class ContinualLearner:
         check_replicas_agree(dict(guide.named_parameters()), "fitted parameters")
         return history, self.fitter.posterior(guide, problem.sites)
 
-    def _refit(self, context: FitContext, coreset: Points) -> dict[int, dict[str, Distribution]]:
-        """``q_t = proj(q̃_t p(C_t | θ))`` (VCL eq. 3) per task or for the whole memory.
-
-        Each refit starts from a copy of the propagated guide (``q̃_t``), whose distributions are
-        also the net's priors by now, so the KL term is ``KL(q || q̃_t)``; the copy is discarded
-        after reading its posterior, and the net's own values (deterministic parts) are put back,
-        so the propagated posterior and values are never touched.
-        """
-        refit = self.config.refit
-        epochs = self.config.schedule.epochs if refit.refit_epochs is None else refit.refit_epochs
-        parts = (
-            [(task, coreset.select(coreset.task_ids == task)) for task in coreset.tasks()]
-            if self.refit_per_task
-            else [(ALL_TASKS, coreset)]
-        )
-        refits = {}
-        with net_values_kept(self.net):  # the propagation fit's point values stay
-            for key, points in parts:
-                posterior = self._refit_one(context, key, points, epochs)
-                if posterior is not None:
-                    refits[key] = {name: detach_distribution(q) for name, q in posterior.items()}
-        return refits
-
-    def _refit_one(
-        self, context: FitContext, key: int, points: Points, epochs: int
-    ) -> Posterior | None:
-        """One refit of a copy of the propagated guide on ``points``: its posterior (``None``
-        for a point estimate). The copy is discarded afterwards."""
-        guide = self.guide.clone()
-        try:
-            sites = self.model.sites(guide, points.x, points.tasks())
-            problem = FitProblem(
-                points,
-                sites,
-                epochs,
-                context.batch_size(self.config.refit.refit_batch_size),
-                "coreset refit" + ("" if key == ALL_TASKS else f" task {key}"),
-            )
-            return self._fit(context, guide, problem)[1]
-        finally:
-            guide.release()  # keep Pyro's parameter store bounded
-
     # ------------------------------------------------------------------ prediction
+    @property
+    def prediction(self) -> Prediction:
+        """This learner's predictions (:class:`~pyro_cl.learner.prediction.Prediction`)."""
+        return Prediction(self)
+
     def prediction_sites(self, x: torch.Tensor | None, task_id: int) -> dict:
-        """What predicts task ``task_id``: the point values (point-estimate fitters, and fitters
-        that predict with their means), the memory
-        refit ``q_t`` where there is one, otherwise ``{}`` (the priors, which hold the propagated
-        posterior and the initial prior of untrained heads). ``x``, inputs of the task, is needed
-        only to find the point values' sites (``None``: the model's example input)."""
-        if self.fitter.predicts_with_mean:
-            if x is None:
-                x = self.model.example_input(self.device)
-            sites = self.model.sites(self.guide, x, [task_id])
-            return {name: value.detach() for name, value in self.guide.locs(sites).items()}
-        key = task_id if self.refit_per_task else ALL_TASKS
-        refit = self.prediction_posteriors.get(key, self.prediction_posteriors.get(ALL_TASKS))
-        return self.guide.prior_sites() if refit is None else refit
+        """What predicts task ``task_id`` (:meth:`Prediction.sites`)."""
+        return self.prediction.sites(x, task_id)
 
     @property
     def num_predictive_samples(self) -> int:
-        if self.fitter.predicts_with_mean:
-            return 1
-        return self.config.monte_carlo.num_predictive_samples
+        return self.prediction.num_samples
 
-    @torch.no_grad()
     def predictive_samples(
         self,
         x: torch.Tensor,
@@ -568,19 +449,36 @@ class ContinualLearner:
         time: float | None = None,
         sites: dict | None = None,
     ) -> torch.Tensor:
-        """Net outputs for ``num_samples`` posterior draws: shape ``(S, N, outputs)``, computed
-        ``chunk`` inputs at a time (default: :func:`~pyro_cl.infer.prediction.prediction_chunk`).
+        """Net outputs for ``num_samples`` posterior draws, ``(S, N, outputs)``
+        (:meth:`Prediction.samples`)."""
+        return self.prediction.samples(x, task_id, num_samples, chunk, time, sites)
 
-        :param time: predict for this time, after the last step's: draws from :meth:`prior_at`
-            (the posterior carried to ``time`` by the transition) instead of the posterior.
-        :param sites: distributions or values of latent sites to draw from instead (as
-            :meth:`evaluate`'s); not with ``time``.
-        """
-        num_samples, chunk = _checked_passes(num_samples, chunk)
-        x, _, task_id = self.model.prepare_data(x, None, task_id)
-        x = x.to(self.device)
-        sites = self._sites_given(sites, time, x, task_id)
-        return self._predictive_samples(x, task_id, num_samples, sites=sites, chunk=chunk)
+    def predict(
+        self,
+        x: torch.Tensor,
+        task_id: int | None = None,
+        num_samples: int | None = None,
+        chunk: int | None = None,
+        time: float | None = None,
+        sites: dict | None = None,
+    ):
+        """Class probabilities ``(1/S) Σ_s softmax(f(x; θ_s))`` (:meth:`Prediction.samples`'s
+        arguments)."""
+        samples = self.predictive_samples(x, task_id, num_samples, chunk, time, sites)
+        return self.model.likelihood.predictive_probabilities(samples)
+
+    def evaluate(
+        self,
+        data,
+        task_id: int | None = None,
+        num_samples: int | None = None,
+        sites: dict | None = None,
+        chunk: int | None = None,
+        time: float | None = None,
+    ) -> dict[str, float]:
+        """Accuracy (classification) and mean test log-likelihood on ``data = (x, y)``
+        (:meth:`Prediction.metrics`)."""
+        return self.prediction.metrics(data, task_id, num_samples, sites, chunk, time)
 
     def prior_at(self, time: float) -> dict:
         """The prior a step at ``time`` would start from: the transition of the current posterior
@@ -596,105 +494,6 @@ class ContinualLearner:
             return self.current_prior()
         finally:
             before.restore_into(self)
-
-    def _sites_given(
-        self, sites: dict | None, time: float | None, x: torch.Tensor, task_id: int
-    ) -> dict | None:
-        """The sites a prediction draws from: ``sites``, or those at ``time`` (not both), or
-        ``None`` for the learner's own."""
-        if sites is not None:
-            if not isinstance(sites, dict):
-                raise TypeError(
-                    f"sites must be a dict {{site name: distribution or value}}, got {sites!r}"
-                )
-            unknown = sorted(set(sites) - set(self.initial_prior))
-            if unknown:
-                raise ValueError(
-                    f"sites names {unknown}, which are not latent sites of this net; its sites "
-                    f"are {sorted(self.initial_prior)}"
-                )
-        if time is None:
-            return sites
-        if sites is not None:
-            raise ValueError("give sites or a time to predict at, not both")
-        return self._sites_at(time, x, task_id)
-
-    def _sites_at(self, time: float, x: torch.Tensor, task_id: int) -> dict:
-        """What predicts at ``time``: the carried posterior, or the point values of a fitter that
-        predicts with them (whatever the time); a memory's refit is not carried forward."""
-        with exclusive_mode(self.net, training=False):
-            own = self.prediction_sites(x, task_id)
-        if self.fitter.predicts_with_mean:
-            self._check_time(time)
-            return own
-        if own:
-            raise ValueError(
-                "predicting at a time carries the propagated posterior forward; this learner "
-                "predicts with its memory's refit: predict without a time"
-            )
-        return self.prior_at(time)
-
-    def _predictive_samples(
-        self,
-        x: torch.Tensor,
-        task_id: int,
-        num_samples: int | None,
-        sites: dict | None = None,
-        chunk: int | None = None,
-    ) -> torch.Tensor:
-        """:meth:`predictive_samples` for inputs already checked and on the device, with the
-        latent sites drawn from ``sites`` (default :meth:`prediction_sites`), by
-        :attr:`prediction_random`."""
-        with self.prediction_random.scope():
-            if sites is None:
-                with exclusive_mode(self.net, training=False):
-                    sites = self.prediction_sites(x, task_id)
-            return predictive_samples(
-                self.model,
-                sites,
-                x,
-                task_id,
-                self.num_predictive_samples if num_samples is None else num_samples,
-                chunk,
-            )
-
-    def predict(
-        self,
-        x: torch.Tensor,
-        task_id: int | None = None,
-        num_samples: int | None = None,
-        chunk: int | None = None,
-        time: float | None = None,
-        sites: dict | None = None,
-    ):
-        """Class probabilities ``(1/S) Σ_s softmax(f(x; θ_s))`` (classification likelihoods),
-        ``chunk`` inputs at a time, for ``time`` or from ``sites`` if given (as
-        :meth:`predictive_samples`)."""
-        samples = self.predictive_samples(x, task_id, num_samples, chunk, time, sites)
-        return self.model.likelihood.predictive_probabilities(samples)
-
-    def evaluate(
-        self,
-        data,
-        task_id: int | None = None,
-        num_samples: int | None = None,
-        sites: dict | None = None,
-        chunk: int | None = None,
-        time: float | None = None,
-    ) -> dict[str, float]:
-        """Accuracy (classification) and mean test log-likelihood on ``data = (x, y)``.
-
-        :param num_samples: posterior draws (default: the learner's ``num_predictive_samples``).
-        :param sites: distributions or values of latent sites to predict with instead of
-            :meth:`prediction_sites` (others come from their priors), e.g. a pruned posterior.
-        :param chunk: inputs per pass (default: sized by the net, see :meth:`predictive_samples`).
-        :param time: predict for this time (see :meth:`predictive_samples`); not with ``sites``.
-        """
-        num_samples, chunk = _checked_passes(num_samples, chunk)
-        x, y, task_id = self.prepare_data(data, task_id)
-        sites = self._sites_given(sites, time, x, task_id)
-        samples = self._predictive_samples(x, task_id, num_samples, sites=sites, chunk=chunk)
-        return self.model.likelihood.metrics(samples, y)
 
     # ------------------------------------------------------------------ state
     def posterior(self, task_id: int) -> dict:
@@ -789,18 +588,6 @@ def _claim(net: torch.nn.Module, learner: ContinualLearner) -> None:
             "at every step: build a new net for each learner, or pass copy.deepcopy(net)"
         )
     _OWNERS[net] = weakref.ref(learner)
-
-
-#: The most posterior draws a prediction takes in one call.
-MAX_PREDICTIVE_SAMPLES = 10**6
-
-
-def _checked_passes(num_samples: object, chunk: object) -> tuple[int | None, int | None]:
-    """A prediction's ``num_samples`` and ``chunk`` checked (``None``: the default of each)."""
-    return (
-        checked_optional_count(num_samples, "num_samples", MAX_PREDICTIVE_SAMPLES),
-        checked_optional_count(chunk, "chunk"),
-    )
 
 
 def _checked_part(part, base: type, role: str):
