@@ -699,8 +699,8 @@ MUTATIONS = [
     Mutation(
         "guides: a transition's decay not applied to a low-rank factor",
         "pyro_cl/guides/low_rank.py",
-        "return {\"prior_factor\": a * buffers[\"prior_factor\"],",
-        "return {\"prior_factor\": 1.0 * buffers[\"prior_factor\"],",
+        'return {"prior_factor": a * buffers["prior_factor"],',
+        'return {"prior_factor": 1.0 * buffers["prior_factor"],',
         ("tests/test_guide_families.py",),
     ),
 ]

@@ -10,6 +10,7 @@ step's prior is then the wrong one.
 
 import copy
 import math
+from pathlib import Path
 
 import pyro
 import pytest
@@ -317,3 +318,20 @@ def test_autoguides_without_a_gaussian_handoff_are_refused_by_name():
         regression_learner(autoguide.AutoNormal(lambda: None))
     with pytest.raises(TypeError, match="init_scale is not carried over"):
         regression_learner(partial(autoguide.AutoNormal, init_scale=0.1))
+
+
+@pytest.mark.parametrize("name", ["full", "low_rank"])
+def test_a_joint_guide_saved_before_the_block_forms_loads_and_predicts_the_same(name):
+    """tests/data/*_covariance_before_block_forms.pt were written by commit 866095e, when the
+    joint guide branched on its rank: the same tensors under the same names load into the
+    guide built over a BlockCovariance."""
+    data = Path(__file__).parent / "data"
+    expected = torch.load(data / "joint_covariance_before_block_forms_expected.pt")[name]
+    saved = data / f"{name}_covariance_before_block_forms.pt"
+    learner = ContinualLearner.load(saved, net=BayesianLinear(3, 1))
+    for mine, saved in zip(learner.guide.joint_prior("block0"), expected["prior"], strict=True):
+        torch.testing.assert_close(mine, saved, rtol=0, atol=0)
+    torch.manual_seed(0)
+    x = torch.randn(20, 3)[:4]  # the inputs the file's predictions were made at
+    samples = learner.predictive_samples(x, num_samples=5)
+    torch.testing.assert_close(samples, expected["samples"], rtol=0, atol=0)
