@@ -17,25 +17,40 @@ everything that can fail has run.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pyro.distributions import Distribution
 
+from pyro_cl.fitters.fitter import Fitter
+from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.data_parallel import check_replicas_agree, synchronise_random_state
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.learner.prediction import ALL_TASKS
-from pyro_cl.learner.state import net_values_kept
+from pyro_cl.learner.state import LearnerStores, net_values_kept
 from pyro_cl.memory.model_view import ModelView
-from pyro_cl.memory.protocol import MemoryUpdate
+from pyro_cl.memory.protocol import Memory, MemoryUpdate
 from pyro_cl.points import Points
 from pyro_cl.posterior import Posterior, detach_distribution, install_prior, read_priors
-from pyro_cl.transitions.base import TransitionContext
-
-if TYPE_CHECKING:
-    from pyro_cl.learner.learner import ContinualLearner
+from pyro_cl.transitions.base import Transition, TransitionContext
 
 __all__ = ["MemoryStep"]
+
+
+class Stepping(LearnerStores, Protocol):
+    """What the memory's part of a step uses of :class:`~pyro_cl.ContinualLearner` (a protocol,
+    so that this module does not import the learner): its parts, and its fit."""
+
+    memory: Memory
+    fitter: Fitter
+    transition: Transition
+    num_predictive_samples: int
+
+    def current_prior(self) -> dict: ...
+
+    def _propagate(self, context: FitContext, data: Points, task_id: int) -> list[float]: ...
+
+    def _fit(self, context: FitContext, guide: MeanFieldGuide, problem: FitProblem) -> tuple: ...
 
 
 class MemoryStep:
@@ -47,9 +62,7 @@ class MemoryStep:
     :param time: the step's time.
     """
 
-    def __init__(
-        self, learner: ContinualLearner, context: FitContext, task_id: int, time: float
-    ) -> None:
+    def __init__(self, learner: Stepping, context: FitContext, task_id: int, time: float) -> None:
         self.learner, self.context, self.task_id, self.time = learner, context, task_id, time
 
     def run(

@@ -16,16 +16,15 @@ prediction random stream, so predicting never moves the training stream.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from pyro_cl.checks import checked_optional_count
+from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.infer.prediction import predictive_samples
+from pyro_cl.learner.state import LearnerStores
 from pyro_cl.nn.exclusive import exclusive_mode
-
-if TYPE_CHECKING:
-    from pyro_cl.learner.learner import ContinualLearner
 
 __all__ = ["ALL_TASKS", "MAX_PREDICTIVE_SAMPLES", "Prediction"]
 
@@ -35,13 +34,26 @@ MAX_PREDICTIVE_SAMPLES = 10**6
 ALL_TASKS = -1
 
 
+class Predicting(LearnerStores, Protocol):
+    """What prediction reads of :class:`~pyro_cl.ContinualLearner` (a protocol, so that this
+    module does not import the learner)."""
+
+    fitter: Fitter
+
+    def prepare_data(self, data, task_id: int | None) -> tuple: ...
+
+    def prior_at(self, time: float) -> dict: ...
+
+    def _check_time(self, time: float | None) -> float: ...
+
+
 class Prediction:
     """The predictions of ``learner`` (module docstring): ``learner.prediction``.
 
     :param learner: the :class:`~pyro_cl.ContinualLearner` to predict with.
     """
 
-    def __init__(self, learner: ContinualLearner) -> None:
+    def __init__(self, learner: Predicting) -> None:
         self.learner = learner
 
     def sites(self, x: torch.Tensor | None, task_id: int) -> dict:
