@@ -13,7 +13,7 @@ import torch
 from pyro_cl.app import records
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.continual_run import file_slug
-from pyro_cl.app.selection import choose, select_then_test
+from pyro_cl.app.selection import choose, choose_and_test, select_then_test
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Pages whose tables are rendered from committed records.
@@ -232,3 +232,19 @@ def test_kept_bytes_are_the_memorys_points_and_the_context_sources_state():
     # count, mean, W, σ², range, and the source's bookkeeping (task ids, input shape)
     numbers = 1 + 5 + 5 * 2 + 1 + 2
     assert numbers * 4 <= kept_bytes(moments) <= numbers * 4 + 64
+
+
+def test_any_runner_goes_through_the_protocol_and_the_test_sets_come_last():
+    """``choose_and_test`` over a runner of another library's methods: every setting scored
+    on validation first, the test sets read once per seed for the chosen setting only."""
+    calls = []
+
+    def run_one(row, setting, options, seed, validation):
+        calls.append((setting, seed, validation))
+        return {"ACC": options["score"] + seed + (0 if validation else 100)}
+
+    grid = {"a": {"score": 1.0}, "b": {"score": 2.0}}
+    measured, selection = choose_and_test({"peer": grid}, [0, 1], run_one)
+    assert calls[:4] == [("a", 0, 0.1), ("a", 1, 0.1), ("b", 0, 0.1), ("b", 1, 0.1)]
+    assert calls[4:] == [("b", 0, None), ("b", 1, None)]
+    assert selection["peer"]["chosen"] == "b" and measured["peer"][1]["ACC"] == 103.0

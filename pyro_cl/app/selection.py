@@ -34,7 +34,7 @@ import dataclasses
 import json
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,14 @@ from pyro_cl.app.continual_run import file_slug
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.runner import run_benchmark
 
-__all__ = ["choose", "learning_rate_grid", "protocol_record", "select_then_test", "test_numbers"]
+__all__ = [
+    "choose",
+    "choose_and_test",
+    "learning_rate_grid",
+    "protocol_record",
+    "select_then_test",
+    "test_numbers",
+]
 
 
 def _one_result(run: BenchmarkRun) -> RunResult:
@@ -91,25 +98,23 @@ def test_numbers(result: RunResult, seconds: float) -> dict[str, Any]:
 test_numbers.__test__ = False  # a helper, not a pytest test
 
 
-def select_then_test(
-    base: BenchmarkRun,
-    rows: Mapping[str, Mapping[str, Mapping[str, Any]]],
+def choose_and_test(
+    rows: Mapping[str, Mapping[str, Any]],
     seeds: Sequence[int],
+    run_one: Callable[[str, str, Any, int, float | None], dict[str, Any]],
     fraction: float = 0.1,
-    folder: str | Path | None = None,
     selection_seeds: Sequence[int] | None = None,
 ) -> tuple[dict[str, dict[int, dict[str, Any]]], dict[str, dict[str, Any]]]:
-    """Choose each row's setting on validation, then run it once per seed on the test sets
-    (module docstring).
+    """The protocol over any runner: for each row, every setting of its grid scored on
+    validation (``run_one(row, setting, fields, seed, fraction)``'s ``"ACC"``; not for a grid of
+    one), the best mean chosen, then ``run_one(row, chosen, fields, seed, None)`` on the test sets
+    for each seed. :func:`select_then_test` is this over benchmark runs; a benchmark of other
+    libraries' methods (benchmarks/peers.py) passes its own ``run_one``.
 
-    :param folder: where each run keeps its numbers and checkpoints, to resume (module
-        docstring); ``None`` keeps nothing.
-    :param selection_seeds: the seeds a setting is scored at on validation (default: ``seeds``);
-        the record names them.
+    :param selection_seeds: the seeds a setting is scored at (default: ``seeds``).
     :returns: ``{row: {seed: test numbers}}`` and ``{row: {"grid", "validation", "chosen",
         "scored at"}}``.
-    :raises ValueError: for an empty grid, repeated seeds, a setting that runs other than one
-        method, or a kept run whose fields differ from its setting's now.
+    :raises ValueError: for an empty grid or repeated seeds.
     """
     seeds = list(seeds)
     check_seeds(seeds)
@@ -128,7 +133,7 @@ def select_then_test(
         if len(grid) > 1:
             for setting, fields in grid.items():
                 scores[setting] = {
-                    seed: _kept_run(base, fields, seed, fraction, folder, label, setting)["ACC"]
+                    seed: run_one(label, setting, fields, seed, fraction)["ACC"]
                     for seed in scored_at
                 }
         chosen = choose(scores) if scores else next(iter(grid))
@@ -139,9 +144,34 @@ def select_then_test(
             "scored at": scored_at if scores else [],
         }
         measured[label] = {  # the test sets, read once, for the chosen setting
-            seed: _kept_run(base, grid[chosen], seed, None, folder, label, chosen) for seed in seeds
+            seed: run_one(label, chosen, grid[chosen], seed, None) for seed in seeds
         }
     return measured, selection
+
+
+def select_then_test(
+    base: BenchmarkRun,
+    rows: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    seeds: Sequence[int],
+    fraction: float = 0.1,
+    folder: str | Path | None = None,
+    selection_seeds: Sequence[int] | None = None,
+) -> tuple[dict[str, dict[int, dict[str, Any]]], dict[str, dict[str, Any]]]:
+    """Choose each row's setting on validation, then run it once per seed on the test sets
+    (module docstring; :func:`choose_and_test` over benchmark runs).
+
+    :param folder: where each run keeps its numbers and checkpoints, to resume (module
+        docstring); ``None`` keeps nothing.
+    :param selection_seeds: the seeds a setting is scored at on validation (default: ``seeds``);
+        the record names them.
+    :raises ValueError: for an empty grid, repeated seeds, a setting that runs other than one
+        method, or a kept run whose fields differ from its setting's now.
+    """
+
+    def run_one(row: str, setting: str, fields: Mapping, seed: int, validation: float | None):
+        return _kept_run(base, fields, seed, validation, folder, row, setting)
+
+    return choose_and_test(rows, seeds, run_one, fraction, selection_seeds)
 
 
 def _kept_run(

@@ -1,0 +1,262 @@
+"""The peer libraries side by side with ours, through the results protocol (issue 71): every row
+on the same tasks, net and schedule, its setting chosen on validation, the test sets read once,
+the run kept as a record (``benchmarks/records/peers-<benchmark>.json``).
+
+    pip install -e ".[peers]"      # laplace-torch 0.3 and ivon-opt 0.1.3
+    OMP_NUM_THREADS=1 python benchmarks/peers.py --seeds 0 1 2
+    python benchmarks/peers.py --seeds 0 --tiny                 # a check, seconds
+
+The stream is ``pyro-cl run``'s default (five permutations of scikit-learn's 8x8 digits, one
+head, 40 epochs in minibatches of 64: the demo's) or another single-head task preset
+(``--benchmark``). Rows, each a grid chosen on the held-out tenth of every task's training data:
+
+* ours (:mod:`pyro_cl.app.selection` over benchmark runs): fine-tuning, VCL, Laplace
+  propagation (``lp``, diagonal), IVON (``ivon``), function-space VI at the coreset's points,
+  each over Adam's learning rate (IVON: its own) as declared below;
+* **laplace-torch**, online diagonal Laplace (its continual-learning recipe: after each task
+  ``Laplace(..., hessian_structure="diag").fit(task, override=False)`` adds the task's
+  Gauss-Newton diagonal to the precision, and the next task is fitted by Adam against
+  ``½ (θ - μ)ᵀ diag(P) (θ - μ)``), predicting with the MAP as our ``lp`` does; its prior
+  precision chosen;
+* **ivon-opt**, IVON carried over tasks (one optimiser, its Hessian estimate kept, the
+  effective sample size each task's), predicting with 10 draws; its learning rate chosen.
+
+The peers run a ``torch.nn`` MLP of the preset's widths at PyTorch's default initialisation.
+Every row reports ACC, BWT, ECE (%), seconds and the bytes of data it keeps (none here but
+function-space VI's context points; a posterior is not counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pyro_cl.app.benchmark_run import BenchmarkRun
+from pyro_cl.app.records import current_commit, make_record, write_record
+from pyro_cl.app.selection import choose_and_test, learning_rate_grid, select_then_test
+from pyro_cl.metrics import average_accuracy, backward_transfer, expected_calibration_error
+
+#: Adam's learning rates our rows and the Laplace row are scored at.
+RATES = (1e-3, 3e-3)
+
+
+def ours(training: dict) -> dict[str, dict[str, dict]]:
+    """Our rows' grids (fields of :class:`BenchmarkRun`)."""
+    rows = {
+        "fine-tuning": learning_rate_grid("finetune", RATES, training),
+        "VCL": learning_rate_grid("vcl", RATES, training),
+        "Laplace propagation (diagonal)": learning_rate_grid("lp", RATES, training),
+        "function-space VI, the coreset's points": {
+            f"KL {scale}": {
+                "methods": ["fsvi"],
+                "training": training,
+                "fitter_options": {"function_kl_scale": scale},
+            }
+            for scale in ("sum", "per_point")
+        },
+    }
+    rows["IVON"] = {
+        f"IVON lr {rate:g}": {
+            "methods": ["ivon"],
+            "training": training,
+            "fitter_options": {"learning_rate": rate},
+        }
+        for rate in (0.05, 0.2)
+    }
+    return rows
+
+
+def peers() -> dict[str, dict[str, dict]]:
+    """The peer rows' grids: ``{row: {setting: options}}``."""
+    return {
+        "laplace-torch, online diagonal Laplace": {
+            f"prior precision {p:g}, lr {r:g}": {
+                "library": "laplace",
+                "prior_precision": p,
+                "learning_rate": r,
+            }
+            for p in (1.0, 10.0)
+            for r in RATES
+        },  # fmt: skip
+        "ivon-opt, IVON over the tasks": {
+            f"lr {r:g}": {"library": "ivon", "learning_rate": r} for r in (0.05, 0.2)
+        },
+    }
+
+
+def mlp(in_features: int, hidden: list[int], out_features: int) -> nn.Sequential:
+    layers, width = [], in_features
+    for size in hidden:
+        layers += [nn.Linear(width, size), nn.ReLU()]
+        width = size
+    return nn.Sequential(*layers, nn.Linear(width, out_features))
+
+
+def batches(x: torch.Tensor, y: torch.Tensor, size: int | None, generator: torch.Generator):
+    size = size or len(x)  # None: the whole task at once
+    order = torch.randperm(len(x), generator=generator)
+    for start in range(0, len(x), size):
+        rows = order[start : start + size]
+        yield x[rows], y[rows]
+
+
+class OnlineDiagonalLaplace:
+    """laplace-torch's online diagonal Laplace over a stream (the module docstring)."""
+
+    def __init__(self, net: nn.Module, prior_precision: float, learning_rate: float) -> None:
+        from laplace import Laplace
+
+        self.net, self.learning_rate = net, learning_rate
+        self.laplace = Laplace(
+            net, "classification", subset_of_weights="all", hessian_structure="diag",
+            prior_precision=prior_precision,
+        )  # fmt: skip
+        self.fitted = False
+
+    def learn(self, x, y, epochs: int, batch: int, generator: torch.Generator) -> None:
+        optimiser = torch.optim.Adam(self.net.parameters(), lr=self.learning_rate)
+        if self.fitted:
+            mean = self.laplace.mean.detach().clone()
+            precision = self.laplace.posterior_precision.detach().clone()
+        for _ in range(epochs):
+            for xb, yb in batches(x, y, batch, generator):
+                optimiser.zero_grad()
+                loss = F.cross_entropy(self.net(xb), yb)
+                if self.fitted:
+                    theta = nn.utils.parameters_to_vector(self.net.parameters())
+                    loss = loss + 0.5 * (precision * (theta - mean) ** 2).sum() / len(x)
+                loss.backward()
+                optimiser.step()
+        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=256)
+        self.laplace.fit(loader, override=not self.fitted)
+        self.fitted = True
+
+    def probabilities(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return self.net(x).softmax(-1)
+
+
+class IVONOverTasks:
+    """ivon-opt's IVON with one optimiser over the stream (the module docstring)."""
+
+    def __init__(self, net: nn.Module, learning_rate: float) -> None:
+        self.net, self.learning_rate, self.optimiser = net, learning_rate, None
+
+    def learn(self, x, y, epochs: int, batch: int, generator: torch.Generator) -> None:
+        import ivon
+
+        if self.optimiser is None:
+            self.optimiser = ivon.IVON(self.net.parameters(), lr=self.learning_rate, ess=len(x))
+        for group in self.optimiser.param_groups:
+            group["ess"] = float(len(x))
+        for _ in range(epochs):
+            for xb, yb in batches(x, y, batch, generator):
+                with self.optimiser.sampled_params(train=True):
+                    self.optimiser.zero_grad()
+                    F.cross_entropy(self.net(xb), yb).backward()
+                self.optimiser.step()
+
+    def probabilities(self, x: torch.Tensor, draws: int = 10) -> torch.Tensor:
+        total = 0.0
+        with torch.no_grad():
+            for _ in range(draws):
+                with self.optimiser.sampled_params():
+                    total = total + self.net(x).softmax(-1)
+        return total / draws
+
+
+def run_peer(
+    options: Mapping, base: BenchmarkRun, training: dict, seed: int, validation: float | None
+) -> dict:
+    """One peer run over the stream of ``seed`` (its held-out share with ``validation``)."""
+    stream = base.task_stream(seed)
+    if validation is not None:
+        stream = stream.validation(validation, seed)
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    settings = {**base.resolved_training(), **training}
+    net = mlp(stream.in_features, list(base.resolved_hidden_sizes), stream.num_classes)
+    if options["library"] == "laplace":
+        learner = OnlineDiagonalLaplace(net, options["prior_precision"], options["learning_rate"])
+    else:
+        learner = IVONOverTasks(net, options["learning_rate"])
+    tasks = stream.tasks
+    accuracy = np.zeros((len(tasks), len(tasks)))
+    calibration = np.zeros(len(tasks))
+    start = time.perf_counter()
+    for i, task in enumerate(tasks):
+        learner.learn(task.x_train, task.y_train, settings["epochs"], settings["batch_size"],
+                      generator)  # fmt: skip
+        for j, seen in enumerate(tasks[: i + 1]):
+            probabilities = learner.probabilities(seen.x_test)
+            accuracy[i, j] = float((probabilities.argmax(-1) == seen.y_test).double().mean())
+            if i == len(tasks) - 1:
+                calibration[j] = expected_calibration_error(probabilities, seen.y_test)
+    return {
+        "ACC": 100 * average_accuracy(accuracy),
+        "BWT": 100 * backward_transfer(accuracy),
+        "ECE": 100 * float(calibration.mean()),
+        "final per task": [100 * float(a) for a in accuracy[-1]],
+        "seconds": time.perf_counter() - start,
+        "kept bytes": 0,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--benchmark", default="permuted-digits")
+    parser.add_argument("--data-root", default="data")
+    parser.add_argument("--tiny", action="store_true", help="2 tasks, 1 epoch: a check")
+    parser.add_argument("--folder", help="keep our rows' runs here, to resume (none: keep none)")
+    args = parser.parse_args(argv)
+    training = {"epochs": 1, "num_predictive_samples": 4} if args.tiny else {}
+    base = BenchmarkRun(
+        args.benchmark, data_root=args.data_root, num_tasks=2 if args.tiny else None,
+        progress=False,
+    )  # fmt: skip
+    commit = current_commit()
+    measured, selection = select_then_test(base, ours(training), args.seeds, folder=args.folder)
+
+    def run_one(row: str, setting: str, options: Mapping, seed: int, validation: float | None):
+        return run_peer(options, base, training, seed, validation)
+
+    theirs, their_selection = choose_and_test(peers(), args.seeds, run_one)
+    import importlib.metadata as metadata
+
+    versions = {name: metadata.version(name) for name in ("laplace-torch", "ivon-opt", "torch")}
+    stream = base.task_stream(args.seeds[0])
+    record = make_record(
+        f"peers-{args.benchmark}" + ("-tiny" if args.tiny else ""),
+        command="python benchmarks/peers.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        seeds=args.seeds,
+        schedule={"preset": args.benchmark, "tasks": len(stream), **training},
+        data=stream.name,
+        rows={**measured, **theirs},
+        metrics=["ACC", "BWT", "ECE", "seconds"],
+        selection={**selection, **their_selection},
+        storage_bytes={
+            row: max(n["kept bytes"] or 0 for n in per_seed.values())
+            for row, per_seed in {**measured, **theirs}.items()
+        },
+        commit=commit,
+        notes="ACC, BWT and ECE in %; seconds per run on the test sets; peers' versions "
+        + ", ".join(f"{k} {v}" for k, v in versions.items())
+        + ". Every row's setting chosen on a tenth of each task's training data.",
+    )
+    print(f"wrote {write_record(record)}")
+    for row, per_seed in record["rows"].items():
+        values = [numbers["ACC"] for numbers in per_seed.values()]
+        print(f"{row}: ACC {statistics.mean(values):.2f}")
+
+
+if __name__ == "__main__":
+    main()
