@@ -145,7 +145,7 @@ def test_the_learners_evidence_is_the_one_step_predictive_of_the_steps_data():
         num_predictive_samples=20_000, seed=0, progress=False,
     )  # fmt: skip
     prior = {"weight": Normal(torch.tensor([[0.3, -0.8]]), torch.tensor([[0.2, 0.1]])).to_event(2)}
-    evidence = learner._evidence(x, y, 0)
+    evidence = learner.prediction.evidence(x, y, 0)
     mean, variance = prior["weight"].base_dist.loc[0], prior["weight"].base_dist.scale[0] ** 2
     exact = Normal(x @ mean, (x.square() @ variance + NOISE**2).sqrt()).log_prob(y).sum()
     assert evidence(prior) == pytest.approx(float(exact), abs=0.5)

@@ -42,8 +42,7 @@ from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.parts import Parts
-from pyro_cl.infer.prediction import predictive_samples
-from pyro_cl.infer.random_stream import RandomStream, random_state, set_random_state
+from pyro_cl.infer.random_stream import RandomStream
 from pyro_cl.learner.checkpoint import learner_state, load_learner, save_learner
 from pyro_cl.learner.memory_step import MemoryStep
 from pyro_cl.learner.prediction import ALL_TASKS, Prediction
@@ -318,7 +317,9 @@ class ContinualLearner:
         context = FitContext(self.model, self.config, self.device, callbacks, self.initial_prior)
         # the transition's view of this step: None at the first step (nothing to transition)
         between = (
-            self._transition_context(time, self._evidence(x, y, task_id)) if self.times else None
+            self._transition_context(time, self.prediction.evidence(x, y, task_id))
+            if self.times
+            else None
         )
         if between is not None:
             self._apply_transition(between)
@@ -341,25 +342,6 @@ class ContinualLearner:
             mean_lag=(time - self.times[0]) / len(self.times),
             evidence=evidence,
         )
-
-    def _evidence(self, x: torch.Tensor, y: torch.Tensor, task_id: int):
-        """``prior ↦ Σ_n log (1/S) Σ_j p(y_n | x_n, θ_j)``, ``θ_j ~ prior``: the step's data
-        scored one step ahead (:attr:`TransitionContext.evidence`). Every call draws from the
-        random state the step had when this was made, so candidates share their draws (a
-        smooth function of a transition's strength), and leaves the stream where it was."""
-        state = random_state(self.device)
-        likelihood, samples = self.model.likelihood, self.num_predictive_samples
-
-        def evidence(prior: Posterior) -> float:
-            outside = random_state(self.device)
-            set_random_state(self.device, state)
-            try:
-                outputs = predictive_samples(self.model, prior, x, task_id, samples)
-                return float(likelihood.predictive_log_likelihood(outputs, y).sum())
-            finally:
-                set_random_state(self.device, outside)
-
-        return evidence
 
     def _apply_transition(self, between: TransitionContext) -> None:
         """``prior = transition(posterior, Δt)`` on the sites trained so far, and on the prior

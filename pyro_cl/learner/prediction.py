@@ -16,6 +16,7 @@ prediction random stream, so predicting never moves the training stream.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import torch
@@ -23,6 +24,7 @@ import torch
 from pyro_cl.checks import checked_optional_count
 from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.infer.prediction import predictive_samples
+from pyro_cl.infer.random_stream import random_state, set_random_state
 from pyro_cl.learner.state import LearnerStores
 from pyro_cl.nn.exclusive import exclusive_mode
 
@@ -120,6 +122,27 @@ class Prediction:
         x, y, task_id = learner.prepare_data(data, task_id)
         samples = self._draws(x, task_id, num_samples, self._given(sites, time, x, task_id), chunk)
         return learner.model.likelihood.metrics(samples, y)
+
+    def evidence(self, x: torch.Tensor, y: torch.Tensor, task_id: int) -> Callable:
+        """``prior ↦ Σ_n log (1/S) Σ_j p(y_n | x_n, θ_j)``, ``θ_j ~ prior``: a step's data scored
+        one step ahead (:attr:`~pyro_cl.transitions.TransitionContext.evidence`). Every call
+        draws from the random state there was when this was made, so candidates share their
+        draws (a smooth function of a transition's strength), and leaves the stream where it
+        was."""
+        learner = self.learner
+        state = random_state(learner.device)
+        model, samples = learner.model, self.num_samples
+
+        def evidence(prior: dict) -> float:
+            outside = random_state(learner.device)
+            set_random_state(learner.device, state)
+            try:
+                outputs = predictive_samples(model, prior, x, task_id, samples)
+                return float(model.likelihood.predictive_log_likelihood(outputs, y).sum())
+            finally:
+                set_random_state(learner.device, outside)
+
+        return evidence
 
     def _given(
         self, sites: dict | None, time: float | None, x: torch.Tensor, task_id: int
