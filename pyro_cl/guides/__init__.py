@@ -19,6 +19,7 @@ from pyro_cl.guides.mean_field import (
     MeanFieldGuide,
     task_id_key,
 )
+from pyro_cl.guides.protocol import Guide
 
 __all__ = [
     "DEFAULT_INIT_LOG_VARIANCE",
@@ -28,6 +29,7 @@ __all__ = [
     "BlockCovariance",
     "BlockSite",
     "FullCovariance",
+    "Guide",
     "GuideFamily",
     "JointGaussianFamily",
     "JointGaussianGuide",

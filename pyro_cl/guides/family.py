@@ -4,8 +4,9 @@
 (the learner calls nothing else of it):
 
 * :meth:`GuideFamily.build` makes the guide module for a model — an ordinary Pyro guide, created
-  lazily site by site as the model's tasks arrive (:class:`~pyro_cl.guides.MeanFieldGuide` and
-  its subclasses);
+  lazily site by site as the model's tasks arrive, that follows the
+  :class:`~pyro_cl.guides.protocol.Guide` protocol (:class:`~pyro_cl.guides.MeanFieldGuide`
+  and the joint Gaussian guide do);
 * the guide reads its fitted posterior as distributions (``guide.posterior(names)``, one
   per site: the site's marginal) and, where it couples sites, as joint draws and the KL of the
   coupled block (``guide.joint_terms(names)``, see :mod:`pyro_cl.guides.joint_gaussian`);
@@ -28,6 +29,7 @@ from abc import abstractmethod
 from collections.abc import Callable
 
 from pyro_cl.guides.mean_field import MeanFieldGuide
+from pyro_cl.guides.protocol import Guide
 from pyro_cl.spec import Registrable
 
 __all__ = ["MEAN_FIELD", "GuideFamily", "MeanField", "supported_families"]
@@ -71,10 +73,8 @@ class GuideFamily(Registrable, kind="guide"):
         return tuple(cls.__dict__["name"] for cls in type(self).__mro__ if "name" in cls.__dict__)
 
     @abstractmethod
-    def build(
-        self, model: Callable, init_log_variance: float, init_loc_std: float
-    ) -> MeanFieldGuide:
-        """The guide of ``model`` (its amortised local guide, if any, included), new sites
+    def build(self, model: Callable, init_log_variance: float, init_loc_std: float) -> Guide:
+        """The guide of ``model`` (a :class:`~pyro_cl.guides.protocol.Guide`) (its amortised local guide, if any, included), new sites
         starting at ``log σ² = init_log_variance`` and means at the prior's plus noise of scale
         ``init_loc_std`` (the learner's :class:`~pyro_cl.infer.config.Initialisation`)."""
 
