@@ -157,3 +157,36 @@ def check_monte_carlo_kl_against_quadrature(mu: float, sigma: float, prior) -> f
     spread = float((q.log_prob(q_draws) - prior.log_prob(q_draws)).std())
     assert abs(sum(terms) / len(terms) - integral) < 4 * spread / 400_000**0.5
     return integral
+
+
+def exact_regression_settings(epochs: int = 600, learning_rate: float = 0.05) -> dict:
+    """The settings under which a joint Gaussian guide reaches a linear-Gaussian model's exact
+    posterior (whole-batch Adam with a decaying rate, 32 particles): tests/test_guide_families.py
+    and tests/test_kronecker_guide.py."""
+    return {
+        "epochs": epochs,
+        "batch_size": None,
+        "learning_rate": learning_rate,
+        "learning_rate_decay": 0.3,
+        "learning_rate_decay_steps": max(1, epochs // 4),
+        "num_particles": 32,
+        "ml_init_epochs": 0,
+        "seed": 0,
+        "progress": False,
+    }
+
+
+def coreset_and_wiener_vcl(net):
+    """VCL with a random coreset of 20 and a Wiener(0.1) transition, 30 epochs at 0.02: the run a
+    first prior's family is put through (tests/test_*_prior.py)."""
+    import pyro_cl
+
+    return pyro_cl.VCL(
+        net,
+        memory=pyro_cl.memory.RandomCoreset(20),
+        transition=pyro_cl.Wiener(0.1),
+        epochs=30,
+        learning_rate=0.02,
+        seed=0,
+        progress=False,
+    )

@@ -24,6 +24,7 @@ from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.memory import RandomCoreset
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.transitions import BayesianForgetting, OrnsteinUhlenbeck, Wiener
+from tests.helpers import exact_regression_settings
 
 NOISE = 0.5
 DIM = 3
@@ -57,15 +58,7 @@ def regression_learner(family, epochs=600, learning_rate=0.05, bias=False, **set
         BayesianLinear(DIM, 1, bias=bias),
         likelihood=GaussianLikelihood(NOISE),
         guide=family,
-        epochs=epochs,
-        batch_size=None,
-        learning_rate=learning_rate,
-        learning_rate_decay=0.3,
-        learning_rate_decay_steps=max(1, epochs // 4),
-        num_particles=32,
-        ml_init_epochs=0,
-        seed=0,
-        progress=False,
+        **exact_regression_settings(epochs, learning_rate),
         **settings,
     )
 

@@ -16,6 +16,7 @@ from pyro_cl.guides.kronecker import MatrixNormal
 from pyro_cl.likelihoods import Likelihood
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.transitions import Wiener
+from tests.helpers import exact_regression_settings
 
 NOISE, INPUTS, OUTPUTS = 0.5, 3, 2
 DOUBLE = {"dtype": torch.float64}
@@ -95,15 +96,7 @@ def regression_learner(family, epochs=600, **settings):
         BayesianLinear(INPUTS, OUTPUTS, bias=False),
         likelihood=MultiOutputGaussian(NOISE),
         guide=family,
-        epochs=epochs,
-        batch_size=None,
-        learning_rate=0.05,
-        learning_rate_decay=0.3,
-        learning_rate_decay_steps=max(1, epochs // 4),
-        num_particles=32,
-        ml_init_epochs=0,
-        seed=0,
-        progress=False,
+        **exact_regression_settings(epochs),
         **settings,
     )
 

@@ -21,7 +21,11 @@ from pyro_cl.posterior import (
     saveable_distribution,
 )
 from pyro_cl.transitions import TransitionContext
-from tests.helpers import check_monte_carlo_kl_against_quadrature, two_class_data
+from tests.helpers import (
+    check_monte_carlo_kl_against_quadrature,
+    coreset_and_wiener_vcl,
+    two_class_data,
+)
 
 DOUBLE = {"dtype": torch.float64}
 
@@ -70,15 +74,7 @@ def families(net) -> set[str]:
 
 def test_a_mixture_first_prior_runs_through_vcl_a_coreset_and_a_wiener_transition():
     x, y = two_class_data(120, 4)
-    learner = pyro_cl.VCL(
-        mixture_mlp(),
-        memory=pyro_cl.memory.RandomCoreset(20),
-        transition=pyro_cl.Wiener(0.1),
-        epochs=30,
-        learning_rate=0.02,
-        seed=0,
-        progress=False,
-    )
+    learner = coreset_and_wiener_vcl(mixture_mlp())
     assert families(learner.net) == {"ScaleMixtureNormal"}
     learner.observe((x, y), task_id=0)
     assert learner.evaluate((x, y), task_id=0)["accuracy"] > 0.95

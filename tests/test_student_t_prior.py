@@ -19,7 +19,11 @@ from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianMLP, StudentTPrior, make_bayesian
 from pyro_cl.posterior import read_priors
 from pyro_cl.transitions import TransitionContext, initial_moments
-from tests.helpers import check_monte_carlo_kl_against_quadrature, two_class_data
+from tests.helpers import (
+    check_monte_carlo_kl_against_quadrature,
+    coreset_and_wiener_vcl,
+    two_class_data,
+)
 
 
 def families(net) -> dict[str, str]:
@@ -55,15 +59,7 @@ def test_the_fast_route_takes_the_student_t_term_site_by_site():
 
 def test_a_student_t_first_prior_runs_through_vcl_a_coreset_and_a_transition():
     x, y = two_class_data(120, 4)
-    learner = pyro_cl.VCL(
-        student_t_mlp(),
-        memory=pyro_cl.memory.RandomCoreset(20),
-        transition=pyro_cl.Wiener(0.1),
-        epochs=30,
-        learning_rate=0.02,
-        seed=0,
-        progress=False,
-    )
+    learner = coreset_and_wiener_vcl(student_t_mlp())
     assert set(families(learner.net).values()) == {"StudentT"}
     learner.observe((x, y), task_id=0)
     got = families(learner.net)
