@@ -2,7 +2,7 @@
 on the same tasks, net and schedule, its setting chosen on validation, the test sets read once,
 the run kept as a record (``benchmarks/records/peers-<benchmark>.json``).
 
-    pip install -e ".[peers]"      # laplace-torch 0.3 and ivon-opt 0.1.3
+    pip install -e ".[peers]"      # laplace-torch 0.3, ivon-opt 0.1.3, avalanche-lib 0.6.0
     OMP_NUM_THREADS=1 python benchmarks/peers.py --seeds 0 1 2
     python benchmarks/peers.py --seeds 0 --tiny                 # a check, seconds
 
@@ -19,7 +19,10 @@ head, 40 epochs in minibatches of 64: the demo's) or another single-head task pr
   ``½ (θ - μ)ᵀ diag(P) (θ - μ)``), predicting with the MAP as our ``lp`` does; its prior
   precision chosen;
 * **ivon-opt**, IVON carried over tasks (one optimiser, its Hessian estimate kept, the
-  effective sample size each task's), predicting with 10 draws; its learning rate chosen.
+  effective sample size each task's), predicting with 10 draws; its learning rate chosen;
+* **Avalanche**: Naive (fine-tuning), Replay with a buffer of the points our coreset keeps over
+  the stream (200 a task: 1,000 on the demo's five), EWC (λ chosen) and LwF (α chosen), each
+  strategy on the same tensors as its experiences.
 
 The peers run a ``torch.nn`` MLP of the preset's widths at PyTorch's default initialisation.
 Every row reports ACC, BWT, ECE (%), seconds and the bytes of data it keeps (none here but
@@ -74,8 +77,9 @@ def ours(training: dict) -> dict[str, dict[str, dict]]:
     return rows
 
 
-def peers() -> dict[str, dict[str, dict]]:
-    """The peer rows' grids: ``{row: {setting: options}}``."""
+def peers(memory: int) -> dict[str, dict[str, dict]]:
+    """The peer rows' grids: ``{row: {setting: options}}`` (``memory``: replay's buffer, the
+    points our coreset keeps over the stream)."""
     return {
         "laplace-torch, online diagonal Laplace": {
             f"prior precision {p:g}, lr {r:g}": {
@@ -89,6 +93,34 @@ def peers() -> dict[str, dict[str, dict]]:
         "ivon-opt, IVON over the tasks": {
             f"lr {r:g}": {"library": "ivon", "learning_rate": r} for r in (0.05, 0.2)
         },
+        "Avalanche Naive (fine-tuning)": _avalanche("naive", {}),
+        f"Avalanche Replay, {memory:,} points in all": _avalanche("replay", {"mem_size": memory}),
+        "Avalanche EWC": {
+            f"λ {strength:g}": {
+                "library": "avalanche",
+                "kind": "ewc",
+                "learning_rate": RATES[0],
+                "ewc_lambda": strength,
+            }
+            for strength in (1.0, 100.0)
+        },  # fmt: skip
+        "Avalanche LwF": {
+            f"α {alpha:g}": {
+                "library": "avalanche",
+                "kind": "lwf",
+                "learning_rate": RATES[0],
+                "alpha": alpha,
+            }
+            for alpha in (0.5, 1.0)
+        },  # fmt: skip
+    }
+
+
+def _avalanche(kind: str, options: dict) -> dict[str, dict]:
+    """An Avalanche row's grid over Adam's learning rate."""
+    return {
+        f"lr {rate:g}": {"library": "avalanche", "kind": kind, "learning_rate": rate, **options}
+        for rate in RATES
     }
 
 
@@ -121,7 +153,7 @@ class OnlineDiagonalLaplace:
         )  # fmt: skip
         self.fitted = False
 
-    def learn(self, x, y, epochs: int, batch: int, generator: torch.Generator) -> None:
+    def learn(self, index, x, y, epochs: int, batch: int, generator: torch.Generator) -> None:
         optimiser = torch.optim.Adam(self.net.parameters(), lr=self.learning_rate)
         if self.fitted:
             mean = self.laplace.mean.detach().clone()
@@ -150,7 +182,7 @@ class IVONOverTasks:
     def __init__(self, net: nn.Module, learning_rate: float) -> None:
         self.net, self.learning_rate, self.optimiser = net, learning_rate, None
 
-    def learn(self, x, y, epochs: int, batch: int, generator: torch.Generator) -> None:
+    def learn(self, index, x, y, epochs: int, batch: int, generator: torch.Generator) -> None:
         import ivon
 
         if self.optimiser is None:
@@ -173,6 +205,61 @@ class IVONOverTasks:
         return total / draws
 
 
+class AvalancheStrategy:
+    """One of Avalanche's strategies over the stream's tasks as its experiences (the same
+    tensors; task label 0 throughout: one head), trained with Adam; predictions from its model.
+
+    :param kind: ``"naive"``, ``"replay"`` (a buffer of ``mem_size`` points over all
+        experiences, balanced), ``"ewc"`` (``ewc_lambda``) or ``"lwf"`` (``alpha``, temperature
+        2).
+    """
+
+    def __init__(self, net: nn.Module, stream, kind: str, learning_rate: float,
+                 epochs: int, batch: int, **options) -> None:  # fmt: skip
+        from avalanche.benchmarks import tensors_benchmark
+        from avalanche.training import EWC, LwF, Naive, Replay
+        from avalanche.training.plugins import EvaluationPlugin
+
+        self.net = net
+        self.experiences = tensors_benchmark(
+            [(t.x_train, t.y_train) for t in stream.tasks],
+            [(t.x_test, t.y_test) for t in stream.tasks],
+            task_labels=[0] * len(stream.tasks),
+        ).train_stream
+        kinds = {"naive": Naive, "replay": Replay, "ewc": EWC, "lwf": LwF}
+        if kind == "lwf":
+            options.setdefault("temperature", 2.0)
+        if kind == "ewc":
+            options.setdefault("mode", "separate")
+        self.strategy = kinds[kind](
+            model=net,
+            optimizer=torch.optim.Adam(net.parameters(), lr=learning_rate),
+            criterion=nn.CrossEntropyLoss(),
+            train_mb_size=batch,
+            train_epochs=epochs,
+            evaluator=EvaluationPlugin(),
+            **options,
+        )
+        self.buffer = getattr(self.strategy, "plugins", [])
+
+    def learn(self, index, x, y, epochs: int, batch: int, generator: torch.Generator) -> None:
+        self.strategy.train(self.experiences[index])
+
+    def probabilities(self, x: torch.Tensor) -> torch.Tensor:
+        self.net.eval()
+        with torch.no_grad():
+            return self.net(x).softmax(-1)
+
+    def kept_bytes(self) -> int:
+        """The replay buffer's points (inputs, label and task label), as held."""
+        for plugin in self.buffer:
+            buffer = getattr(getattr(plugin, "storage_policy", None), "buffer", None)
+            if buffer is not None:
+                x, y, _ = buffer[0]
+                return len(buffer) * (x.nelement() * x.element_size() + 16)
+        return 0
+
+
 def run_peer(
     options: Mapping, base: BenchmarkRun, training: dict, seed: int, validation: float | None
 ) -> dict:
@@ -184,17 +271,23 @@ def run_peer(
     generator = torch.Generator().manual_seed(seed)
     settings = {**base.resolved_training(), **training}
     net = mlp(stream.in_features, list(base.resolved_hidden_sizes), stream.num_classes)
-    if options["library"] == "laplace":
+    library = options["library"]
+    if library == "laplace":
         learner = OnlineDiagonalLaplace(net, options["prior_precision"], options["learning_rate"])
-    else:
+    elif library == "ivon":
         learner = IVONOverTasks(net, options["learning_rate"])
+    else:  # avalanche
+        extra = {k: v for k, v in options.items() if k not in ("library", "kind", "learning_rate")}
+        learner = AvalancheStrategy(net, stream, options["kind"], options["learning_rate"],
+                                    settings["epochs"], settings["batch_size"] or 10**9,
+                                    **extra)  # fmt: skip
     tasks = stream.tasks
     accuracy = np.zeros((len(tasks), len(tasks)))
     calibration = np.zeros(len(tasks))
     start = time.perf_counter()
     for i, task in enumerate(tasks):
-        learner.learn(task.x_train, task.y_train, settings["epochs"], settings["batch_size"],
-                      generator)  # fmt: skip
+        learner.learn(i, task.x_train, task.y_train, settings["epochs"],
+                      settings["batch_size"], generator)  # fmt: skip
         for j, seen in enumerate(tasks[: i + 1]):
             probabilities = learner.probabilities(seen.x_test)
             accuracy[i, j] = float((probabilities.argmax(-1) == seen.y_test).double().mean())
@@ -206,7 +299,7 @@ def run_peer(
         "ECE": 100 * float(calibration.mean()),
         "final per task": [100 * float(a) for a in accuracy[-1]],
         "seconds": time.perf_counter() - start,
-        "kept bytes": 0,
+        "kept bytes": getattr(learner, "kept_bytes", lambda: 0)(),
     }
 
 
@@ -229,10 +322,12 @@ def main(argv: list[str] | None = None) -> None:
     def run_one(row: str, setting: str, options: Mapping, seed: int, validation: float | None):
         return run_peer(options, base, training, seed, validation)
 
-    theirs, their_selection = choose_and_test(peers(), args.seeds, run_one)
+    memory = base.resolved_coreset_size * len(base.task_stream(args.seeds[0]))
+    theirs, their_selection = choose_and_test(peers(memory), args.seeds, run_one)
     import importlib.metadata as metadata
 
-    versions = {name: metadata.version(name) for name in ("laplace-torch", "ivon-opt", "torch")}
+    libraries = ("laplace-torch", "ivon-opt", "avalanche-lib", "torch")
+    versions = {name: metadata.version(name) for name in libraries}
     stream = base.task_stream(args.seeds[0])
     record = make_record(
         f"peers-{args.benchmark}" + ("-tiny" if args.tiny else ""),
