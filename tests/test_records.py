@@ -17,7 +17,12 @@ from pyro_cl.app.selection import choose, choose_and_test, select_then_test
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Pages whose tables are rendered from committed records.
-PAGES = [ROOT / "benchmarks" / "RESULTS.md", ROOT / "docs" / "which_method.md", ROOT / "README.md"]
+PAGES = [
+    ROOT / "benchmarks" / "RESULTS.md",
+    ROOT / "docs" / "results.md",
+    ROOT / "docs" / "which_method.md",
+    ROOT / "README.md",
+]
 
 
 class _Unreadable(torch.Tensor):
