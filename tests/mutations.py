@@ -139,6 +139,13 @@ MUTATIONS = [
         ("tests/test_kronecker_guide.py",),
     ),
     Mutation(
+        "matrix normal density: the columns' log-determinant weighed by p",
+        "pyro_cl/guides/kronecker.py",
+        "log_det = p * 2 * self.row_tril.diagonal().log().sum() + n * 2 * (",
+        "log_det = p * 2 * self.row_tril.diagonal().log().sum() + p * 2 * (",
+        ("tests/test_kronecker_guide.py",),
+    ),
+    Mutation(
         "matrix normal draws: B instead of Bᵀ",
         "pyro_cl/guides/kronecker.py",
         "spread = self.row_tril @ noise @ self.column_tril.T",

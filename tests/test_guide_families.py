@@ -328,3 +328,36 @@ def test_a_joint_guide_saved_before_the_block_forms_loads_and_predicts_the_same(
     x = torch.randn(20, 3)[:4]  # the inputs the file's predictions were made at
     samples = learner.predictive_samples(x, num_samples=5)
     torch.testing.assert_close(samples, expected["samples"], rtol=0, atol=0)
+
+
+def test_a_blocks_kl_is_the_registered_closed_form_of_its_distributions():
+    """The full covariance's KL (one triangular solve, registered for its Cholesky Gaussians) is
+    torch's multivariate normal KL; the low rank's is torch's own registered one."""
+    from pyro_cl.guides.full_covariance import FullGaussian
+    from pyro_cl.guides.low_rank import LowRankGaussian
+    from pyro_cl.kl import site_kl
+
+    generator = torch.Generator().manual_seed(0)
+
+    def tril():
+        raw = torch.randn(4, 4, generator=generator, dtype=torch.float64).tril(-1)
+        return raw + torch.diag(torch.rand(4, generator=generator, dtype=torch.float64) + 0.5)
+
+    def loc():
+        return torch.randn(4, generator=generator, dtype=torch.float64)
+
+    q, p = FullGaussian(loc(), tril()), FullGaussian(loc(), tril())
+    expected = kl_divergence(
+        MultivariateNormal(q.loc, scale_tril=q.scale_tril),
+        MultivariateNormal(p.loc, scale_tril=p.scale_tril),
+    )
+    torch.testing.assert_close(site_kl(q.distribution(), p.distribution()), expected)
+    low = LowRankGaussian(loc(), tril()[:, :2], torch.rand(4, dtype=torch.float64) + 0.1)
+    other = LowRankGaussian(loc(), tril()[:, :2], torch.rand(4, dtype=torch.float64) + 0.1)
+    expected = kl_divergence(
+        MultivariateNormal(low.loc, low.cov_factor @ low.cov_factor.T + torch.diag(low.cov_diag)),
+        MultivariateNormal(
+            other.loc, other.cov_factor @ other.cov_factor.T + torch.diag(other.cov_diag)
+        ),
+    )
+    torch.testing.assert_close(site_kl(low.distribution(), other.distribution()), expected)

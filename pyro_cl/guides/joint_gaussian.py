@@ -11,7 +11,9 @@ parametrised is a :class:`BlockCovariance`, the small protocol a family implemen
 * the block's starting parameters and prior from the sites' initial priors
   (:meth:`~BlockCovariance.start`), and the joint Gaussian they make
   (:meth:`~BlockCovariance.joint`, :meth:`~BlockCovariance.prior`): an object with ``loc``,
-  ``variance``, ``rsample``, ``kl(prior)`` (closed form), ``detached`` and ``distribution``;
+  ``variance``, ``rsample``, ``detached`` and ``distribution``, a torch distribution whose KL
+  to the prior's is a closed form registered with torch's ``kl_divergence`` (so the block's KL
+  is :func:`~pyro_cl.kl.site_kl`'s, as every site's);
 * the handoff (:meth:`~BlockCovariance.hand_off`: ``q_t`` becomes the prior's buffers), the
   restart at the prior (:meth:`~BlockCovariance.parameters_at`) and, where the form is closed
   under it, a transition's linear Gaussian step (:meth:`~BlockCovariance.carried`).
@@ -54,6 +56,7 @@ from pyro_cl.guides.mean_field import (
     _parameter_key,
     task_id_key,
 )
+from pyro_cl.kl import site_kl
 from pyro_cl.posterior import base_distribution, sample_sites
 
 __all__ = [
@@ -107,13 +110,12 @@ class JointGaussian(Protocol):
 
     def rsample(self, sample_shape: tuple[int, ...] = ()) -> torch.Tensor: ...
 
-    def kl(self, prior: JointGaussian) -> torch.Tensor:
-        """``KL(self ‖ prior)`` in closed form."""
-
     def detached(self) -> JointGaussian: ...
 
     def distribution(self) -> Distribution:
-        """The same Gaussian as a torch distribution (a ``MultivariateNormal`` or kin)."""
+        """The same Gaussian as a torch distribution (a ``MultivariateNormal`` or kin), whose KL
+        to the prior's is registered with torch's ``kl_divergence`` (:func:`~pyro_cl.kl.site_kl`
+        computes it)."""
 
 
 class BlockSite(Normal):
@@ -426,7 +428,13 @@ class JointGaussianGuide(MeanFieldGuide):
     # ----------------------------------------------------------------- the family's protocol
     def joint_terms(self, names: Iterable[str]) -> tuple[torch.Tensor | float, dict]:
         joints, sites = self._joint_sites(names)
-        kl = sum((joint.kl(self.joint_prior(key)) for key, joint in joints.items()), 0.0)
+        kl = sum(
+            (
+                site_kl(joint.distribution(), self.joint_prior(key).distribution())
+                for key, joint in joints.items()
+            ),
+            0.0,
+        )
         return kl, sites
 
     def _joint_sites(self, names: Iterable[str]) -> tuple[dict, dict[str, Distribution]]:

@@ -26,11 +26,13 @@ online Bayes there (tested against the closed form)::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import torch
-from pyro.distributions import MultivariateNormal
+from pyro.distributions import TorchDistribution, constraints
+from torch.distributions import register_kl
 
 from pyro_cl.guides.joint_gaussian import (
     BlockCovariance,
@@ -40,7 +42,13 @@ from pyro_cl.guides.joint_gaussian import (
     tril_parameters,
 )
 
-__all__ = ["KroneckerBlocks", "KroneckerFactored", "MatrixNormal", "matrix_normal_kl"]
+__all__ = [
+    "KroneckerBlocks",
+    "KroneckerFactored",
+    "MatrixNormal",
+    "MatrixNormalDistribution",
+    "matrix_normal_kl",
+]
 
 
 def _inverse_times(tril: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
@@ -72,6 +80,67 @@ def matrix_normal_kl(
     )
 
 
+class MatrixNormalDistribution(TorchDistribution):
+    """``MN(M, A Aᵀ, B Bᵀ)`` as a torch distribution over ``vec W`` by rows (event ``n p``):
+    ``N(vec M, U ⊗ V)`` without the ``np × np`` matrix. Its KL to another is eq. 1, registered
+    with torch's ``kl_divergence``; its density::
+
+        log p(W) = -½ [n p log 2π + p log|U| + n log|V| + ‖A⁻¹ (W - M) B⁻ᵀ‖²_F]
+    """
+
+    arg_constraints = {
+        "loc": constraints.real_vector,
+        "row_tril": constraints.lower_cholesky,
+        "column_tril": constraints.lower_cholesky,
+    }
+    support = constraints.real_vector
+    has_rsample = True
+
+    def __init__(self, loc, row_tril, column_tril, validate_args=None) -> None:
+        self.loc, self.row_tril, self.column_tril = loc, row_tril, column_tril
+        self.shape2 = (len(row_tril), len(column_tril))
+        super().__init__(torch.Size(), loc.shape[-1:], validate_args=validate_args)
+
+    @property
+    def mean(self) -> torch.Tensor:
+        return self.loc
+
+    @property
+    def variance(self) -> torch.Tensor:
+        rows, columns = self.row_tril.square().sum(-1), self.column_tril.square().sum(-1)
+        return torch.outer(rows, columns).reshape(-1)
+
+    def rsample(self, sample_shape=torch.Size()) -> torch.Tensor:  # noqa: B008 (torch's own)
+        sample_shape = torch.Size(sample_shape)
+        noise = torch.randn(
+            *sample_shape, *self.shape2, dtype=self.loc.dtype, device=self.loc.device
+        )
+        spread = self.row_tril @ noise @ self.column_tril.T
+        return self.loc + spread.reshape(*sample_shape, -1)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        n, p = self.shape2
+        difference = (value - self.loc).reshape(*value.shape[:-1], n, p)
+        rows = torch.linalg.solve_triangular(self.row_tril, difference, upper=False)
+        whitened = torch.linalg.solve_triangular(
+            self.column_tril, rows.transpose(-1, -2), upper=False
+        )
+        log_det = p * 2 * self.row_tril.diagonal().log().sum() + n * 2 * (
+            self.column_tril.diagonal().log().sum()
+        )
+        squares = whitened.square().sum((-1, -2))
+        return -0.5 * (n * p * math.log(2 * math.pi) + log_det + squares)
+
+
+@register_kl(MatrixNormalDistribution, MatrixNormalDistribution)
+def _kl_matrix_normals(q: MatrixNormalDistribution, p: MatrixNormalDistribution) -> torch.Tensor:
+    shape = q.shape2
+    return matrix_normal_kl(
+        q.loc.reshape(shape), q.row_tril, q.column_tril,
+        p.loc.reshape(shape), p.row_tril, p.column_tril,
+    )  # fmt: skip
+
+
 class MatrixNormal(NamedTuple):
     """``MN(M, A Aᵀ, B Bᵀ)`` over a flat block (``loc`` is ``vec M`` by rows, ``n p``)."""
 
@@ -85,31 +154,17 @@ class MatrixNormal(NamedTuple):
 
     @property
     def variance(self) -> torch.Tensor:
-        rows, columns = self.row_tril.square().sum(-1), self.column_tril.square().sum(-1)
-        return torch.outer(rows, columns).reshape(-1)
+        return self.distribution().variance
 
     def rsample(self, sample_shape: tuple[int, ...] = ()) -> torch.Tensor:
-        noise = torch.randn(
-            *sample_shape, *self.shape, dtype=self.loc.dtype, device=self.loc.device
-        )
-        spread = self.row_tril @ noise @ self.column_tril.T
-        return self.loc + spread.reshape(*sample_shape, -1)
-
-    def kl(self, prior: MatrixNormal) -> torch.Tensor:
-        """``KL(self ‖ prior)`` in closed form (eq. 1)."""
-        return matrix_normal_kl(
-            self.loc.reshape(self.shape), self.row_tril, self.column_tril,
-            prior.loc.reshape(self.shape), prior.row_tril, prior.column_tril,
-        )  # fmt: skip
+        return self.distribution().rsample(sample_shape)
 
     def detached(self) -> MatrixNormal:
         return MatrixNormal(*(t.detach().clone() for t in self))
 
-    def distribution(self) -> MultivariateNormal:
-        """The same Gaussian over ``vec W``: ``N(vec M, U ⊗ V)``, its Cholesky factor
-        ``A ⊗ B``."""
-        scale_tril = torch.kron(self.row_tril.contiguous(), self.column_tril.contiguous())
-        return MultivariateNormal(self.loc, scale_tril=scale_tril, validate_args=False)
+    def distribution(self) -> MatrixNormalDistribution:
+        """The same Gaussian as a torch distribution over ``vec W``."""
+        return MatrixNormalDistribution(*self, validate_args=False)
 
 
 class KroneckerBlocks(BlockCovariance):
