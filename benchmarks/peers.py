@@ -44,7 +44,12 @@ from torch import nn
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.records import current_commit, make_record, write_record
-from pyro_cl.app.selection import choose_and_test, learning_rate_grid, select_then_test
+from pyro_cl.app.selection import (
+    choose_and_test,
+    kept_numbers,
+    learning_rate_grid,
+    select_then_test,
+)
 from pyro_cl.metrics import average_accuracy, backward_transfer, expected_calibration_error
 
 #: Adam's learning rates our rows and the Laplace row are scored at.
@@ -309,7 +314,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--benchmark", default="permuted-digits")
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--tiny", action="store_true", help="2 tasks, 1 epoch: a check")
-    parser.add_argument("--folder", help="keep our rows' runs here, to resume (none: keep none)")
+    parser.add_argument(
+        "--folder", help="keep every run's numbers here, to resume (none: keep none)"
+    )
     args = parser.parse_args(argv)
     training = {"epochs": 1, "num_predictive_samples": 4} if args.tiny else {}
     base = BenchmarkRun(
@@ -320,7 +327,12 @@ def main(argv: list[str] | None = None) -> None:
     measured, selection = select_then_test(base, ours(training), args.seeds, folder=args.folder)
 
     def run_one(row: str, setting: str, options: Mapping, seed: int, validation: float | None):
-        return run_peer(options, base, training, seed, validation)
+        def run(place):
+            return run_peer(options, base, training, seed, validation)
+
+        return kept_numbers(folder, row, setting, options, seed, validation, run)
+
+    folder = None if args.folder is None else f"{args.folder}/peers"
 
     memory = base.resolved_coreset_size * len(base.task_stream(args.seeds[0]))
     theirs, their_selection = choose_and_test(peers(memory), args.seeds, run_one)

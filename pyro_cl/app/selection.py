@@ -46,6 +46,7 @@ from pyro_cl.app.runner import run_benchmark
 __all__ = [
     "choose",
     "choose_and_test",
+    "kept_numbers",
     "learning_rate_grid",
     "protocol_record",
     "select_then_test",
@@ -174,17 +175,21 @@ def select_then_test(
     return choose_and_test(rows, seeds, run_one, fraction, selection_seeds)
 
 
-def _kept_run(
-    base: BenchmarkRun,
-    fields: Mapping[str, Any],
-    seed: int,
-    validation: float | None,
+def kept_numbers(
     folder: str | Path | None,
     row: str,
     setting: str,
+    fields: Mapping[str, Any],
+    seed: int,
+    validation: float | None,
+    run: Callable[[Path | None], dict[str, Any]],
 ) -> dict[str, Any]:
-    """One run's numbers (:func:`test_numbers`; ACC on the held-out share with ``validation``),
-    read from ``folder`` when it finished there before, else run (resumably there) and kept."""
+    """One run's numbers, read from ``folder`` when that run finished there before, else
+    ``run(place)`` (``place``: a folder of the run's own for a checkpoint, ``None`` without
+    ``folder``) and kept as ``<folder>/<row>/<setting>/<validation|test>-seed<k>.json``.
+
+    :raises ValueError: for a kept run whose fields or validation share differ from these.
+    """
     split = "test" if validation is None else "validation"
     place = None if folder is None else Path(folder) / file_slug(row) / file_slug(setting)
     kept = None if place is None else place / f"{split}-seed{seed}.json"
@@ -196,21 +201,36 @@ def _kept_run(
                 f"not {_plain(fields)} (validation {validation}): remove it to run again"
             )
         return saved["numbers"]
-    run = dataclasses.replace(
-        base,
-        **fields,
-        seeds=[seed],
-        validation=validation,
-        output=None if place is None else place / f"{split}-seed{seed}",
-        resumable=place is not None,
-    )
-    start = time.perf_counter()
-    numbers = test_numbers(_one_result(run), time.perf_counter() - start)
+    numbers = run(None if place is None else place / f"{split}-seed{seed}")
     if kept is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
         kept.write_text(
             json.dumps({"fields": _plain(fields), "validation": validation, "numbers": numbers})
         )
     return numbers
+
+
+def _kept_run(
+    base: BenchmarkRun,
+    fields: Mapping[str, Any],
+    seed: int,
+    validation: float | None,
+    folder: str | Path | None,
+    row: str,
+    setting: str,
+) -> dict[str, Any]:
+    """One benchmark run's numbers (:func:`test_numbers`; ACC on the held-out share with
+    ``validation``), kept in ``folder`` (:func:`kept_numbers`), resumable there while it runs."""
+
+    def run(place: Path | None) -> dict[str, Any]:
+        benchmark = dataclasses.replace(
+            base, **fields, seeds=[seed], validation=validation, output=place,
+            resumable=place is not None,
+        )  # fmt: skip
+        start = time.perf_counter()
+        return test_numbers(_one_result(benchmark), time.perf_counter() - start)
+
+    return kept_numbers(folder, row, setting, fields, seed, validation, run)
 
 
 def _plain(fields: Mapping[str, Any]) -> dict[str, Any]:
