@@ -12,7 +12,11 @@ For each step ``t_k`` with data ``D_k``::
 
 Each part is a documented base class with built-ins, and saves and loads through its spec
 (:mod:`pyro_cl.spec`). :class:`~pyro_cl.VCL`, :class:`~pyro_cl.CoresetOnly` and
-:class:`~pyro_cl.FineTuning` are this learner with particular default parts.
+:class:`~pyro_cl.FineTuning` are this learner with particular default parts. This file is the
+loop; the memory's part of a step (when it chooses, the refits) is
+:class:`~pyro_cl.learner.memory_step.MemoryStep`, prediction (what predicts a task, the passes
+over draws, the one-step evidence) :class:`~pyro_cl.learner.prediction.Prediction`, the state a
+step rolls back :mod:`pyro_cl.learner.state` and the files :mod:`pyro_cl.learner.checkpoint`.
 """
 
 from __future__ import annotations
