@@ -20,7 +20,7 @@ import sys
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.records import write_record
-from pyro_cl.app.selection import learning_rate_grid, protocol_record
+from pyro_cl.app.selection import fitter_option_grid, learning_rate_grid, protocol_record
 
 #: Learning rates every row is scored at (Adam's; the preset's is 1e-3).
 LEARNING_RATES = (1e-3, 3e-3)
@@ -33,14 +33,9 @@ def rows(training: dict) -> dict[str, dict[str, dict]]:
         "fine-tuning": learning_rate_grid("finetune", rates, training),
         "VCL": learning_rate_grid("vcl", rates, training),
         "VCL + random coreset (200 a task)": learning_rate_grid("vcl-random", rates, training),
-        "function-space VI, 200 context points a task": {
-            f"KL {scale}": {
-                "methods": ["fsvi"],
-                "training": training,
-                "fitter_options": {"function_kl_scale": scale},
-            }
-            for scale in ("sum", "per_point")
-        },
+        "function-space VI, 200 context points a task": fitter_option_grid(
+            "fsvi", "function_kl_scale", ("sum", "per_point"), "KL", training
+        ),
     }
 
 

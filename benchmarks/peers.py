@@ -44,13 +44,17 @@ from torch import nn
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.records import current_commit, make_record, write_record
+from pyro_cl.app.result import RunResult
 from pyro_cl.app.selection import (
     choose_and_test,
+    fitter_option_grid,
+    kept_bytes_by_row,
     kept_numbers,
     learning_rate_grid,
     select_then_test,
+    test_numbers,
 )
-from pyro_cl.metrics import average_accuracy, backward_transfer, expected_calibration_error
+from pyro_cl.metrics import expected_calibration_error
 
 #: Adam's learning rates our rows and the Laplace row are scored at.
 RATES = (1e-3, 3e-3)
@@ -58,28 +62,15 @@ RATES = (1e-3, 3e-3)
 
 def ours(training: dict) -> dict[str, dict[str, dict]]:
     """Our rows' grids (fields of :class:`BenchmarkRun`)."""
-    rows = {
+    return {
         "fine-tuning": learning_rate_grid("finetune", RATES, training),
         "VCL": learning_rate_grid("vcl", RATES, training),
         "Laplace propagation (diagonal)": learning_rate_grid("lp", RATES, training),
-        "function-space VI, the coreset's points": {
-            f"KL {scale}": {
-                "methods": ["fsvi"],
-                "training": training,
-                "fitter_options": {"function_kl_scale": scale},
-            }
-            for scale in ("sum", "per_point")
-        },
+        "function-space VI, the coreset's points": fitter_option_grid(
+            "fsvi", "function_kl_scale", ("sum", "per_point"), "KL", training
+        ),
+        "IVON": fitter_option_grid("ivon", "learning_rate", (0.05, 0.2), "IVON lr", training),
     }
-    rows["IVON"] = {
-        f"IVON lr {rate:g}": {
-            "methods": ["ivon"],
-            "training": training,
-            "fitter_options": {"learning_rate": rate},
-        }
-        for rate in (0.05, 0.2)
-    }
-    return rows
 
 
 def peers(memory: int) -> dict[str, dict[str, dict]]:
@@ -288,7 +279,7 @@ def run_peer(
                                     **extra)  # fmt: skip
     tasks = stream.tasks
     accuracy = np.zeros((len(tasks), len(tasks)))
-    calibration = np.zeros(len(tasks))
+    calibration = np.full((len(tasks), len(tasks)), np.nan)  # after the last task only
     start = time.perf_counter()
     for i, task in enumerate(tasks):
         learner.learn(i, task.x_train, task.y_train, settings["epochs"],
@@ -297,15 +288,13 @@ def run_peer(
             probabilities = learner.probabilities(seen.x_test)
             accuracy[i, j] = float((probabilities.argmax(-1) == seen.y_test).double().mean())
             if i == len(tasks) - 1:
-                calibration[j] = expected_calibration_error(probabilities, seen.y_test)
-    return {
-        "ACC": 100 * average_accuracy(accuracy),
-        "BWT": 100 * backward_transfer(accuracy),
-        "ECE": 100 * float(calibration.mean()),
-        "final per task": [100 * float(a) for a in accuracy[-1]],
-        "seconds": time.perf_counter() - start,
-        "kept bytes": getattr(learner, "kept_bytes", lambda: 0)(),
-    }
+                calibration[i, j] = expected_calibration_error(probabilities, seen.y_test)
+    result = RunResult(
+        options["library"], stream.name, [task.name for task in tasks],
+        matrices={"accuracy": accuracy, "calibration_error": calibration},
+        details={"kept_bytes": getattr(learner, "kept_bytes", lambda: 0)()},
+    )  # fmt: skip
+    return test_numbers(result, time.perf_counter() - start)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -350,10 +339,7 @@ def main(argv: list[str] | None = None) -> None:
         rows={**measured, **theirs},
         metrics=["ACC", "BWT", "ECE", "seconds"],
         selection={**selection, **their_selection},
-        storage_bytes={
-            row: max(n["kept bytes"] or 0 for n in per_seed.values())
-            for row, per_seed in {**measured, **theirs}.items()
-        },
+        storage_bytes=kept_bytes_by_row({**measured, **theirs}),
         commit=commit,
         notes="ACC, BWT and ECE in %; seconds per run on the test sets; peers' versions "
         + ", ".join(f"{k} {v}" for k, v in versions.items())

@@ -46,6 +46,8 @@ from pyro_cl.app.runner import run_benchmark
 __all__ = [
     "choose",
     "choose_and_test",
+    "fitter_option_grid",
+    "kept_bytes_by_row",
     "kept_numbers",
     "learning_rate_grid",
     "protocol_record",
@@ -73,6 +75,33 @@ def learning_rate_grid(
             **fields,
         }
         for rate in rates
+    }
+
+
+def fitter_option_grid(
+    method: str,
+    option: str,
+    values: Sequence[Any],
+    label: str,
+    training: Mapping[str, Any] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """A row's grid over one option of ``method``'s fitter: ``{"<label> <value>": {...}}``
+    (floats as ``:g``), over the run's ``training`` settings."""
+    return {
+        f"{label} {value:g}" if isinstance(value, float) else f"{label} {value}": {
+            "methods": [method],
+            "training": dict(training or {}),
+            "fitter_options": {option: value},
+        }
+        for value in values
+    }
+
+
+def kept_bytes_by_row(measured: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> dict[str, int]:
+    """The bytes each row keeps (the largest over its seeds' test runs; 0 where none said)."""
+    return {
+        row: max(numbers["kept bytes"] or 0 for numbers in per_seed.values())
+        for row, per_seed in measured.items()
     }
 
 
@@ -270,10 +299,7 @@ def protocol_record(
         rows=measured,
         metrics=["ACC", "BWT", "ECE", "seconds"],
         selection=selection,
-        storage_bytes={
-            row: max(numbers["kept bytes"] or 0 for numbers in per_seed.values())
-            for row, per_seed in measured.items()
-        },
+        storage_bytes=kept_bytes_by_row(measured),
         commit=commit,
         notes="ACC, BWT and ECE in %; seconds per run of the chosen setting on the test sets; "
         "bytes the learner keeps at the end of the stream beside its posterior (kept points' "

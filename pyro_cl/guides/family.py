@@ -58,12 +58,11 @@ class GuideFamily(Registrable, kind="guide"):
         """
         for role in ("fitter", "transition", "memory"):
             part = getattr(parts, role)
-            if part is None or supported_families(part) is None:
-                continue
-            if not set(self.lineage()) & set(supported_families(part)):
+            families = None if part is None else supported_families(part)
+            if families is not None and not set(self.lineage()) & set(families):
                 raise ValueError(
                     f"the {role} {type(part).__name__} works with the guide families "
-                    f"{', '.join(supported_families(part))}, not {self.name!r}"
+                    f"{', '.join(families)}, not {self.name!r}"
                 )
 
     def lineage(self) -> tuple[str, ...]:
@@ -74,8 +73,8 @@ class GuideFamily(Registrable, kind="guide"):
 
     @abstractmethod
     def build(self, model: Callable, init_log_variance: float, init_loc_std: float) -> Guide:
-        """The guide of ``model`` (a :class:`~pyro_cl.guides.protocol.Guide`) (its amortised local guide, if any, included), new sites
-        starting at ``log σ² = init_log_variance`` and means at the prior's plus noise of scale
+        """The guide of ``model``, a :class:`~pyro_cl.guides.protocol.Guide` (its amortised local
+        guide, if any, included), new sites starting at ``log σ² = init_log_variance`` and means at the prior's plus noise of scale
         ``init_loc_std`` (the learner's :class:`~pyro_cl.infer.config.Initialisation`)."""
 
     def check_initialisation(self, between_tasks: str, init_means: str) -> None:  # noqa: B027

@@ -272,11 +272,6 @@ class BlockCovariance(ABC):
         :raises TypeError: naming the sites."""
 
 
-#: The size of the low-rank factor's relative entries at the start (``V`` of ``W = diag(√d) V``
-#: has rows of norm about this): a covariance close to its diagonal.
-INITIAL_CORRELATION = 0.1
-
-
 class _BufferDict(nn.Module):
     """Named buffers added and removed by key (the blocks' priors), saved in the state dict."""
 

@@ -15,13 +15,16 @@ import torch
 from pyro.distributions import LowRankMultivariateNormal
 
 from pyro_cl.guides.joint_gaussian import (
-    INITIAL_CORRELATION,
     BlockCovariance,
     BlockLayout,
     JointGaussianFamily,
 )
 
 __all__ = ["LowRank", "LowRankBlocks", "LowRankGaussian"]
+
+#: The size of the low-rank factor's relative entries at the start (``V`` of ``W = diag(√d) V``
+#: has rows of norm about this): a covariance close to its diagonal.
+INITIAL_CORRELATION = 0.1
 
 
 class LowRankGaussian(NamedTuple):
