@@ -9,7 +9,7 @@ steps per time step, one line per method, with the table beside it::
             --seeds 0 --methods wiener ou forgetting --values 0.01 --iterations $it \\
             --data-root ../shared/data --output results/drift/steps/it$it --no-progress
     done
-    # RESULTS' 3000-step column: the same with --methods ou --iterations 3000 (online VB and OU)
+    # docs/lab/drift.md's 3000-step column: the same with --methods ou --iterations 3000 (online VB and OU)
     python benchmarks/drift_schedule.py results/drift/steps/it100 results/drift/steps/it300 \\
         results/drift/steps/it1000 results/drift/steps/it3000 --output results/drift/steps
 """

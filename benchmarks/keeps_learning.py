@@ -61,7 +61,7 @@ SCHEDULES = {
         "permuted-mnist": {"epochs": 5, "refit_epochs": 100},
         "split-mnist": {"num_particles": 1},
         "split-notmnist": {"num_particles": 1},
-        # the 5-epoch split CIFAR table's schedule (vogn_cifar.py; RESULTS, split CIFAR)
+        # the 5-epoch split CIFAR table's schedule (vogn_cifar.py; docs/lab/keeps_learning.md, split CIFAR)
         "split-cifar10": {"epochs": 5, "num_particles": 1, "num_predictive_samples": 10},
         "split-digits": {"epochs": 5},
     },
@@ -90,7 +90,7 @@ EWC_STRENGTH = {
     "permuted-mnist": 100.0,
     "split-mnist": 1.0,
     "split-notmnist": 10000.0,
-    "split-cifar10": 10000.0,  # the 20-epoch table's best λ (RESULTS, split CIFAR)
+    "split-cifar10": 10000.0,  # the 20-epoch table's best λ (docs/lab/keeps_learning.md, split CIFAR)
     "split-digits": 1.0,  # the embedded digits: a quick check of the script
 }
 
@@ -153,7 +153,7 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
         # one change each from the row above: λ matched to online EWC's strength on the stream
         # (the β → 0 limit holds the means at λ times the data's precision, EWC's penalty), and
         # a quarter of β against the dense layer's over-pruning at 20 epochs (10 of 512 units in
-        # use after the first task at β = 0.2: RESULTS, split CIFAR)
+        # use after the first task at β = 0.2: docs/lab/keeps_learning.md, split CIFAR)
         "gvcl β=0.2 λ=10000, variance step": gvcl(0.2, 1e4, **VARIANCE_STEP),
         # (and β's sweep below it, to be chosen on validation: `--on-validation`)
         **{
@@ -167,7 +167,7 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
             for strength in (10000.0, 100.0)
         },
         # ... and, the one change from the validated row, each task's own FiLM layers: capacity
-        # of its own for the tasks the penalty holds back (the fourth, RESULTS: split CIFAR)
+        # of its own for the tasks the penalty holds back (the fourth, docs/lab/keeps_learning.md: split CIFAR)
         "gvcl β=0.02 λ=1000 + film, variance step": {
             **gvcl(0.02, 1000.0, **VARIANCE_STEP),
             "film": True,
@@ -224,7 +224,7 @@ def rows(best_beta: dict[bool, float]) -> dict[str, dict]:
             label = f"vcl β={beta:g}" + (" + film" if film else "")
             table[label] = {"methods": ["vcl"], "film": film, "fitter_options": {"kl_weight": beta}}
     if best_beta[False] != 1.0:
-        # tempering against the over-pruning that converged variances bring (RESULTS, split CIFAR)
+        # tempering against the over-pruning that converged variances bring (docs/lab/keeps_learning.md, split CIFAR)
         table[f"vcl β={best_beta[False]:g} small variances, variance step"] = {
             **table["vcl small variances, variance step"],
             "fitter_options": {"kl_weight": best_beta[False]},

@@ -13,7 +13,7 @@ with ``--seeds s --output <folder>``), so the set runs in pieces: a piece whose 
 ``piece.json`` is finished and skipped, and ``--jobs N`` keeps N pieces in flight at once (small
 nets leave a GPU idle otherwise). After the pieces it writes ``table.md`` beside them (every row:
 the paper's number, ours as mean ± std over the finished seeds, and wall time), which
-``--update-results`` also writes into benchmarks/RESULTS.md between the ``reproduce`` markers.
+``--update-results`` also writes into docs/lab/reproduce.md between the ``reproduce`` markers.
 
 ``--schedule paper`` is the papers' (what a GPU runs); ``short`` the shortened CPU schedules of
 the scripts (labelled so in the table); ``tiny`` is for tests (seconds; numbers meaningless).
@@ -215,13 +215,13 @@ def _split_cifar_rows() -> list[Row]:
             cost=cost["finetune"], seeds=(0, 1, 2, 3, 4), schedules=()),
         # the thesis's prior pull per unit of step, λ_p/N, on the stand-in's 10,000-image tasks
         # (λ_p = 120 · 10,000/50,000 = 24, prior scale 1/√24) with a 100x step: ours, measured
-        # to learn where the thesis's settings do not at a short schedule (RESULTS.md)
+        # to learn where the thesis's settings do not at a short schedule (docs/lab/natural_gradient.md)
         Row("vogn", "split-cifar10 vogn at the thesis's λ_p/N (ours: α = 0.1, λ_p = 24)",
             ("vogn_cifar", "--benchmark", "split-cifar10", "--methods", "vogn",
              "--fitter-learning-rate", "0.1", "--prior-scale", "0.2041"),
             "vogn", "ACC", "n/a (ours; thesis VOGN on CIFAR-10/100: 74.4 ± 0.4)", 5 * 60 * 40,
             cost=cost["vogn"], evaluation=sampled, seeds=(0, 1, 2, 3, 4), schedules=()),
-        # the penalties at strengths measured to protect on the stand-in (RESULTS.md: EWC at
+        # the penalties at strengths measured to protect on the stand-in (docs/lab/baselines.md: EWC at
         # its default λ = 1 forgets as much as fine-tuning does, and at 20 epochs a task λ = 100
         # as much too): ours, beside the defaults
         *(Row("vogn", f"split-cifar10 {method} at {knob} = {shown} (ours)",
@@ -579,21 +579,25 @@ def verdict(paper: str, values: list[float], schedule: str) -> str:
     """:func:`summary_verdict` of finished seeds' ``values``."""
     if not values:
         return "not run"
-    mean, std = float(np.mean(values)), float(np.std(values))
-    return summary_verdict(paper, mean, std, len(values), schedule)
+    return summary_verdict(paper, float(np.mean(values)), sample_sd(values), len(values), schedule)
+
+
+def sample_sd(values: Sequence[float]) -> float:
+    """The sample standard deviation (ddof 1) of ``values``; 0 for one value."""
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
 
 
 def summary_verdict(paper: str, ours: float, ours_std: float, seeds: int, schedule: str) -> str:
     """``reproduced within noise`` when ours and the paper's differ by at most twice the noise of
-    the difference — the paper's printed spread and our mean's standard error,
-    ``std · √(1/(n-1))`` over ``n`` seeds (ddof-0 ``std``; 0 for one seed) — and at least 0.5 (a
+    the difference — the paper's printed spread and our mean's standard error, ``sd / √n`` over
+    ``n`` seeds (``sd`` the sample sd, ddof 1; 0 for one seed) — and at least 0.5 (a
     printed number's rounding); ``not reproduced (higher / lower)`` otherwise; a shorter
     schedule says so."""
     reference = paper_value(paper)
     if reference is None:
         return "no paper number"
     value, spread = reference
-    standard_error = ours_std / (seeds - 1) ** 0.5 if seeds > 1 else 0.0
+    standard_error = ours_std / seeds**0.5 if seeds > 1 else 0.0
     tolerance = max(0.5, 2 * (spread**2 + standard_error**2) ** 0.5)
     if abs(ours - value) <= tolerance:
         text = "reproduced within noise"
@@ -627,8 +631,9 @@ def table(pieces: Sequence[Piece], schedule: str, ledger: Sequence[dict] = ()) -
     ledger's and this command's finished pieces) and a "not run" line where it has none at
     ``schedule``."""
     lines = [
-        "Ours: mean ± std over the seeds (ddof 0); a schedule other than the paper's says what "
-        "it shortens.",
+        "Ours: mean ± sample sd (ddof 1) over the seeds; † a mean ± sd transcribed from a lab "
+        "note that kept no seed's value (its ddof as printed there); a schedule other than the "
+        "paper's says what it shortens.",
         "",
         "| table | row | metric | paper | ours | seeds | schedule | verdict | wall time (s) |",
         "| --- | --- | --- | --- | --- | ---: | --- | --- | ---: |",
@@ -642,14 +647,15 @@ def table(pieces: Sequence[Piece], schedule: str, ledger: Sequence[dict] = ()) -
             lines.append(f"| {row.table} | {row.name} | {unit} | {row.paper} | not run | 0 | "
                          f"{schedule} | not run | – |")  # fmt: skip
         for label, entry in measured.items():
+            mark = "†" if "summary" in entry else ""
             if "summary" in entry:
                 mean, std, count = (entry["summary"][k] for k in ("mean", "std", "seeds"))
             else:
                 values = list(entry["seeds"].values())
-                mean, std, count = float(np.mean(values)), float(np.std(values)), len(values)
+                mean, std, count = float(np.mean(values)), sample_sd(values), len(values)
             seconds = "–" if not entry.get("seconds") else f"{entry['seconds']:.0f}"
             lines.append(
-                f"| {row.table} | {row.name} | {unit} | {row.paper} | {mean:.2f} ± {std:.2f} | "
+                f"| {row.table} | {row.name} | {unit} | {row.paper} | {mean:.2f} ± {std:.2f}{mark} | "
                 f"{count} | {label} | {summary_verdict(row.paper, mean, std, count, label)} | {seconds} |"
             )
     return "\n".join(lines) + "\n"
@@ -709,7 +715,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the table of the finished pieces; run nothing",
     )
     parser.add_argument("--update-results", action="store_true",
-                        help="write the table into benchmarks/RESULTS.md")  # fmt: skip
+                        help="write the table into docs/lab/reproduce.md")  # fmt: skip
     parser.add_argument(
         "--ledger",
         type=Path,
@@ -778,7 +784,7 @@ def main(argv: list[str] | None = None) -> int:
     (output / "table.md").write_text(markdown)
     print(markdown)
     if args.update_results:
-        update_results(markdown, HERE / "RESULTS.md")
+        update_results(markdown, HERE.parent / "docs" / "lab" / "reproduce.md")
     return 1 if failures else 0
 
 

@@ -5,7 +5,7 @@ baseline, on permuted MNIST, split MNIST and split notMNIST.
     python benchmarks/vcl_paper.py --benchmark permuted-mnist --schedule short
 
 The default ``--schedule paper`` uses the paper's settings (appendices A-C); ``short`` is the
-shortened schedule that fits a 2-core CPU, reported as such in benchmarks/RESULTS.md. Each run
+shortened schedule that fits a 2-core CPU, reported as such in docs/lab/vcl_coresets.md. Each run
 writes ``results.json`` (accuracy matrices per seed, ACC/BWT, settings, wall times, and the mean
 ± std summary) and ``accuracy.png`` (accuracy per task after each step, as the paper's figures
 2 and 4) to ``--output`` (default ``results/vcl_paper/<benchmark>-<schedule>``). Every

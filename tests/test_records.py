@@ -154,6 +154,20 @@ def test_no_page_types_a_recorded_number_in_its_prose():
     assert [typed for page in PAGES for typed in records.typed_numbers(page)] == []
 
 
+def test_the_results_pages_hold_no_table_typed_by_hand():
+    """RESULTS.md is a page rendered from records; the lab notes live under docs/lab/."""
+    assert [table for page in PAGES[:2] for table in records.hand_written_tables(page)] == []
+
+
+def test_a_table_outside_the_record_blocks_is_found(tmp_path):
+    page = tmp_path / "page.md"
+    rendered = "<!-- record: demo -->\n| a | b |\n| --- | ---: |\n| 1 | 2 |\n<!-- /record -->\n"
+    page.write_text("Prose.\n\n" + rendered)
+    assert records.hand_written_tables(page) == []
+    page.write_text("Prose.\n\n" + rendered + "\n| row | ACC |\n| :-- | --: |\n| vcl | 81 |\n")
+    assert records.hand_written_tables(page) == ["page.md:9"]
+
+
 def test_a_recorded_number_typed_in_prose_is_found(tmp_path):
     record = records.make_record(
         "demo", command="c", seeds=[0, 1], schedule={}, data="d",

@@ -118,7 +118,7 @@ def test_the_ledger_keeps_measured_runs_and_the_table_reads_them(tmp_path, capsy
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| vogn")]
     not_run, measured = lines  # what remains at the paper's schedule, then what ran at 1/58
     assert not_run.endswith("| not run | 0 | paper | not run | – |")
-    assert measured.endswith("| 78.00 ± 1.63 | 3 | 1/58 | no paper number | 180 |")
+    assert measured.endswith("| 78.00 ± 2.00 | 3 | 1/58 | no paper number | 180 |")  # ddof 1
 
     # nothing to record is refused in one line, and so is a row that is not one
     with pytest.raises(SystemExit, match="no finished run of 'finetune'"):

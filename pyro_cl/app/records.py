@@ -38,6 +38,7 @@ __all__ = [
     "RECORDS",
     "check_pages",
     "current_commit",
+    "hand_written_tables",
     "load_record",
     "make_record",
     "render_page",
@@ -254,6 +255,19 @@ def typed_numbers(page: str | os.PathLike, folder: str | os.PathLike = RECORDS) 
                 if re.search(rf"(?<![\d.]){re.escape(shown)}(?![\d])", prose):
                     typed.append(f"{Path(page).name}: {shown} (record {name})")
     return typed
+
+
+def hand_written_tables(page: str | os.PathLike) -> list[str]:
+    """The Markdown tables of ``page`` outside its record blocks, each as ``page:line`` of its
+    header: a results page whose every table is rendered from a record has none."""
+    text = Path(page).read_text()
+    blank = _BLOCK.sub(lambda m: "\n" * m.group(0).count("\n"), text)  # blocks out, lines kept
+    lines = blank.splitlines()
+    return [
+        f"{Path(page).name}:{number}"
+        for number, (line, below) in enumerate(zip(lines, lines[1:], strict=False), start=1)
+        if line.startswith("|") and re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", below.strip())
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -73,7 +73,7 @@ def transport_costs(
     biased upwards).
 
     Between finite samples the distance is positive even for one distribution: two samples of
-    200 rotated digits at the same angle cost about 60% of a 10° hop (benchmarks/RESULTS.md).
+    200 rotated digits at the same angle cost about 60% of a 10° hop (docs/lab/domains.md).
     ``debiased=True`` removes that floor: each sample is split in halves ``A`` and ``B``, and
     ``C_ij = W(A_i, A_j) - ½ (W(A_i, B_i) + W(A_j, B_j))`` (clipped at 0), every term between
     samples of the same size, so two samples of one domain cost about 0.

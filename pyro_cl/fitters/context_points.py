@@ -13,7 +13,7 @@ one step, ``None`` while there is nothing to regularise. Two kinds:
   within the range of the inputs seen for each earlier task (whose head they run through) at
   every step (S-FSVI's ``uniform_rand``); :class:`CurrentInputs` draws them from the task being
   fitted (S-FSVI's ``train_pixel_rand_1.0``, the context points of their "no coreset" rows,
-  99.62% on split MNIST in their README; ours 99.27 ± 0.17%, benchmarks/RESULTS.md): the old
+  99.62% on split MNIST in their README; ours 99.27 ± 0.17%, docs/lab/keeps_learning.md): the old
   heads' outputs on the new task's inputs are held where they were, the idea of learning without
   forgetting (Li & Hoiem 2016) in function space. Meant for multi-head nets: with one shared
   head the old outputs on the new inputs are what the new labels overwrite;

@@ -71,7 +71,7 @@ class Optimisation:
         (``None``: ``learning_rate``; a joint family's blocks keep ``learning_rate``). Adam moves
         a parameter by about its learning rate a step whatever the gradient's size, so a short
         schedule leaves every log σ² near its start: on split CIFAR, 200 steps at 10⁻³ took
-        every weight's log σ² from -12 to -11.8 (RESULTS), a posterior far tighter than the
+        every weight's log σ² from -12 to -11.8 (docs/lab/keeps_learning.md), a posterior far tighter than the
         data say, and the next task's prior."""
 
     learning_rate: float = 1e-3

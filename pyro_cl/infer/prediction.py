@@ -29,7 +29,7 @@ __all__ = [
 #: activation per row, ~8 MB of float32. Passes much larger than a CPU's cache run their
 #: element-wise kernels (noise, activations) from memory: at 1024 inputs a pass prediction took
 #: 1.75x (a 784-100-100-10 MLP, 100 samples) and 2.36x (the split CIFAR conv net, 10 samples)
-#: the time it takes at this budget (one thread; benchmarks/RESULTS.md, "Prediction in passes").
+#: the time it takes at this budget (one thread; docs/lab/speed.md, "Prediction in passes").
 PREDICTION_ELEMENTS = 2**21
 #: Inputs per pass at most (narrow nets and few samples): more gains nothing measurable.
 MAX_CHUNK = 256

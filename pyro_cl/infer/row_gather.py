@@ -14,7 +14,7 @@ class RowGather:
     A fresh minibatch tensor per step (``x[index]``) costs on CPU more than the gather itself: a
     few hundred KB of cold memory every step where a reused buffer stays in cache (on the
     project's 2-core VM, 5-10 ms of gathers per epoch of 40 batches of 256 MNIST-sized rows
-    against 2-3 ms into a reused buffer; benchmarks/RESULTS.md). The returned tensor is a view
+    against 2-3 ms into a reused buffer; docs/lab/speed.md). The returned tensor is a view
     of the buffer that the next call overwrites: a fit takes one minibatch per step and is done
     with it (forward and backward) before the next; a backward pass through an overwritten
     minibatch fails (autograd's version counter), it does not go wrong silently.

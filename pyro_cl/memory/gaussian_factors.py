@@ -281,7 +281,7 @@ def remove_memory_factors(
     floor of 1 — the data outside the memory never lowers a precision below the prior's — was the
     default before, and clipped 44-45% of the coordinates a step on spam and 6-11% on energy,
     costing GRS 0.17 and 0.08 nats of test LML; at 0.01 neither stream nor yacht clips any
-    (benchmarks/RESULTS.md, "GRS's precision floor").
+    (docs/lab/online_memory.md, "GRS's precision floor").
 
     :param in_memory: boolean mask over the points of ``factors``: the new memory ``M_t``.
     :param precision_floor: the floor as a fraction of the prior precision (positive).

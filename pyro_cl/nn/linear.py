@@ -149,7 +149,7 @@ def outer_product_sums(
     (``torch.einsum`` goes through an ``(S, N, out, in)`` intermediate) and it runs one output unit
     at a time, ``Σ_s (g_{s,·,o} x_s) ⊙ A_{s,o}``, over blocks of samples small enough to stay in
     cache. Measured against the three-operand einsum in ``benchmarks/factor_speed.py``
-    (benchmarks/RESULTS.md, "GRS's factors").
+    (docs/lab/speed.md, "GRS's factors").
     """
     if x.shape[0] == 1:
         if weight is None:
