@@ -267,3 +267,24 @@ def test_any_runner_goes_through_the_protocol_and_the_test_sets_come_last():
     assert calls[:4] == [("a", 0, 0.1), ("a", 1, 0.1), ("b", 0, 0.1), ("b", 1, 0.1)]
     assert calls[4:] == [("b", 0, None), ("b", 1, None)]
     assert selection["peer"]["chosen"] == "b" and measured["peer"][1]["ACC"] == 103.0
+
+
+def test_a_number_quoted_from_a_record_is_rendered_and_checked(tmp_path):
+    record = records.make_record(
+        "demo", command="c", seeds=[0, 1], schedule={}, data="d",
+        rows={"vcl": {0: {"ACC": 80.0}, 1: {"ACC": 82.0}}}, metrics=["ACC"],
+    )  # fmt: skip
+    records.write_record(record, tmp_path)
+    page = tmp_path / "page.md"
+    page.write_text("| VCL | <!-- cell: demo / vcl / ACC -->?<!-- /cell --> | why |\n")
+    assert records.check_pages([page], tmp_path) == [str(page)]
+    page.write_text(records.render_page(page.read_text(), tmp_path))
+    assert "-->81.00 ± 1.41<!--" in page.read_text()  # mean ± sample sd (ddof 1)
+    assert records.check_pages([page], tmp_path) == []
+    assert records.typed_numbers(page, tmp_path) == []  # rendered, not typed
+    page.write_text("<!-- cell: demo / vcl + coreset / ACC -->?<!-- /cell -->")
+    with pytest.raises(KeyError, match="no row 'vcl \\+ coreset'.*\\['vcl'\\]"):
+        records.render_page(page.read_text(), tmp_path)
+    page.write_text("<!-- cell: demo / vcl / BWT -->?<!-- /cell -->")
+    with pytest.raises(KeyError, match="no metric 'BWT'"):
+        records.render_page(page.read_text(), tmp_path)

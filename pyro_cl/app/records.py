@@ -15,8 +15,12 @@ A page holds tables between markers::
 
 ``python -m pyro_cl.app.records render PAGE...`` (``make results``) rewrites every such block
 from the record of that name; ``check`` (the test suite's) fails when a committed block differs
-from its rendering. A number on a page that has a record is therefore never typed by hand. Each
-cell is the mean ± the sample standard deviation (ddof 1) over the seeds, which the table names.
+from its rendering. One number in a sentence or an advice table is quoted the same way, inline::
+
+    ACC <!-- cell: demo-protocol / VCL / ACC -->71.14 ± 4.20<!-- /cell -->
+
+A number on a page that has a record is therefore never typed by hand. Each cell is the mean ±
+the sample standard deviation (ddof 1) over the seeds, which the table names.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ __all__ = [
     "hand_written_tables",
     "load_record",
     "make_record",
+    "render_cell",
     "render_page",
     "render_table",
     "typed_numbers",
@@ -52,6 +57,8 @@ RECORDS = Path(__file__).resolve().parents[2] / "benchmarks" / "records"
 #: The format of a record file.
 FORMAT = "pyro_cl.record/1"
 _BLOCK = re.compile(r"(<!-- record: ([\w.-]+) -->\n)(.*?)(<!-- /record -->)", re.DOTALL)
+#: One number of a record in prose or an advice table: ``<!-- cell: NAME / ROW / METRIC -->``.
+_CELL = re.compile(r"(<!-- cell: ([\w.-]+) / (.+?) / (.+?) -->)(.*?)(<!-- /cell -->)")
 
 
 def current_commit() -> str:
@@ -207,10 +214,31 @@ def render_table(record: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_cell(record: Mapping[str, Any], row: str, metric: str) -> str:
+    """One cell of the record's table (mean ± sample sd over its seeds), for a sentence or an
+    advice table; a row or metric the record lacks raises, naming what it has."""
+    if row not in record["rows"]:
+        raise KeyError(f"record {record['name']!r} has no row {row!r}: {list(record['rows'])}")
+    if metric not in record["metrics"]:
+        raise KeyError(f"record {record['name']!r} has no metric {metric!r}: {record['metrics']}")
+    values = [record["rows"][row][str(s)][metric] for s in record["seeds"]]
+    if any(v is None for v in values):
+        return "—"
+    return _cell([float(v) for v in values], record.get("digits", 2))
+
+
 def render_page(text: str, folder: str | os.PathLike = RECORDS) -> str:
-    """``text`` with every record block rendered from its record."""
-    return _BLOCK.sub(
+    """``text`` with every record block, and every cell quoted from a record, rendered."""
+    text = _BLOCK.sub(
         lambda m: m.group(1) + render_table(load_record(m.group(2), folder)) + m.group(4), text
+    )
+    return _CELL.sub(
+        lambda m: (
+            m.group(1)
+            + render_cell(load_record(m.group(2), folder), m.group(3), m.group(4))
+            + m.group(6)
+        ),
+        text,
     )
 
 
@@ -241,7 +269,7 @@ def typed_numbers(page: str | os.PathLike, folder: str | os.PathLike = RECORDS) 
     """
     text = Path(page).read_text().split(LAB_NOTES)[0]
     names = {match.group(2) for match in _BLOCK.finditer(text)}
-    prose = _BLOCK.sub("", text)
+    prose = _CELL.sub("", _BLOCK.sub("", text))
     typed = []
     for name in sorted(names):
         record = load_record(name, folder)
