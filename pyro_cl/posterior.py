@@ -181,8 +181,13 @@ def _parameter_names(base: Distribution) -> list[str]:
 
 
 def posterior_to_state(posterior: Mapping[str, Distribution]) -> dict:
-    """Plain tensors and strings describing ``posterior`` (safe for ``weights_only`` loading)."""
-    state = {}
+    """Plain tensors and strings describing ``posterior`` (safe for ``weights_only`` loading).
+
+    A distribution that carries more than its parameters (a joint block's site,
+    :class:`~pyro_cl.guides.BlockSite`) saves it through its ``saved_extras(memo)`` (``memo``
+    shared by the posterior's sites, so a block the sites share is saved once and rebuilt once by
+    its class's ``from_saved``)."""
+    state, memo = {}, {}
     for name, distribution in posterior.items():
         base, event_dim = _unwrap(distribution)
         state[name] = {
@@ -190,6 +195,9 @@ def posterior_to_state(posterior: Mapping[str, Distribution]) -> dict:
             "event_dim": event_dim,
             "params": {k: getattr(base, k).detach().cpu() for k in _parameter_names(base)},
         }
+        extras = base.saved_extras(memo) if hasattr(base, "saved_extras") else None
+        if extras is not None:
+            state[name]["extras"] = extras
     return state
 
 
@@ -213,13 +221,16 @@ def saveable_distribution(cls: type[Distribution]) -> type[Distribution]:
 def posterior_from_state(state: Mapping, device: torch.device | str | None = None) -> Posterior:
     """Inverse of :func:`posterior_to_state`; only classes of ``pyro.distributions`` and those
     registered with :func:`saveable_distribution` are built."""
-    posterior = {}
+    posterior, memo = {}, {}
     for name, entry in state.items():
         cls = _SAVEABLE.get(entry["distribution"]) or getattr(pdist, entry["distribution"], None)
         if not (isinstance(cls, type) and issubclass(cls, Distribution)):
             raise ValueError(f"unknown distribution {entry['distribution']!r} for site {name!r}")
         params = {k: v.to(device) if device is not None else v for k, v in entry["params"].items()}
-        distribution = cls(**params)
+        if "extras" in entry:
+            distribution = cls.from_saved(params, entry["extras"], memo, device)
+        else:
+            distribution = cls(**params)
         event_dim = int(entry["event_dim"])
         posterior[name] = distribution.to_event(event_dim) if event_dim else distribution
     return posterior

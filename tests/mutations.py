@@ -153,6 +153,20 @@ MUTATIONS = [
         ("tests/test_kronecker_guide.py",),
     ),
     Mutation(
+        "coreset refit (VCL eq. 3): a block's sites detached one by one, the block dropped",
+        "pyro_cl/learner/memory_step.py",
+        "refits[key] = detach_posterior(posterior)",
+        "refits[key] = {name: detach_distribution(q) for name, q in posterior.items()}",
+        ("tests/test_guide_families.py", "tests/test_kronecker_guide.py"),
+    ),
+    Mutation(
+        "a saved block: each site rebuilds a block of its own",
+        "pyro_cl/guides/joint_gaussian.py",
+        "key = memo.setdefault(id(self.joint), len(memo))",
+        "key = memo.setdefault(id(self), len(memo))",
+        ("tests/test_guide_families.py",),
+    ),
+    Mutation(
         "geodesic domains: the fractions k/K instead of k/(K+1)",
         "pyro_cl/data/geodesic.py",
         "torch.lerp(start, end, k / (steps + 1))",

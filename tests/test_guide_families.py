@@ -21,7 +21,7 @@ from torch.distributions import MultivariateNormal, kl_divergence
 from pyro_cl import VOGN, ContinualLearner, GaussianLikelihood, GraphVCL
 from pyro_cl.guides import FullCovariance, LowRank, MeanField
 from pyro_cl.infer.objectives import Minibatch, negative_elbo
-from pyro_cl.memory import RandomCoreset
+from pyro_cl.memory import GaussianResidualMemory, RandomCoreset
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.transitions import BayesianForgetting, OrnsteinUhlenbeck, Wiener
 from tests.helpers import exact_regression_settings
@@ -185,6 +185,51 @@ def test_each_family_saves_loads_and_resumes_identically(family, tmp_path):
     )
 
 
+@pytest.mark.parametrize("family", [FullCovariance(), LowRank(rank=DIM)], ids=["full", "low-rank"])
+def test_a_coreset_refit_of_a_block_is_exact_bayes_on_all_the_data(family):
+    """VCL eq. 3 with the whole covariance: ``q̃_t`` is fitted on each task without its
+    coreset, the refit multiplies in the coreset's likelihood, so on the conjugate model the
+    refit is ``p(w | all the data)``, which the propagated ``q̃_t`` is not."""
+    data = tasks(2)
+    learner = regression_learner(family, memory=RandomCoreset(20))
+    for step in data:
+        learner.observe(step)
+    exact = exact_online_posteriors(data)[-1]
+    (refit,) = learner.prediction_posteriors.values()
+    assert kl_divergence(exact, refit["weight"].base_dist.joint.distribution()) < 0.1
+    assert kl_divergence(exact, fitted_weight_posterior(learner)) > 1  # half of each task left
+
+
+def test_a_refit_block_predicts_jointly_and_saves_and_loads_whole(tmp_path):
+    """The refit posterior keeps its block: predictions draw it together (the variance of
+    ``f = xᵀw + b`` is ``[x, 1] Σ [x, 1]ᵀ`` of the refit's ``Σ``), and a saved learner rebuilds one
+    block for its sites and predicts the same draws."""
+    learner = regression_learner(FullCovariance(), epochs=100, bias=True, memory=RandomCoreset(10))
+    for step in tasks(2):
+        learner.observe(step)
+    (refit,) = learner.prediction_posteriors.values()
+    weight, bias = (refit[name].base_dist for name in ("weight", "bias"))
+    assert weight.joint is bias.joint
+    distribution = weight.joint.distribution()
+    inputs = torch.tensor([[1.0, 1.0, 0.0], [1.0, -1.0, 2.0]])
+    rows = torch.cat([inputs, torch.ones(2, 1)], dim=1)
+    expected = torch.einsum("nd,de,ne->n", rows, distribution.covariance_matrix, rows)
+    samples = learner.predictive_samples(inputs, num_samples=40_000).squeeze(-1)
+    torch.testing.assert_close(samples.var(0), expected, rtol=0.05, atol=0)
+    apart = rows**2 @ distribution.variance
+    assert abs(apart[0] - expected[0]) > 0.2 * expected[0]  # drawn apart, the variance is off
+
+    learner.save(tmp_path / "learner.pt")
+    loaded = ContinualLearner.load(tmp_path / "learner.pt", net=BayesianLinear(DIM, 1, bias=True))
+    (saved,) = loaded.prediction_posteriors.values()
+    assert saved["weight"].base_dist.joint is saved["bias"].base_dist.joint  # one block, rebuilt
+    for a, b in zip(saved["weight"].base_dist.joint, weight.joint, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    torch.testing.assert_close(
+        learner.predictive_samples(inputs), loaded.predictive_samples(inputs), rtol=0, atol=0
+    )
+
+
 def test_a_failed_step_leaves_the_joint_prior_and_the_guide_as_they_were():
     data = tasks(2)
     learner = regression_learner(FullCovariance(), epochs=30)
@@ -213,7 +258,7 @@ def test_a_failed_step_leaves_the_joint_prior_and_the_guide_as_they_were():
 @pytest.mark.parametrize(
     "parts, named",
     [
-        ({"memory": RandomCoreset(10)}, "RandomCoreset"),
+        ({"memory": GaussianResidualMemory(10)}, "GaussianResidualMemory"),
         ({"fitter": VOGN()}, "VOGN"),
         ({"transition": BayesianForgetting(0.1)}, "BayesianForgetting"),
         ({"between_tasks": "reset"}, "between_tasks='reset'"),

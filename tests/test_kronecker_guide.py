@@ -15,6 +15,7 @@ from pyro_cl.guides.joint_gaussian import BlockSite
 from pyro_cl.guides.kronecker import MatrixNormal
 from pyro_cl.kl import site_kl
 from pyro_cl.likelihoods import Likelihood
+from pyro_cl.memory import RandomCoreset
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.transitions import Wiener
 from tests.helpers import exact_regression_settings
@@ -130,6 +131,22 @@ def test_vcl_with_a_kronecker_factor_is_exact_online_bayes_on_multi_output_regre
     q = mean_field.current_prior()["weight"].base_dist
     diagonal = MultivariateNormal(q.loc.reshape(-1), torch.diag(q.scale.reshape(-1) ** 2))
     assert kl_divergence(exact_online_posteriors(data)[-1], diagonal) > 1
+
+
+def test_a_coreset_refit_of_a_kronecker_factor_is_exact_bayes_on_all_the_data():
+    """VCL + coreset (eq. 3) with a matrix normal: the refit adds the coreset's likelihood to
+    ``q̃_t``, fitted without it, and lands on the exact ``p(W | all the data)``."""
+    data = tasks(2)
+    learner = regression_learner(KroneckerFactored(), memory=RandomCoreset(20))
+    for step in data:
+        learner.observe(step)
+    exact = exact_online_posteriors(data)[-1]
+    (refit,) = learner.prediction_posteriors.values()
+    block = refit["weight"].base_dist.joint
+    assert isinstance(block, MatrixNormal)
+    assert kl_divergence(exact, as_multivariate_normal(block)) < 0.1
+    propagated = as_multivariate_normal(learner.guide.joint_prior("block0"))
+    assert kl_divergence(exact, propagated) > 1  # half of each task left out of q̃_t
 
 
 def test_a_kronecker_guide_saves_loads_and_resumes_identically(tmp_path):

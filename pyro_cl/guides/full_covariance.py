@@ -19,6 +19,7 @@ from pyro_cl.guides.joint_gaussian import (
     BlockCovariance,
     BlockLayout,
     JointGaussianFamily,
+    joint_form,
     relative_tril,
     tril_parameters,
 )
@@ -38,6 +39,7 @@ def _kl_cholesky_gaussians(q: CholeskyGaussian, p: CholeskyGaussian) -> torch.Te
     return full_gaussian_kl(q.loc, q.scale_tril, p.loc, p.scale_tril)
 
 
+@joint_form
 class FullGaussian(NamedTuple):
     """``N(loc, L Lᵀ)`` over a flat block, ``L`` = ``scale_tril`` (lower-triangular)."""
 

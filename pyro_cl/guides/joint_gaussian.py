@@ -57,7 +57,7 @@ from pyro_cl.guides.mean_field import (
     task_id_key,
 )
 from pyro_cl.kl import site_kl
-from pyro_cl.posterior import base_distribution, sample_sites
+from pyro_cl.posterior import base_distribution, sample_sites, saveable_distribution
 
 __all__ = [
     "GAUSSIAN_FAMILIES",
@@ -71,6 +71,7 @@ __all__ = [
     "relative_tril",
     "tril_parameters",
     "has_joint_sites",
+    "joint_form",
 ]
 
 
@@ -118,6 +119,7 @@ class JointGaussian(Protocol):
         computes it)."""
 
 
+@saveable_distribution
 class BlockSite(Normal):
     """One site's marginal ``N(loc, scale)`` of a Gaussian block, carrying the block's joint
     distribution (``joint``, over the flat block of ``layout``), so that :func:`draw_joint_sites`
@@ -147,6 +149,57 @@ class BlockSite(Normal):
         return BlockSite(
             self.loc.detach().clone(), self.scale.detach().clone(), joint=joint, layout=self.layout
         )
+
+    def saved_extras(self, memo: dict) -> dict | None:
+        """The block, for :func:`~pyro_cl.posterior.posterior_to_state`: its form's name and
+        tensors and the layout, under a key shared by the block's sites (``memo``); ``None``
+        for a marginal alone."""
+        if self.joint is None:
+            return None
+        key = memo.setdefault(id(self.joint), len(memo))
+        return {
+            "block": key,
+            "form": type(self.joint).__name__,
+            "joint": {
+                field: getattr(self.joint, field).detach().cpu() for field in self.joint._fields
+            },
+            "names": list(self.layout.names),
+            "shapes": [list(shape) for shape in self.layout.shapes],
+        }
+
+    @classmethod
+    def from_saved(
+        cls, params: dict, extras: dict, memo: dict, device: torch.device | str | None = None
+    ) -> BlockSite:
+        """The inverse of :meth:`saved_extras`: the sites of a block share one rebuilt block."""
+        key = extras["block"]
+        if key not in memo:
+            form = JOINT_FORMS.get(extras["form"])
+            if form is None:
+                raise ValueError(
+                    f"unknown joint form {extras['form']!r} (known: {sorted(JOINT_FORMS)}): "
+                    "import the module that defines it before loading"
+                )
+            tensors = {
+                k: v.to(device) if device is not None else v for k, v in extras["joint"].items()
+            }
+            layout = BlockLayout(
+                tuple(extras["names"]), tuple(torch.Size(shape) for shape in extras["shapes"])
+            )
+            memo[key] = (form(**tensors), layout)
+        joint, layout = memo[key]
+        return cls(**params, joint=joint, layout=layout)
+
+
+#: The joint Gaussians a saved posterior may rebuild, by class name (:func:`joint_form`).
+JOINT_FORMS: dict[str, type] = {}
+
+
+def joint_form(cls: type) -> type:
+    """Let a saved :class:`BlockSite` rebuild ``cls``, a :class:`JointGaussian` that is a
+    ``NamedTuple`` of tensors (a class decorator, as a form's module applies to its own)."""
+    JOINT_FORMS[cls.__name__] = cls
+    return cls
 
 
 #: The families whose guides hold Gaussian sites (what a part written for Gaussians may accept).

@@ -38,6 +38,7 @@ from pyro_cl.guides.joint_gaussian import (
     BlockCovariance,
     BlockLayout,
     JointGaussianFamily,
+    joint_form,
     relative_tril,
     tril_parameters,
 )
@@ -141,6 +142,7 @@ def _kl_matrix_normals(q: MatrixNormalDistribution, p: MatrixNormalDistribution)
     )  # fmt: skip
 
 
+@joint_form
 class MatrixNormal(NamedTuple):
     """``MN(M, A Aᵀ, B Bᵀ)`` over a flat block (``loc`` is ``vec M`` by rows, ``n p``)."""
 

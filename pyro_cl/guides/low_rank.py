@@ -18,6 +18,7 @@ from pyro_cl.guides.joint_gaussian import (
     BlockCovariance,
     BlockLayout,
     JointGaussianFamily,
+    joint_form,
 )
 
 __all__ = ["LowRank", "LowRankBlocks", "LowRankGaussian"]
@@ -27,6 +28,7 @@ __all__ = ["LowRank", "LowRankBlocks", "LowRankGaussian"]
 INITIAL_CORRELATION = 0.1
 
 
+@joint_form
 class LowRankGaussian(NamedTuple):
     """``N(loc, diag(cov_diag) + W Wᵀ)`` over a flat block, ``W`` = ``cov_factor`` (``D × r``)."""
 

@@ -31,7 +31,13 @@ from pyro_cl.learner.state import LearnerStores, net_values_kept
 from pyro_cl.memory.model_view import ModelView
 from pyro_cl.memory.protocol import Memory, MemoryUpdate
 from pyro_cl.points import Points
-from pyro_cl.posterior import Posterior, detach_distribution, install_prior, read_priors
+from pyro_cl.posterior import (
+    Posterior,
+    detach_distribution,
+    detach_posterior,
+    install_prior,
+    read_priors,
+)
 from pyro_cl.transitions.base import Transition, TransitionContext
 
 __all__ = ["MemoryStep"]
@@ -174,7 +180,7 @@ class MemoryStep:
             for key, points in parts:
                 posterior = self.refit_one(key, points, epochs)
                 if posterior is not None:
-                    refits[key] = {name: detach_distribution(q) for name, q in posterior.items()}
+                    refits[key] = detach_posterior(posterior)  # a block's sites keep their block
         return refits
 
     def refit_one(self, key: int, points: Points, epochs: int) -> Posterior | None:

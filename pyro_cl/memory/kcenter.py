@@ -20,6 +20,8 @@ class KCenterCoreset(Memory):
     """
 
     name = "kcenter"
+    #: Chooses by the inputs alone; the refit fits a copy of any family's guide.
+    guide_families = None
 
     def __init__(self, size: int, first: int | str = 0, budget: str = "task") -> None:
         super().__init__(size, budget)

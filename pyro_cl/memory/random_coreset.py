@@ -19,6 +19,8 @@ class RandomCoreset(Memory):
     """
 
     name = "random"
+    #: Chooses by the inputs alone; the refit fits a copy of any family's guide.
+    guide_families = None
 
     def select(self, candidates: Points, size: int, view: ModelView | None) -> torch.Tensor:
         return torch.randperm(len(candidates), device=candidates.x.device)[:size]
