@@ -25,3 +25,9 @@ class Parts:
     transition: object
     memory: object | None
     guide: object | None = None
+
+    def check(self) -> None:
+        """Each part's ``check_parts`` of these parts: each refuses what it cannot work with."""
+        for part in (self.fitter, self.transition, self.memory, self.guide):
+            if part is not None:
+                part.check_parts(self)

@@ -23,10 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
-import math
-import numbers
 import os
-import weakref
 from typing import ClassVar
 
 import torch
@@ -34,23 +31,22 @@ from pyro.distributions import Distribution
 
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.fitters.fitter import Fitter
-from pyro_cl.guides import GuideFamily, MeanFieldGuide, guide_family_of
+from pyro_cl.guides import GuideFamily, guide_family_of
 from pyro_cl.infer.callbacks import Callback, CallbackList, ProgressBar
 from pyro_cl.infer.config import TrainingConfig
-from pyro_cl.infer.data_parallel import (
-    check_replicas_agree,
-    check_same_step_data,
-    refused_on_any_rank,
-)
+from pyro_cl.infer.data_parallel import check_same_step_data, refused_on_any_rank
 from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.parts import Parts
 from pyro_cl.infer.random_stream import RandomStream
+from pyro_cl.learner.checked_fit import checked_fit, step_size
 from pyro_cl.learner.checkpoint import learner_state, load_learner, save_learner
 from pyro_cl.learner.memory_step import MemoryStep
+from pyro_cl.learner.ownership import claim
 from pyro_cl.learner.prediction import ALL_TASKS, Prediction
 from pyro_cl.learner.state import LearnerState, transaction
+from pyro_cl.learner.step_time import next_time
 from pyro_cl.likelihoods import Likelihood
 from pyro_cl.memory.protocol import Memory
 from pyro_cl.model import model_class_of
@@ -167,17 +163,14 @@ class ContinualLearner:
         if self.memory is None and self.needs_memory:
             raise ValueError(f"{type(self).__name__} needs a memory, e.g. RandomCoreset(200)")
         self.callbacks = CallbackList(callbacks)
-        _claim(net, self)
+        claim(net, self)
         model_class = model_class_of(net)
         self.model = model_class(
             net.to(self.device),
             likelihood or model_class.default_likelihood(),
             self.config.monte_carlo.elbo,
         )
-        parts = Parts(self.model, self.fitter, self.transition, self.memory, self.guide_family)
-        for part in (self.fitter, self.transition, self.memory, self.guide_family):
-            if part is not None:
-                part.check_parts(parts)  # each part refuses what it cannot work with
+        Parts(self.model, self.fitter, self.transition, self.memory, self.guide_family).check()
         with self.random.scope():
             self.guide = self.guide_family.build(
                 self.model, initialisation.init_log_variance, initialisation.init_loc_std
@@ -223,24 +216,7 @@ class ContinualLearner:
         return x.to(self.device), y.to(self.device), task_id
 
     def _check_time(self, time: float | None) -> float:
-        if time is None:
-            if not self.times:
-                return 0.0
-            following = self.times[-1] + 1.0
-            if not following > self.times[-1]:  # beyond 2**53 a float cannot hold last + 1
-                raise ValueError(
-                    f"the default time is one after the last step's, {self.times[-1]!r}, which a "
-                    "float cannot tell apart from it at this size: give time= explicitly"
-                )
-            return following
-        if isinstance(time, bool) or not isinstance(time, numbers.Real):
-            raise TypeError(f"time must be a real number, got {time!r}")
-        time = float(time)
-        if not math.isfinite(time):
-            raise ValueError(f"time must be finite, got {time}")
-        if self.times and not time > self.times[-1]:
-            raise ValueError(f"time {time} is not after the last step's time {self.times[-1]}")
-        return time
+        return next_time(self.times, time)
 
     # ------------------------------------------------------------------ learning
     def observe(
@@ -296,20 +272,10 @@ class ContinualLearner:
             except DivergenceError as error:  # name the parts that shaped the failed fit
                 raise DivergenceError(
                     f"{error} (fitter {self.fitter!r}, transition {self.transition!r}"
-                    f"{self._step_size()}); the learner is as it was before this step"
+                    f"{step_size(self.fitter, self.config)}); the learner is as it was before this step"
                 ) from error
             watchers.on_task_end(self, task_id, history)
         return history
-
-    def _step_size(self) -> str:
-        """The learning rate that shaped a fit, for an error message: the fitter's own (natural
-        gradients), the optimiser's, or none for a closed-form fitter."""
-        own = getattr(self.fitter, "learning_rate", None)
-        if own is not None:
-            return f", the fitter's learning rate {own:g}"
-        if self.fitter.uses_optimiser:
-            return f", learning rate {self.config.optimisation.learning_rate:g}"
-        return ""
 
     def _callbacks(self) -> list[Callback]:
         progress = [ProgressBar()] if self.config.display.progress else []
@@ -371,7 +337,7 @@ class ContinualLearner:
             context.batch_size(),
             f"{type(self.fitter).__name__}, step {len(self.tasks_seen) + 1} (task {task_id})",
         )
-        history, posterior = self._fit(context, self.guide, problem)
+        history, posterior = checked_fit(self, context, self.guide, problem)
         if posterior is not None:
             install_prior(self.net, posterior)
             self.guide.hand_off(sites)  # what the family keeps beyond the per-site priors
@@ -379,38 +345,6 @@ class ContinualLearner:
             if name not in self.trained_sites:
                 self.trained_sites.append(name)
         return history
-
-    def _fit(
-        self,
-        context: FitContext,
-        guide: MeanFieldGuide,
-        problem: FitProblem,
-    ) -> tuple[list[float], Posterior | None]:
-        """Fit ``guide`` with the fitter, then check the fitted values (the losses are checked
-        during the fit): every fit's result passes the same divergence test.
-
-        :returns: the epoch losses and the fitted posterior (``None`` for point estimates).
-        :raises DivergenceError: if the fit diverged.
-        :raises ValueError: for weighted data (a forgetting memory) and a fitter that cannot
-            weigh likelihoods.
-        """
-        if problem.data.weights is not None and not self.fitter.takes_weights:
-            raise ValueError(
-                f"{type(self.fitter).__name__} cannot weigh the memory's likelihoods by age "
-                f"(the {type(self.transition).__name__} transition asks for it): use ELBOFitter, "
-                "or no memory"
-            )
-        try:
-            history = self.fitter.fit(context, guide, problem)
-        except torch.linalg.LinAlgError as error:  # a joint family's covariance broke down
-            raise DivergenceError(
-                f"{problem.description}: a covariance of the fit stopped being positive definite "
-                f"({' '.join(str(error).split())[:120]})"
-            ) from error
-        values = {**guide.locs(problem.sites), **self.model.point_parameters()}
-        self.config.divergence.check_values(values, problem.description)
-        check_replicas_agree(dict(guide.named_parameters()), "fitted parameters")
-        return history, self.fitter.posterior(guide, problem.sites)
 
     # ------------------------------------------------------------------ prediction
     @property
@@ -555,25 +489,6 @@ class ContinualLearner:
         :param key: the key a signed file was saved with.
         """
         return load_learner(cls, path, net, device, key)
-
-
-#: Which learner owns each net (a learner rewrites its net's priors in place at every step).
-_OWNERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _claim(net: torch.nn.Module, learner: ContinualLearner) -> None:
-    """Make ``learner`` the owner of ``net``.
-
-    :raises ValueError: if another learner that still exists owns it: two learners would
-        rewrite each other's priors (the second would start from the first one's posterior).
-    """
-    owner = _OWNERS.get(net)
-    if owner is not None and owner() is not None and owner() is not learner:
-        raise ValueError(
-            f"this net already belongs to a {type(owner()).__name__}, which rewrites its priors "
-            "at every step: build a new net for each learner, or pass copy.deepcopy(net)"
-        )
-    _OWNERS[net] = weakref.ref(learner)
 
 
 def _checked_part(part, base: type, role: str):

@@ -22,10 +22,10 @@ from typing import Protocol
 from pyro.distributions import Distribution
 
 from pyro_cl.fitters.fitter import Fitter
-from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.data_parallel import check_replicas_agree, synchronise_random_state
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
+from pyro_cl.learner.checked_fit import checked_fit
 from pyro_cl.learner.prediction import ALL_TASKS
 from pyro_cl.learner.state import LearnerStores, net_values_kept
 from pyro_cl.memory.model_view import ModelView
@@ -55,8 +55,6 @@ class Stepping(LearnerStores, Protocol):
     def current_prior(self) -> dict: ...
 
     def _propagate(self, context: FitContext, data: Points, task_id: int) -> list[float]: ...
-
-    def _fit(self, context: FitContext, guide: MeanFieldGuide, problem: FitProblem) -> tuple: ...
 
 
 class MemoryStep:
@@ -197,6 +195,6 @@ class MemoryStep:
                 self.context.batch_size(learner.config.refit.refit_batch_size),
                 "coreset refit" + ("" if key == ALL_TASKS else f" task {key}"),
             )
-            return learner._fit(self.context, guide, problem)[1]
+            return checked_fit(learner, self.context, guide, problem)[1]
         finally:
             guide.release()  # keep Pyro's parameter store bounded
