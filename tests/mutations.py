@@ -167,6 +167,13 @@ MUTATIONS = [
         ("tests/test_guide_families.py",),
     ),
     Mutation(
+        "function space: a draw's old moments taken at the first draw's points, not the kept set",
+        "pyro_cl/fitters/function_space.py",
+        "            fixed = target(candidates)\n",
+        "            fixed = target(points)\n",
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
         "geodesic domains: the fractions k/K instead of k/(K+1)",
         "pyro_cl/data/geodesic.py",
         "torch.lerp(start, end, k / (steps + 1))",

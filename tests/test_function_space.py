@@ -456,6 +456,52 @@ def test_per_step_context_points_are_scored_against_the_old_posterior_at_the_sam
         torch.testing.assert_close(variance, exact_variance)
 
 
+def test_points_drawn_from_kept_points_take_the_old_moments_of_the_kept_points_once_per_fit(
+    monkeypatch,
+):
+    """Each step's context points are rows of the kept points: ``q_{t-1}``'s moments are
+    computed once per fit at all of them (not at every step), and every step's regulariser is
+    the KL at its drawn rows against those moments, as computed at the drawn points alone."""
+    data = tasks()
+    fitter = FunctionSpaceFitter(RandomCoreset(8), context_draws=3, moments="linearised")
+    fs = learner(fitter)
+    fs.observe(data[0], task_id=0)
+    old = dict(fs.current_prior())
+    kept = fitter.context.points
+    calls = []
+    original = FunctionSpaceFitter._moments
+
+    def recorded(self, model, sites, x, task_id, target):
+        moments = original(self, model, sites, x, task_id, target)
+        calls.append((x.clone(), target, [m.detach().clone() for m in moments]))
+        return moments
+
+    drawn = []
+    draw_rows = FromMemory.draw_rows
+
+    def recorded_rows(self, data):
+        rows = draw_rows(self, data)
+        drawn.append(rows.clone())
+        return rows
+
+    monkeypatch.setattr(FunctionSpaceFitter, "_moments", recorded)
+    monkeypatch.setattr(FromMemory, "draw_rows", recorded_rows)
+    fs.observe(data[1], task_id=1)
+    targets = [c for c in calls if c[1]]
+    assert len(targets) == 1  # once for the fit, at every kept point
+    torch.testing.assert_close(targets[0][0], kept.x.to(targets[0][0].dtype), rtol=0, atol=0)
+    steps = [c for c in calls if not c[1]]
+    assert len(steps) == 20 and len(drawn) == 21  # the first draw names the sites
+    model = fs.model
+    for (x, _, _), rows in list(zip(steps, drawn[1:], strict=True))[:3]:
+        assert len(rows) == 3
+        torch.testing.assert_close(x, kept.x[rows].to(x.dtype), rtol=0, atol=0)
+        sites = {n: old[n] for n in model.sites(fs.guide, x, [0])}
+        mean, variance = linearised_moments(model, sites, x, 0)
+        torch.testing.assert_close(targets[0][2][0][rows], mean)
+        torch.testing.assert_close(targets[0][2][1][rows], variance)
+
+
 @pytest.mark.parametrize(
     "make",
     [

@@ -66,6 +66,16 @@ class ContextPoints(Registrable, ABC, kind="context_points"):
         a memory's in a refit). Draws come from torch's generator (the learner's training
         stream while it fits)."""
 
+    def candidates(self) -> Points | None:
+        """A fixed set that every draw is rows of, while a task is fitted (``None``: draws are
+        new points). The fitter then computes the old posterior's moments at it once per fit and
+        takes each step's rows (:meth:`draw_rows`), not the moments at every step."""
+        return None
+
+    def draw_rows(self, data: Points) -> torch.Tensor:
+        """The rows of :meth:`candidates` of one step's draw (as :meth:`draw` would draw)."""
+        raise NotImplementedError(f"{type(self).__name__} draws new points, not rows of a set")
+
 
 class FromMemory(ContextPoints):
     """The points a memory keeps of every task.
@@ -94,15 +104,22 @@ class FromMemory(ContextPoints):
     def after_task(self, data: Points) -> None:
         self.points = self.memory.update(self.points, data).points
 
-    def draw(self, data: Points) -> Points | None:  # noqa: ARG002 (the kept points only)
+    def draw(self, data: Points) -> Points | None:
         if self.points is None or self.per_task is None:
             return self.points
+        return self.points.select(self.draw_rows(data))
+
+    def candidates(self) -> Points | None:
+        return self.points if self.per_task is not None else None
+
+    def draw_rows(self, data: Points) -> torch.Tensor:  # noqa: ARG002 (the kept points only)
+        """``per_task`` rows of each task's kept points, drawn without replacement."""
         chosen = []
         for task in self.points.tasks():
             rows = torch.nonzero(self.points.task_ids == task).flatten()
             order = torch.randperm(len(rows), device=rows.device)[: self.per_task]
             chosen.append(rows[order])
-        return self.points.select(torch.cat(chosen))
+        return torch.cat(chosen)
 
     def state_dict(self) -> dict:
         return {} if self.points is None else {"context_points": self.points.state()}

@@ -220,6 +220,13 @@ def _log_variance_bias(draws: int) -> float:
     return float(torch.special.digamma(torch.tensor(half, dtype=torch.float64))) - math.log(half)
 
 
+def _rows(target: tuple, rows: torch.Tensor) -> tuple:
+    """The inputs, task ids and the old posterior's moments of ``rows`` of a set's."""
+    x, task_id, mean, variance = target
+    task_id = task_id[rows] if torch.is_tensor(task_id) else task_id
+    return x[rows], task_id, mean[rows], variance[rows]
+
+
 class FunctionSpaceFitter(ELBOFitter):
     """SVI on S-FSVI's objective with Monte Carlo or linearised function moments (module
     docstring).
@@ -367,11 +374,27 @@ class FunctionSpaceFitter(ELBOFitter):
             with torch.no_grad():
                 return (x, task_id, *self._moments(model, old, x, task_id, target=True))
 
-        fixed = None if per_step else target(points)
+        # the old posterior's moments once per fit where every step's points are the same, or
+        # rows of one set (a memory's kept points, drawn from); else at each step's new points
+        candidates = None if first or not per_step else self.context.candidates()
+        if not per_step:
+            fixed = target(points)
+        elif candidates is not None:
+            fixed = target(candidates)
+        else:
+            fixed = None
+
+        def next_target() -> tuple:
+            if not per_step:
+                return fixed
+            if candidates is not None:
+                return _rows(fixed, self.context.draw_rows(problem.data))
+            return target(draw(problem.data))
+
         num_data = data_size(problem.data)  # per point: R / N = KL / |X_C|, so R = KL·N/|X_C|
 
         def regulariser() -> torch.Tensor:
-            x, task_id, target_mean, target_variance = fixed or target(draw(problem.data))
+            x, task_id, target_mean, target_variance = next_target()
             _, current = kl_and_sites(
                 model, guide, [n for n in names if n in fitted], model.fast, packed
             )
