@@ -25,8 +25,10 @@ head, 40 epochs in minibatches of 64: the demo's) or another single-head task pr
 * **ivon-opt**, IVON carried over tasks (one optimiser, its Hessian estimate kept, the
   effective sample size each task's), predicting with 10 draws; its learning rate chosen;
 * **Avalanche**: Naive (fine-tuning), Replay with a buffer of the points our coreset keeps over
-  the stream (200 a task: 1,000 on the demo's five), EWC (λ chosen) and LwF (α chosen), each
-  strategy on the same tensors as its experiences.
+  the stream (200 a task: 1,000 on the demo's five), EWC (λ chosen), LwF (α chosen), SI (λ
+  chosen), DER++ with the same buffer (α chosen) and A-GEM with 200 points an experience, each
+  strategy on the same tensors as its experiences (GEM needs a QP solver this machine's pip
+  index does not give; iCaRL is for class-incremental streams).
 
 The peers run a ``torch.nn`` MLP of the preset's widths at PyTorch's default initialisation.
 Every row reports ACC, BWT, ECE (%), seconds and the bytes of data it keeps (none here but
@@ -91,9 +93,9 @@ def ours(training: dict) -> dict[str, dict[str, dict]]:
     }
 
 
-def peers(memory: int) -> dict[str, dict[str, dict]]:
+def peers(memory: int, tasks: int) -> dict[str, dict[str, dict]]:
     """The peer rows' grids: ``{row: {setting: options}}`` (``memory``: replay's buffer, the
-    points our coreset keeps over the stream)."""
+    points our coreset keeps over the stream's ``tasks``)."""
     return {
         "laplace-torch, online diagonal Laplace": {
             f"prior precision {p:g}, lr {r:g}": {
@@ -127,6 +129,29 @@ def peers(memory: int) -> dict[str, dict[str, dict]]:
             }
             for alpha in (0.5, 1.0)
         },  # fmt: skip
+        "Avalanche SI": {
+            f"λ {strength:g}": {
+                "library": "avalanche",
+                "kind": "si",
+                "learning_rate": RATES[0],
+                "si_lambda": strength,
+            }
+            for strength in (1.0, 100.0)
+        },  # fmt: skip
+        f"Avalanche DER, {memory:,} points in all": {
+            f"α {alpha:g}": {
+                "library": "avalanche",
+                "kind": "der",
+                "learning_rate": RATES[0],
+                "mem_size": memory,
+                "alpha": alpha,
+                "beta": 0.5,
+            }
+            for alpha in (0.1, 0.5)
+        },  # fmt: skip
+        f"Avalanche A-GEM, {memory // tasks:,} points a task": _avalanche(
+            "agem", {"patterns_per_exp": memory // tasks, "sample_size": 64}
+        ),
     }
 
 
@@ -224,14 +249,15 @@ class AvalancheStrategy:
     tensors; task label 0 throughout: one head), trained with Adam; predictions from its model.
 
     :param kind: ``"naive"``, ``"replay"`` (a buffer of ``mem_size`` points over all
-        experiences, balanced), ``"ewc"`` (``ewc_lambda``) or ``"lwf"`` (``alpha``, temperature
-        2).
+        experiences, balanced), ``"ewc"`` (``ewc_lambda``), ``"lwf"`` (``alpha``, temperature
+        2), ``"si"`` (``si_lambda``), ``"der"`` (DER++: ``mem_size`` points with their logits,
+        ``alpha`` and ``beta``) or ``"agem"`` (``patterns_per_exp``, ``sample_size``).
     """
 
     def __init__(self, net: nn.Module, stream, kind: str, learning_rate: float,
                  epochs: int, batch: int, **options) -> None:  # fmt: skip
         from avalanche.benchmarks import tensors_benchmark
-        from avalanche.training import EWC, LwF, Naive, Replay
+        from avalanche.training import AGEM, DER, EWC, LwF, Naive, Replay, SynapticIntelligence
         from avalanche.training.plugins import EvaluationPlugin
 
         self.net = net
@@ -240,7 +266,10 @@ class AvalancheStrategy:
             [(t.x_test, t.y_test) for t in stream.tasks],
             task_labels=[0] * len(stream.tasks),
         ).train_stream
-        kinds = {"naive": Naive, "replay": Replay, "ewc": EWC, "lwf": LwF}
+        kinds = {
+            "naive": Naive, "replay": Replay, "ewc": EWC, "lwf": LwF,
+            "si": SynapticIntelligence, "der": DER, "agem": AGEM,
+        }  # fmt: skip
         if kind == "lwf":
             options.setdefault("temperature", 2.0)
         if kind == "ewc":
@@ -254,7 +283,6 @@ class AvalancheStrategy:
             evaluator=EvaluationPlugin(),
             **options,
         )
-        self.buffer = getattr(self.strategy, "plugins", [])
 
     def learn(self, index, x, y, epochs: int, batch: int, generator: torch.Generator) -> None:
         self.strategy.train(self.experiences[index])
@@ -265,13 +293,24 @@ class AvalancheStrategy:
             return self.net(x).softmax(-1)
 
     def kept_bytes(self) -> int:
-        """The replay buffer's points (inputs, label and task label), as held."""
-        for plugin in self.buffer:
-            buffer = getattr(getattr(plugin, "storage_policy", None), "buffer", None)
-            if buffer is not None:
-                x, y, _ = buffer[0]
-                return len(buffer) * (x.nelement() * x.element_size() + 16)
-        return 0
+        """The points the strategy keeps (Replay's and DER's buffers, A-GEM's per experience),
+        each as held: its tensors' bytes (DER's logits too), 8 bytes an integer."""
+        holders = [self.strategy, *getattr(self.strategy, "plugins", [])]
+        kept = []
+        for holder in holders:
+            buffer = getattr(getattr(holder, "storage_policy", None), "buffer", None)
+            kept += [buffer] if buffer is not None else []
+            kept += list(getattr(holder, "buffers", []))  # A-GEM's
+        return sum(_item_bytes(dataset[i]) for dataset in kept for i in range(len(dataset)))
+
+
+def _item_bytes(item) -> int:
+    """The bytes of one kept point: its tensors', 8 an integer."""
+    if torch.is_tensor(item):
+        return item.nelement() * item.element_size()
+    if isinstance(item, (tuple, list)):
+        return sum(_item_bytes(part) for part in item)
+    return 8
 
 
 def run_peer(
@@ -342,7 +381,9 @@ def main(argv: list[str] | None = None) -> None:
     folder = None if args.folder is None else f"{args.folder}/peers"
 
     memory = base.resolved_coreset_size * len(base.task_stream(args.seeds[0]))
-    theirs, their_selection = choose_and_test(peers(memory), args.seeds, run_one)
+    theirs, their_selection = choose_and_test(
+        peers(memory, len(base.task_stream(args.seeds[0]))), args.seeds, run_one
+    )
     import importlib.metadata as metadata
 
     libraries = ("laplace-torch", "ivon-opt", "avalanche-lib", "torch")
