@@ -327,3 +327,31 @@ def test_ewcs_fisher_is_the_closed_form_on_logistic_regression_scaled_to_the_tas
     scale = 40 / 8
     torch.testing.assert_close(subset["weight"][0], scale * per_point[chosen] @ x[chosen].square())
     torch.testing.assert_close(subset["bias"], scale * per_point[chosen].sum().reshape(1))
+
+
+@pytest.mark.parametrize("init_means", ["prior", "fresh"])
+def test_fine_tuning_starts_its_first_task_where_init_means_says(monkeypatch, init_means):
+    """``init_means="fresh"`` starts a point estimate at PyTorch's initialisation of a new layer
+    (``U(-1/√fan_in, 1/√fan_in)``), as Avalanche's nets start; it was ignored by point-estimate
+    fitters, which always started at the prior mean plus noise of ``init_loc_std`` (0.1)."""
+    import pyro_cl.fitters.point_estimate as point_estimate
+
+    starts = []
+    fit = point_estimate.fit_point_estimate
+
+    def recorded(context, guide, problem, penalty=None):
+        starts.append({name: loc.detach().clone() for name, loc in guide.locs().items()})
+        return fit(context, guide, problem, penalty)
+
+    monkeypatch.setattr(point_estimate, "fit_point_estimate", recorded)
+    learner = FineTuning(BayesianLinear(400, 2), epochs=1, init_means=init_means, progress=False)
+    x = torch.randn(8, 400)
+    learner.observe((x, (x[:, 0] > 0).long()))
+    after_first = learner.guide.locs()["weight"].detach().clone()
+    learner.observe((x, (x[:, 1] > 0).long()))
+    weight = starts[0]["weight"]
+    if init_means == "fresh":
+        assert weight.abs().max() <= 400**-0.5 < 2 * weight.std()
+    else:  # the prior mean, 0, plus N(0, 0.1²)
+        assert 0.08 < weight.std() < 0.12
+    torch.testing.assert_close(starts[1]["weight"], after_first)  # later tasks: where it was

@@ -10,7 +10,7 @@ from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.points import Points
 from pyro_cl.posterior import read_priors
 
-__all__ = ["initialise_guide"]
+__all__ = ["initialise_guide", "start_means"]
 
 
 def initialise_guide(
@@ -45,7 +45,17 @@ def initialise_guide(
             task_sites = context.model.sites(guide, own.x, [task_id])
             problem = FitProblem(own, task_sites, epochs, context.batch_size(), "ML initialisation")
             fit_point_estimate(context, guide, problem)
-    elif settings.init_means == "moment_matched":
+    else:
+        start_means(context, guide, sites)
+
+
+def start_means(context: FitContext, guide: MeanFieldGuide, sites: list[str]) -> None:
+    """The first task's start without a maximum-likelihood fit: Kurle et al.'s appendix I where
+    ``init_means`` is "moment_matched", PyTorch's initialisation of a new layer where it or
+    ``between_tasks`` is "fresh"; else the guide's own (the prior mean plus noise)."""
+    settings = context.config.initialisation
+    priors = read_priors(context.model.net, sites)
+    if settings.init_means == "moment_matched":
         guide.match_prior_moments(priors, settings.init_alpha, settings.init_beta)
     elif "fresh" in (settings.init_means, settings.between_tasks):
         guide.reinitialise("fresh", priors)

@@ -8,6 +8,7 @@ The fitted values are the guide's means, so the guide carries them from task to 
 from __future__ import annotations
 
 from pyro_cl.fitters.fitter import Fitter
+from pyro_cl.fitters.initialisation import start_means
 from pyro_cl.fitters.penalty import Penalty
 from pyro_cl.fitters.point_fit import fit_point_estimate
 from pyro_cl.guides import MeanFieldGuide
@@ -38,7 +39,12 @@ class PointEstimateFitter(Fitter):
         self.penalty = penalty
 
     def prepare(self, context, guide, data, task_id, sites, first_task) -> None:
-        """Nothing: the fit starts from the previous task's values."""
+        """The first task starts where ``init_means`` says (:func:`start_means`: the guide's
+        own start, PyTorch's ``"fresh"`` one, or ``"moment_matched"``; a maximum-likelihood
+        start is moot before a maximum-likelihood fit); later tasks from the previous task's
+        values."""
+        if first_task:
+            start_means(context, guide, sites)
 
     def fit(
         self,
