@@ -152,6 +152,9 @@ def test_every_committed_page_agrees_with_its_records():
 
 def test_no_page_types_a_recorded_number_in_its_prose():
     assert [typed for page in PAGES for typed in records.typed_numbers(page)] == []
+    guides = [*sorted((ROOT / "docs" / "guide").glob("*.md")), ROOT / "docs" / "architecture.md"]
+    quoted = [records.typed_numbers(page, every_record=True) for page in [*PAGES, *guides]]
+    assert [typed for page in quoted for typed in page] == []
 
 
 def test_the_results_pages_hold_no_table_typed_by_hand():
@@ -181,6 +184,11 @@ def test_a_recorded_number_typed_in_prose_is_found(tmp_path):
     assert records.typed_numbers(page, tmp_path) == []
     page.write_text("<!-- record: demo -->\n<!-- /record -->\n<!-- lab notes -->\nonce 81.00%\n")
     assert records.typed_numbers(page, tmp_path) == []  # the lab notes are other runs
+    page.write_text("A guide says VCL reaches 81.00% without rendering the record.\n")
+    assert records.typed_numbers(page, tmp_path) == []
+    assert records.typed_numbers(page, tmp_path, every_record=True) == [
+        "page.md: 81.00 (record demo)"
+    ]
 
 
 def test_a_grid_of_one_setting_is_not_scored_on_validation(monkeypatch):

@@ -260,15 +260,22 @@ LAB_NOTES = "<!-- lab notes -->"
 TIMINGS = ("seconds", "s/step")
 
 
-def typed_numbers(page: str | os.PathLike, folder: str | os.PathLike = RECORDS) -> list[str]:
+def typed_numbers(
+    page: str | os.PathLike, folder: str | os.PathLike = RECORDS, every_record: bool = False
+) -> list[str]:
     """Numbers a record renders (a cell's mean, to its digits) that the page's prose repeats
     outside the record's blocks: typed by hand, they go stale when the record is re-run.
-    ``[]`` when the prose repeats none. Timings (:data:`TIMINGS`) are left out: small numbers
-    such as 2.17 s recur by coincidence, and no claim rests on one; so is what follows a
-    :data:`LAB_NOTES` marker (hand-written notes of other runs, awaiting records of their own).
+    ``[]`` when the prose repeats none. The records checked are those the page renders, or with
+    ``every_record`` all of ``folder``'s (for a page that quotes without rendering). Timings
+    (:data:`TIMINGS`) are left out: small numbers such as 2.17 s recur by coincidence, and no
+    claim rests on one; so is what follows a :data:`LAB_NOTES` marker (hand-written notes of
+    other runs, awaiting records of their own).
     """
     text = Path(page).read_text().split(LAB_NOTES)[0]
     names = {match.group(2) for match in _BLOCK.finditer(text)}
+    names |= {match.group(2) for match in _CELL.finditer(text)}
+    if every_record:
+        names |= {path.stem for path in Path(folder).glob("*.json")}
     prose = _CELL.sub("", _BLOCK.sub("", text))
     typed = []
     for name in sorted(names):
