@@ -22,7 +22,8 @@ S-FSVI's own schedule is ``--schedule sfsvi`` there, about three times longer). 
 
 Every run keeps its numbers (and a checkpoint after every task while it runs) under ``--folder``,
 so the command resumes where it stopped; ``--rows`` runs some rows (two processes on two cores
-run different rows into one folder). The record is written once every row has run.
+run different rows into one folder). The record is written once every row has run, or of the
+rows named with ``--rows ... --record --name NAME`` (the comparison so far, while the rest run).
 """
 
 from __future__ import annotations
@@ -113,6 +114,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--folder", default="results/permuted_protocol", help="kept runs")
     parser.add_argument("--rows", nargs="+", type=int, help="only these rows (0-based)")
+    parser.add_argument(
+        "--record", action="store_true", help="with --rows, write a record of those rows alone"
+    )
     parser.add_argument("--tiny", action="store_true", help="2 tasks, 1 epoch: a check")
     parser.add_argument("--name", default="permuted-mnist-protocol", help="the record's name")
     args = parser.parse_args(argv)
@@ -133,10 +137,11 @@ def main(argv: list[str] | None = None) -> None:
     table[FSVI] = grid[FSVI]  # the row keeps its grid and validation scores in the record
     labels = list(table)
     if args.rows is not None:
-        wanted = {labels[i]: table[labels[i]] for i in args.rows}
-        select_then_test(base, wanted, args.seeds, folder=args.folder, selection_seeds=[0])
-        print(f"ran {list(wanted)}; the record is written by a run of every row")
-        return
+        table = {labels[i]: table[labels[i]] for i in args.rows}
+        if not args.record:
+            select_then_test(base, table, args.seeds, folder=args.folder, selection_seeds=[0])
+            print(f"ran {list(table)}; the record is written by a run of every row")
+            return
     command = "python benchmarks/permuted_protocol.py " + " ".join(
         sys.argv[1:] if argv is None else argv
     )
@@ -149,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
         training,
         notes=f"Function-space VI draws {DRAWS} context inputs of each earlier task at every "
         "step. The set-up was chosen on seed 0's validation share only (a run is about 15 "
-        "minutes here).",
+        "minutes here)." + ("" if args.rows is None else " The rows named alone."),
         folder=args.folder,
         selection_seeds=args.seeds[:1],
     )
