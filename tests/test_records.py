@@ -171,12 +171,17 @@ def test_a_table_outside_the_record_blocks_is_found(tmp_path):
     assert records.hand_written_tables(page) == ["page.md:9"]
 
 
-def test_a_recorded_number_typed_in_prose_is_found(tmp_path):
+def _write_demo_record(folder):
+    """A record ``demo`` with VCL at 80 and 82 over seeds 0 and 1 (mean 81, sd 1.41)."""
     record = records.make_record(
         "demo", command="c", seeds=[0, 1], schedule={}, data="d",
         rows={"vcl": {0: {"ACC": 80.0}, 1: {"ACC": 82.0}}}, metrics=["ACC"],
     )  # fmt: skip
-    records.write_record(record, tmp_path)
+    records.write_record(record, folder)
+
+
+def test_a_recorded_number_typed_in_prose_is_found(tmp_path):
+    _write_demo_record(tmp_path)
     page = tmp_path / "page.md"
     page.write_text("VCL reaches 81.00% here.\n<!-- record: demo -->\n<!-- /record -->\n")
     assert records.typed_numbers(page, tmp_path) == ["page.md: 81.00 (record demo)"]
@@ -278,11 +283,7 @@ def test_any_runner_goes_through_the_protocol_and_the_test_sets_come_last():
 
 
 def test_a_number_quoted_from_a_record_is_rendered_and_checked(tmp_path):
-    record = records.make_record(
-        "demo", command="c", seeds=[0, 1], schedule={}, data="d",
-        rows={"vcl": {0: {"ACC": 80.0}, 1: {"ACC": 82.0}}}, metrics=["ACC"],
-    )  # fmt: skip
-    records.write_record(record, tmp_path)
+    _write_demo_record(tmp_path)
     page = tmp_path / "page.md"
     page.write_text("| VCL | <!-- cell: demo / vcl / ACC -->?<!-- /cell --> | why |\n")
     assert records.check_pages([page], tmp_path) == [str(page)]
