@@ -297,3 +297,19 @@ def test_a_number_quoted_from_a_record_is_rendered_and_checked(tmp_path):
     page.write_text("<!-- cell: demo / vcl / BWT -->?<!-- /cell -->")
     with pytest.raises(KeyError, match="no metric 'BWT'"):
         records.render_page(page.read_text(), tmp_path)
+
+
+def test_a_record_names_the_commits_that_ran_its_seeds():
+    rows = {"vcl": {0: {"ACC": 80.0, "commit": "aaa"}, 1: {"ACC": 82.0, "commit": "bbb"}}}
+    record = records.make_record(
+        "demo", command="c", seeds=[0, 1], schedule={}, data="d", rows=rows, metrics=["ACC"],
+        commit="ccc",
+    )  # fmt: skip
+    assert record["commit"] == "aaa, bbb"  # the runs', not the one that wrote the record
+    rows["vcl"][1].pop("commit")  # a run kept before runs kept their commit
+    record = records.make_record(
+        "demo", command="c", seeds=[0, 1], schedule={}, data="d", rows=rows, metrics=["ACC"],
+        commit="ccc",
+    )  # fmt: skip
+    assert record["commit"] == "aaa, ccc"
+    assert "(commit aaa, ccc," in records.render_table(record)

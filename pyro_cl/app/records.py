@@ -134,7 +134,7 @@ def make_record(
         "format": FORMAT,
         "name": name,
         "command": command,
-        "commit": commit or current_commit(),
+        "commit": _commits(rows, commit or current_commit()),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": _machine(),
         "seeds": list(seeds),
@@ -155,6 +155,17 @@ def write_record(record: Mapping[str, Any], folder: str | os.PathLike = RECORDS)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1, sort_keys=False) + "\n")
     return path
+
+
+def _commits(rows: Mapping[str, Mapping[Any, Mapping[str, Any]]], commit: str) -> str:
+    """The commits that ran the rows' seeds (kept with each run's numbers, as
+    :func:`~pyro_cl.app.selection.kept_numbers` keeps them), in order of first use, then
+    ``commit`` where a run kept none."""
+    ran = [numbers.get("commit") for per_seed in rows.values() for numbers in per_seed.values()]
+    named = list(dict.fromkeys(c for c in ran if c))
+    if not all(ran) and commit not in named:
+        named.append(commit)
+    return ", ".join(named)
 
 
 def load_record(name: str, folder: str | os.PathLike = RECORDS) -> dict[str, Any]:

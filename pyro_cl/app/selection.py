@@ -40,6 +40,7 @@ from typing import Any
 
 from pyro_cl.app.benchmark_run import BenchmarkRun, check_seeds
 from pyro_cl.app.continual_run import file_slug
+from pyro_cl.app.records import current_commit, make_record
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.runner import run_benchmark
 
@@ -215,7 +216,8 @@ def kept_numbers(
 ) -> dict[str, Any]:
     """One run's numbers, read from ``folder`` when that run finished there before, else
     ``run(place)`` (``place``: a folder of the run's own for a checkpoint, ``None`` without
-    ``folder``) and kept as ``<folder>/<row>/<setting>/<validation|test>-seed<k>.json``.
+    ``folder``) with the commit that ran it (``"commit"``), kept as
+    ``<folder>/<row>/<setting>/<validation|test>-seed<k>.json``.
 
     :raises ValueError: for a kept run whose fields or validation share differ from these.
     """
@@ -230,7 +232,8 @@ def kept_numbers(
                 f"not {_plain(fields)} (validation {validation}): remove it to run again"
             )
         return saved["numbers"]
-    numbers = run(None if place is None else place / f"{split}-seed{seed}")
+    commit = current_commit()  # the code that ran, kept with its numbers (and in the record)
+    numbers = {**run(None if place is None else place / f"{split}-seed{seed}"), "commit": commit}
     if kept is not None:
         kept.parent.mkdir(parents=True, exist_ok=True)
         kept.write_text(
@@ -283,8 +286,6 @@ def protocol_record(
     selection, and the bytes each row's learner keeps at the end of the stream (the largest over
     the seeds). The commit is taken before the runs (the code that ran, whatever changes
     meanwhile)."""
-    from pyro_cl.app.records import current_commit, make_record
-
     commit = current_commit()
     measured, selection = select_then_test(
         base, rows, seeds, folder=folder, selection_seeds=selection_seeds
