@@ -548,8 +548,8 @@ MUTATIONS = [
     Mutation(
         "function space: per-step context points scored against the first draw's target",
         "pyro_cl/fitters/function_space.py",
-        "fixed = None if per_step else target(points)",
-        "fixed = target(points)",
+        "            return target(draw(problem.data))\n",
+        "            return target(points)\n",
         ("tests/test_function_space.py",),
     ),
     Mutation(
