@@ -67,14 +67,12 @@ class ContextPoints(Registrable, ABC, kind="context_points"):
         stream while it fits)."""
 
     def candidates(self) -> Points | None:
-        """A fixed set that every draw is rows of, while a task is fitted (``None``: draws are
-        new points). The fitter then computes the old posterior's moments at it once per fit and
-        takes each step's rows (:meth:`draw_rows`), not the moments at every step."""
+        """A fixed set that every draw is rows of, while a task is fitted (``None``, the
+        default: draws are new points). A source that returns one also gives
+        ``draw_rows(data)``, the rows of one step's draw (as :meth:`draw` would draw them, e.g.
+        :meth:`FromMemory.draw_rows`); the fitter then computes the old posterior's moments at
+        the set once per fit and takes each step's rows, not the moments at every step."""
         return None
-
-    def draw_rows(self, data: Points) -> torch.Tensor:
-        """The rows of :meth:`candidates` of one step's draw (as :meth:`draw` would draw)."""
-        raise NotImplementedError(f"{type(self).__name__} draws new points, not rows of a set")
 
 
 class FromMemory(ContextPoints):
@@ -113,7 +111,8 @@ class FromMemory(ContextPoints):
         return self.points if self.per_task is not None else None
 
     def draw_rows(self, data: Points) -> torch.Tensor:  # noqa: ARG002 (the kept points only)
-        """``per_task`` rows of each task's kept points, drawn without replacement."""
+        """The rows of :meth:`candidates` of one step's draw: ``per_task`` rows of each task's
+        kept points, drawn without replacement."""
         chosen = []
         for task in self.points.tasks():
             rows = torch.nonzero(self.points.task_ids == task).flatten()
