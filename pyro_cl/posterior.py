@@ -28,6 +28,7 @@ from pyro_cl.pyro_internals import (
     pyro_sample_attributes,
     pyro_sample_prior,
 )
+from pyro_cl.spec import tensors_to
 
 __all__ = [
     "Posterior",
@@ -186,7 +187,7 @@ def posterior_to_state(posterior: Mapping[str, Distribution]) -> dict:
     A distribution that carries more than its parameters (a joint block's site,
     :class:`~pyro_cl.guides.BlockSite`) saves it through its ``saved_extras(memo)`` (``memo``
     shared by the posterior's sites, so a block the sites share is saved once and rebuilt once by
-    its class's ``from_saved``)."""
+    its class's ``from_saved(params, extras, memo)``, given its tensors on the loading device)."""
     state, memo = {}, {}
     for name, distribution in posterior.items():
         base, event_dim = _unwrap(distribution)
@@ -226,11 +227,11 @@ def posterior_from_state(state: Mapping, device: torch.device | str | None = Non
         cls = _SAVEABLE.get(entry["distribution"]) or getattr(pdist, entry["distribution"], None)
         if not (isinstance(cls, type) and issubclass(cls, Distribution)):
             raise ValueError(f"unknown distribution {entry['distribution']!r} for site {name!r}")
-        params = {k: v.to(device) if device is not None else v for k, v in entry["params"].items()}
+        entry = entry if device is None else tensors_to(entry, device)
         if "extras" in entry:
-            distribution = cls.from_saved(params, entry["extras"], memo, device)
+            distribution = cls.from_saved(entry["params"], entry["extras"], memo)
         else:
-            distribution = cls(**params)
+            distribution = cls(**entry["params"])
         event_dim = int(entry["event_dim"])
         posterior[name] = distribution.to_event(event_dim) if event_dim else distribution
     return posterior

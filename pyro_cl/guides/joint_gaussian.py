@@ -168,9 +168,7 @@ class BlockSite(Normal):
         }
 
     @classmethod
-    def from_saved(
-        cls, params: dict, extras: dict, memo: dict, device: torch.device | str | None = None
-    ) -> BlockSite:
+    def from_saved(cls, params: dict, extras: dict, memo: dict) -> BlockSite:
         """The inverse of :meth:`saved_extras`: the sites of a block share one rebuilt block."""
         key = extras["block"]
         if key not in memo:
@@ -180,13 +178,10 @@ class BlockSite(Normal):
                     f"unknown joint form {extras['form']!r} (known: {sorted(JOINT_FORMS)}): "
                     "import the module that defines it before loading"
                 )
-            tensors = {
-                k: v.to(device) if device is not None else v for k, v in extras["joint"].items()
-            }
             layout = BlockLayout(
                 tuple(extras["names"]), tuple(torch.Size(shape) for shape in extras["shapes"])
             )
-            memo[key] = (form(**tensors), layout)
+            memo[key] = (form(**extras["joint"]), layout)
         joint, layout = memo[key]
         return cls(**params, joint=joint, layout=layout)
 
