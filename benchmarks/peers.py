@@ -38,6 +38,7 @@ function-space VI's context points; a posterior is not counted).
 from __future__ import annotations
 
 import argparse
+import importlib.metadata as metadata
 import statistics
 import sys
 import time
@@ -380,15 +381,11 @@ def main(argv: list[str] | None = None) -> None:
 
     folder = None if args.folder is None else f"{args.folder}/peers"
 
-    memory = base.resolved_coreset_size * len(base.task_stream(args.seeds[0]))
-    theirs, their_selection = choose_and_test(
-        peers(memory, len(base.task_stream(args.seeds[0]))), args.seeds, run_one
-    )
-    import importlib.metadata as metadata
-
+    stream = base.task_stream(args.seeds[0])
+    memory = base.resolved_coreset_size * len(stream)
+    theirs, their_selection = choose_and_test(peers(memory, len(stream)), args.seeds, run_one)
     libraries = ("laplace-torch", "ivon-opt", "avalanche-lib", "torch")
     versions = {name: metadata.version(name) for name in libraries}
-    stream = base.task_stream(args.seeds[0])
     record = make_record(
         f"peers-{args.benchmark}" + ("-tiny" if args.tiny else ""),
         command="python benchmarks/peers.py " + " ".join(sys.argv[1:] if argv is None else argv),
