@@ -14,6 +14,7 @@ __all__ = [
     "LARGEST_COUNT",
     "LARGEST_REAL",
     "checked_count",
+    "checked_instance",
     "checked_optional_count",
     "checked_real",
 ]
@@ -81,3 +82,13 @@ def _show(bound: float) -> str:
     if math.isinf(bound):
         return "∞" if bound > 0 else "-∞"
     return f"{bound:g}"
+
+
+def checked_instance(part: object, base: type, role: str) -> object:
+    """``part`` if it is ``None`` or a ``base``.
+
+    :raises TypeError: naming the ``role`` and the type it must have.
+    """
+    if part is not None and not isinstance(part, base):
+        raise TypeError(f"{role} must be a {base.__name__} or None, got {part!r}")
+    return part

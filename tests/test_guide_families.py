@@ -24,6 +24,7 @@ from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.memory import GaussianResidualMemory, RandomCoreset
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.transitions import BayesianForgetting, OrnsteinUhlenbeck, Wiener
+from pyro_cl.transitions.base import TransitionContext
 from tests.helpers import exact_regression_settings
 
 NOISE = 0.5
@@ -295,7 +296,9 @@ def test_a_joint_prior_goes_through_a_gaussian_transition_whole(family, kind):
     torch.testing.assert_close(carried.covariance_matrix, expected, rtol=1e-5, atol=1e-6)
     # prior_at leaves the learner as it was; a step at that time starts from the same prior
     torch.testing.assert_close(learner.guide.joint_prior("block0").distribution().loc, before.loc)
-    learner._apply_transition(learner._transition_context(3.0))
+    learner._apply_transition(
+        TransitionContext.after(learner.times, 3.0, learner.initial_prior, learner.net)
+    )
     after = learner.guide.joint_prior("block0").distribution()
     torch.testing.assert_close(after.covariance_matrix, expected, rtol=1e-5, atol=1e-6)
 

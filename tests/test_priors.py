@@ -21,6 +21,7 @@ from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianMLP, GaussianPrior, LaplacePrior, make_bayesian
 from pyro_cl.nn.priors import Prior
 from pyro_cl.posterior import read_priors
+from pyro_cl.transitions.base import TransitionContext
 from tests.helpers import elbo_on_both_routes, two_class_data
 
 
@@ -206,7 +207,9 @@ def test_a_diffusion_moves_towards_a_laplace_first_priors_moments():
     )
     learner.observe((x, y), task_id=0, time=0.0)
     posterior = learner.current_prior()["hidden.0.weight"].base_dist
-    learner._apply_transition(learner._transition_context(2.0, None))
+    learner._apply_transition(
+        TransitionContext.after(learner.times, 2.0, learner.initial_prior, learner.net)
+    )
     moved = read_priors(learner.net)["hidden.0.weight"].base_dist
     b = learner.initial_prior["hidden.0.weight"].base_dist.scale
     expected = (posterior.scale.square() + 0.25 * 2 * b.square() * 2.0).sqrt()

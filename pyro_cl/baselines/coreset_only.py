@@ -19,4 +19,3 @@ class CoresetOnly(VCL):
     """
 
     default_transition = NoPropagation
-    needs_memory = True

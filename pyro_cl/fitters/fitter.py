@@ -77,7 +77,8 @@ class Fitter(Registrable, kind="fitter"):
         """Refuse, when the learner is built, parts this fitter cannot work with (default: a
         model with amortised local sites, unless :attr:`fits_local_guide`; a net with
         parameters of its own, unless :attr:`trains_point_parameters`; a layer's first prior
-        outside :attr:`prior_families`).
+        outside :attr:`prior_families`; a ``variance_learning_rate`` unless
+        :attr:`adam_fits_variances`).
 
         :raises ValueError: naming the part and why.
         """
@@ -108,6 +109,14 @@ class Fitter(Registrable, kind="fitter"):
                 f"{type(model).__name__}; use ELBOFitter, PointEstimateFitter or "
                 "LaplacePropagation"
             )
+        config = parts.config
+        if config is not None and config.optimisation.variance_learning_rate is not None:
+            if not self.adam_fits_variances:
+                raise ValueError(
+                    "variance_learning_rate is Adam's step for the guide's log-variances, and "
+                    f"{type(self).__name__} does not fit them with Adam: use ELBOFitter "
+                    "(VCL's) or FunctionSpaceFitter, or leave it unset"
+                )
 
     def prepare(
         self,

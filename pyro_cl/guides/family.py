@@ -20,13 +20,17 @@ only; ``None``: any family, as the ELBO fitter and the identity transition, whic
 a family beyond this protocol; a family's subclasses go where it goes,
 :meth:`GuideFamily.lineage`), and :meth:`GuideFamily.check_parts` refuses the others by name when
 the learner is built: a Gaussian transition's step that a family's covariance form is not closed
-under, a memory that refits, a natural-gradient fitter that updates diagonal precisions.
+under, a memory that refits, a natural-gradient fitter that updates diagonal precisions. A
+family whose posterior is one distribution per site (:attr:`GuideFamily.per_site`) keeps no
+joint prior for a transition to carry: the learner carries it site by site, so a transition's
+``guide_families`` does not restrict it (a fitter's and a memory's still do).
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable
+from typing import ClassVar
 
 from pyro_cl.guides.mean_field import MeanFieldGuide
 from pyro_cl.guides.protocol import Guide
@@ -49,21 +53,33 @@ class GuideFamily(Registrable, kind="guide"):
     """Base class: builds a learner's guide (see the module docstring). Subclass it, give it a
     ``name`` (it then saves and loads like the built-ins) and implement :meth:`build`."""
 
+    #: True when the posterior is one distribution per site (its guide's ``mean_field``): the
+    #: net's per-site priors hold all of it, so any transition carries it site by site.
+    per_site: ClassVar[bool] = False
+
     def check_parts(self, parts: object) -> None:
         """Refuse, when the learner is built, parts that do not work with this family: each of
-        the fitter, transition and memory states the families it supports in ``guide_families``.
+        the fitter, transition and memory states the families it supports in ``guide_families``,
+        and the configuration's re-initialisation policy must be one :meth:`check_initialisation`
+        takes.
 
         :param parts: the learner's :class:`~pyro_cl.infer.parts.Parts`.
         :raises ValueError: naming the part and the family.
         """
         for role in ("fitter", "transition", "memory"):
             part = getattr(parts, role)
+            if role == "transition" and self.per_site:
+                continue  # carried site by site: nothing of the family's own to carry
             families = None if part is None else supported_families(part)
             if families is not None and not set(self.lineage()) & set(families):
                 raise ValueError(
                     f"the {role} {type(part).__name__} works with the guide families "
                     f"{', '.join(families)}, not {self.name!r}"
                 )
+        config = getattr(parts, "config", None)
+        if config is not None:
+            initialisation = config.initialisation
+            self.check_initialisation(initialisation.between_tasks, initialisation.init_means)
 
     def lineage(self) -> tuple[str, ...]:
         """This family's name and those of the families it derives from: a part that supports a
@@ -89,6 +105,7 @@ class MeanField(GuideFamily):
     :class:`~pyro_cl.guides.MeanFieldGuide`, the default and VCL's own family."""
 
     name = MEAN_FIELD
+    per_site = True
 
     def build(
         self, model: Callable, init_log_variance: float, init_loc_std: float

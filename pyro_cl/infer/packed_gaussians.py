@@ -100,7 +100,7 @@ class PackedGaussians:
         index = model.site_index
         return [
             name
-            for name in guide.gaussian_sites(list(names))
+            for name in guide.gaussian_parameters(list(names))  # the protocol's, any family
             if name not in index
             or isinstance(base_distribution(read_priors_of(*index[name])), Normal)
         ]

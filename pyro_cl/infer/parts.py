@@ -18,13 +18,16 @@ __all__ = ["Parts"]
 @dataclass(frozen=True)
 class Parts:
     """The learner's model (``model.net``, ``model.local_guide``), ``fitter``, ``transition``,
-    ``memory`` (``None`` for none) and ``guide`` family (:class:`~pyro_cl.guides.GuideFamily`)."""
+    ``memory`` (``None`` for none), ``guide`` family (:class:`~pyro_cl.guides.GuideFamily`) and
+    training ``config``."""
 
     model: object
     fitter: object
     transition: object
     memory: object | None
     guide: object | None = None
+    #: The learner's :class:`~pyro_cl.infer.config.TrainingConfig` (``None``: not checked).
+    config: object | None = None
 
     def check(self) -> None:
         """Each part's ``check_parts`` of these parts: each refuses what it cannot work with."""

@@ -12,8 +12,9 @@ without unpickling code (:mod:`pyro_cl.serialization`). Files of the earlier for
 
 from __future__ import annotations
 
+import copy
 import os
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import torch
 
@@ -24,10 +25,11 @@ from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.nn.exclusive import MODEL_LOCK
 from pyro_cl.posterior import distribution_parameters, posterior_from_state, posterior_to_state
 from pyro_cl.serialization import CorruptFileError, atomic_save, check_key, safe_load
-from pyro_cl.spec import check_rebuildable, from_spec
+from pyro_cl.spec import check_rebuildable, from_spec, tensors_to
 
 __all__ = [
     "FORMAT",
+    "CheckpointMethods",
     "check_meaning",
     "learner_state",
     "net_structure",
@@ -395,3 +397,79 @@ def _net_matching_its_weights(spec: dict, weights: dict, path) -> torch.nn.Modul
             f"({mismatch}: configuration {expected.get(mismatch)}, weights {saved.get(mismatch)})"
         )
     return from_spec(spec, "net")
+
+
+class CheckpointMethods:
+    """A :class:`~pyro_cl.ContinualLearner`'s parts, state and files (mixed into the learner,
+    whose loop is its own file)."""
+
+    #: Every learner class by the name a checkpoint records (:meth:`class_named`).
+    _classes: ClassVar[dict[str, type]] = {}
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        CheckpointMethods._classes[cls.__name__] = cls
+
+    @classmethod
+    def class_named(cls, name: str) -> type | None:
+        """The learner class of this one's family called ``name`` (itself or an imported
+        subclass; ``None`` for any other): what ``load`` rebuilds a checkpoint as, so that
+        ``ContinualLearner.load`` reads back a ``VCL``."""
+        found = cls if name == cls.__name__ else CheckpointMethods._classes.get(name)
+        return found if found is not None and issubclass(found, cls) else None
+
+    def parts(self) -> dict[str, object]:
+        """Every part by role: guide family, fitter, transition, memory (if any), callbacks."""
+        parts = {"guide": self.guide_family, "fitter": self.fitter, "transition": self.transition}
+        if self.memory is not None:
+            parts["memory"] = self.memory
+        for i, callback in enumerate(self.callbacks):
+            parts[f"callback {i}"] = callback
+        return parts
+
+    def part_states(self) -> dict:
+        """Every part's state (fitter, transition, memory, callbacks), by role."""
+        return {role: part.state_dict() for role, part in self.parts().items()}
+
+    def load_part_states(self, states: dict) -> None:
+        """Restore what :meth:`part_states` returned."""
+        for role, part in self.parts().items():
+            part.load_state_dict(tensors_to(states.get(role, {}), self.device))
+
+    def state(self) -> dict:
+        """Everything needed to continue exactly here, as tensors and plain containers (see
+        :func:`pyro_cl.learner.checkpoint.learner_state`): a copy, read while no step runs (a
+        call from another thread waits for a running ``observe``).
+
+        :raises TypeError: if a part cannot be rebuilt from its spec; the message says how to
+            register it.
+        """
+        with MODEL_LOCK:
+            return copy.deepcopy(learner_state(self))
+
+    def save(self, path: str | os.PathLike, key: bytes | None = None) -> None:
+        """Save the whole learner atomically (:func:`pyro_cl.learner.checkpoint.save_learner`);
+        in a data-parallel run rank 0 writes and every rank waits until it has.
+
+        :param key: sign the file with an HMAC under this secret key, for files that will travel
+            through places you do not trust (see :mod:`pyro_cl.serialization`).
+        :raises TypeError: before writing anything, if a part cannot be rebuilt on load.
+        """
+        save_learner(self, path, key)
+
+    @classmethod
+    def load(
+        cls: type[LearnerType],
+        path: str | os.PathLike,
+        net: torch.nn.Module | None = None,
+        device: str | torch.device | None = None,
+        key: bytes | None = None,
+    ) -> LearnerType:
+        """Rebuild a learner saved with :meth:`save`, with its random streams
+        (:func:`pyro_cl.learner.checkpoint.load_learner`).
+
+        :param net: a freshly built net of the same architecture; required unless the saved net
+            is one of pyro_cl's (rebuilt from its spec).
+        :param key: the key a signed file was saved with.
+        """
+        return load_learner(cls, path, net, device, key)

@@ -13,22 +13,24 @@ For each step ``t_k`` with data ``D_k``::
 Each part is a documented base class with built-ins, and saves and loads through its spec
 (:mod:`pyro_cl.spec`). :class:`~pyro_cl.VCL`, :class:`~pyro_cl.CoresetOnly` and
 :class:`~pyro_cl.FineTuning` are this learner with particular default parts. This file is the
-loop; the memory's part of a step (when it chooses, the refits) is
-:class:`~pyro_cl.learner.memory_step.MemoryStep`, prediction (what predicts a task, the passes
-over draws, the one-step evidence) :class:`~pyro_cl.learner.prediction.Prediction`, the state a
-step rolls back :mod:`pyro_cl.learner.state` and the files :mod:`pyro_cl.learner.checkpoint`.
+loop. Around it: the memory's part of a step (when it chooses, the refits) is
+:class:`~pyro_cl.learner.memory_step.MemoryStep`; what the learner answers about its posterior
+(``predict``, ``evaluate``, ``posterior``, ``prior_at``) comes from
+:class:`~pyro_cl.learner.prediction.PredictionMethods`, and its files (``save``, ``load``,
+``state``) from :class:`~pyro_cl.learner.checkpoint.CheckpointMethods`; the state a step rolls
+back is :mod:`pyro_cl.learner.state`; the parts check each other through
+:class:`~pyro_cl.infer.parts.Parts`.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
-import os
 from typing import ClassVar
 
 import torch
 from pyro.distributions import Distribution
 
+from pyro_cl.checks import checked_instance
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.guides import GuideFamily, guide_family_of
@@ -41,31 +43,29 @@ from pyro_cl.infer.fit_problem import FitProblem
 from pyro_cl.infer.parts import Parts
 from pyro_cl.infer.random_stream import RandomStream
 from pyro_cl.learner.checked_fit import checked_fit, step_size
-from pyro_cl.learner.checkpoint import learner_state, load_learner, save_learner
+from pyro_cl.learner.checkpoint import CheckpointMethods
 from pyro_cl.learner.memory_step import MemoryStep
 from pyro_cl.learner.ownership import claim
-from pyro_cl.learner.prediction import ALL_TASKS, Prediction
-from pyro_cl.learner.state import LearnerState, transaction
+from pyro_cl.learner.prediction import ALL_TASKS, PredictionMethods
+from pyro_cl.learner.state import transaction
 from pyro_cl.learner.step_time import next_time
 from pyro_cl.likelihoods import Likelihood
 from pyro_cl.memory.protocol import Memory
 from pyro_cl.model import model_class_of
-from pyro_cl.nn.exclusive import MODEL_LOCK, exclusive_mode
+from pyro_cl.nn.exclusive import exclusive_mode
 from pyro_cl.points import Points
 from pyro_cl.posterior import (
     Posterior,
     detach_distribution,
-    detach_posterior,
     install_prior,
     read_priors,
 )
-from pyro_cl.spec import tensors_to
 from pyro_cl.transitions.base import Identity, Transition, TransitionContext
 
 __all__ = ["ALL_TASKS", "ContinualLearner"]
 
 
-class ContinualLearner:
+class ContinualLearner(PredictionMethods, CheckpointMethods):
     """A Bayesian net, a guide and the current prior, fed one time step at a time.
 
     :param net: a ``PyroModule`` with ``PyroSample`` latent sites, e.g. :class:`BayesianMLP`.
@@ -100,23 +100,6 @@ class ContinualLearner:
     #: The parts a learner of this class uses where none is given.
     default_fitter: ClassVar[type[Fitter]] = ELBOFitter
     default_transition: ClassVar[type[Transition]] = Identity
-    #: Every learner class by the name a checkpoint records (:meth:`class_named`).
-    _classes: ClassVar[dict[str, type]] = {}
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        ContinualLearner._classes[cls.__name__] = cls
-
-    @classmethod
-    def class_named(cls, name: str) -> type[ContinualLearner] | None:
-        """The learner class of this one's family called ``name`` (itself or an imported
-        subclass; ``None`` for any other): what ``load`` rebuilds a checkpoint as, so that
-        ``ContinualLearner.load`` reads back a ``VCL``."""
-        found = cls if name == cls.__name__ else ContinualLearner._classes.get(name)
-        return found if found is not None and issubclass(found, cls) else None
-
-    #: Whether this kind of learner needs a memory (the coreset-only baseline does).
-    needs_memory: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -142,26 +125,12 @@ class ContinualLearner:
         #: Where prediction's draws come from: a stream split from the same seed, so evaluating
         #: never changes what training draws.
         self.prediction_random = self.random.spawn(1)
-        self.fitter = _checked_part(fitter, Fitter, "fitter") or self.default_fitter()
+        self.fitter = checked_instance(fitter, Fitter, "fitter") or self.default_fitter()
         self.transition = (
-            _checked_part(transition, Transition, "transition") or self.default_transition()
+            checked_instance(transition, Transition, "transition") or self.default_transition()
         )
-        self.memory = _checked_part(memory, Memory, "memory")
+        self.memory = checked_instance(memory, Memory, "memory")
         self.guide_family = guide_family_of(guide)
-        initialisation = self.config.initialisation
-        self.guide_family.check_initialisation(
-            initialisation.between_tasks, initialisation.init_means
-        )
-        if self.config.optimisation.variance_learning_rate is not None and not (
-            self.fitter.adam_fits_variances
-        ):
-            raise ValueError(
-                "variance_learning_rate is Adam's step for the guide's log-variances, and "
-                f"{type(self.fitter).__name__} does not fit them with Adam: use ELBOFitter "
-                "(VCL's) or FunctionSpaceFitter, or leave it unset"
-            )
-        if self.memory is None and self.needs_memory:
-            raise ValueError(f"{type(self).__name__} needs a memory, e.g. RandomCoreset(200)")
         self.callbacks = CallbackList(callbacks)
         claim(net, self)
         model_class = model_class_of(net)
@@ -170,7 +139,11 @@ class ContinualLearner:
             likelihood or model_class.default_likelihood(),
             self.config.monte_carlo.elbo,
         )
-        Parts(self.model, self.fitter, self.transition, self.memory, self.guide_family).check()
+        # each part refuses what it cannot work with (the fitter, transition, memory, family)
+        Parts(
+            self.model, self.fitter, self.transition, self.memory, self.guide_family, self.config
+        ).check()
+        initialisation = self.config.initialisation
         with self.random.scope():
             self.guide = self.guide_family.build(
                 self.model, initialisation.init_log_variance, initialisation.init_loc_std
@@ -287,7 +260,13 @@ class ContinualLearner:
         context = FitContext(self.model, self.config, self.device, callbacks, self.initial_prior)
         # the transition's view of this step: None at the first step (nothing to transition)
         between = (
-            self._transition_context(time, self.prediction.evidence(x, y, task_id))
+            TransitionContext.after(
+                self.times,
+                time,
+                self.initial_prior,
+                self.net,
+                self.prediction.evidence(x, y, task_id),
+            )
             if self.times
             else None
         )
@@ -302,16 +281,6 @@ class ContinualLearner:
         self.memory_points = points
         self.prediction_posteriors = prediction_posteriors
         return history
-
-    def _transition_context(self, time: float, evidence=None) -> TransitionContext:
-        return TransitionContext(
-            elapsed=time - self.times[-1],
-            time=time,
-            initial_prior=self.initial_prior,
-            net=self.net,
-            mean_lag=(time - self.times[0]) / len(self.times),
-            evidence=evidence,
-        )
 
     def _apply_transition(self, between: TransitionContext) -> None:
         """``prior = transition(posterior, Δt)`` on the sites trained so far, and on the prior
@@ -345,153 +314,3 @@ class ContinualLearner:
             if name not in self.trained_sites:
                 self.trained_sites.append(name)
         return history
-
-    # ------------------------------------------------------------------ prediction
-    @property
-    def prediction(self) -> Prediction:
-        """This learner's predictions (:class:`~pyro_cl.learner.prediction.Prediction`)."""
-        return Prediction(self)
-
-    def prediction_sites(self, x: torch.Tensor | None, task_id: int) -> dict:
-        """What predicts task ``task_id`` (:meth:`Prediction.sites`)."""
-        return self.prediction.sites(x, task_id)
-
-    @property
-    def num_predictive_samples(self) -> int:
-        return self.prediction.num_samples
-
-    def predictive_samples(
-        self,
-        x: torch.Tensor,
-        task_id: int | None = None,
-        num_samples: int | None = None,
-        chunk: int | None = None,
-        time: float | None = None,
-        sites: dict | None = None,
-    ) -> torch.Tensor:
-        """Net outputs for ``num_samples`` posterior draws, ``(S, N, outputs)``
-        (:meth:`Prediction.samples`)."""
-        return self.prediction.samples(x, task_id, num_samples, chunk, time, sites)
-
-    def predict(
-        self,
-        x: torch.Tensor,
-        task_id: int | None = None,
-        num_samples: int | None = None,
-        chunk: int | None = None,
-        time: float | None = None,
-        sites: dict | None = None,
-    ):
-        """Class probabilities ``(1/S) Σ_s softmax(f(x; θ_s))`` (:meth:`Prediction.samples`'s
-        arguments)."""
-        samples = self.predictive_samples(x, task_id, num_samples, chunk, time, sites)
-        return self.model.likelihood.predictive_probabilities(samples)
-
-    def evaluate(
-        self,
-        data,
-        task_id: int | None = None,
-        num_samples: int | None = None,
-        sites: dict | None = None,
-        chunk: int | None = None,
-        time: float | None = None,
-    ) -> dict[str, float]:
-        """Accuracy (classification) and mean test log-likelihood on ``data = (x, y)``
-        (:meth:`Prediction.metrics`)."""
-        return self.prediction.metrics(data, task_id, num_samples, sites, chunk, time)
-
-    def prior_at(self, time: float) -> dict:
-        """The prior a step at ``time`` would start from: the transition of the current posterior
-        over ``Δt = time - t_last`` (Kurle et al. 2020, eqs. 13-14), ``{site: distribution}`` for
-        every trained site (``{}`` before the first step), as detached copies. The learner is
-        left as it was (a transition that changes the net's hyperparameters is undone)."""
-        time = self._check_time(time)
-        if not self.times or self.point_estimate:
-            return {}
-        before = LearnerState.of(self)
-        try:
-            self._apply_transition(self._transition_context(time))  # as a step at time would
-            return self.current_prior()
-        finally:
-            before.restore_into(self)
-
-    # ------------------------------------------------------------------ state
-    def posterior(self, task_id: int) -> dict:
-        """The posterior used to predict task ``task_id``: ``{site: distribution}`` for every
-        trained site (a memory refit where there is one, else the propagated posterior)."""
-        task_id = self.model.checked_task_id(task_id)
-        with MODEL_LOCK:  # not in the middle of another thread's step
-            return {**self.current_prior(), **self.prediction_sites(None, task_id)}
-
-    def current_prior(self) -> dict:
-        """The prior the next step starts from, for every site trained so far (= the latest
-        posterior, before the transition; empty for point-estimate fitters), as detached copies:
-        later steps do not change what this returned."""
-        if self.point_estimate:
-            return {}
-        with MODEL_LOCK:  # not in the middle of another thread's step
-            priors = read_priors(self.net, self.trained_sites)
-            joint = self.guide.prior_sites()  # the family's joint prior, where it keeps one
-            return detach_posterior({name: joint.get(name, q) for name, q in priors.items()})
-
-    def parts(self) -> dict[str, object]:
-        """Every part by role: guide family, fitter, transition, memory (if any), callbacks."""
-        parts = {"guide": self.guide_family, "fitter": self.fitter, "transition": self.transition}
-        if self.memory is not None:
-            parts["memory"] = self.memory
-        for i, callback in enumerate(self.callbacks):
-            parts[f"callback {i}"] = callback
-        return parts
-
-    def part_states(self) -> dict:
-        """Every part's state (fitter, transition, memory, callbacks), by role."""
-        return {role: part.state_dict() for role, part in self.parts().items()}
-
-    def load_part_states(self, states: dict) -> None:
-        """Restore what :meth:`part_states` returned."""
-        for role, part in self.parts().items():
-            part.load_state_dict(tensors_to(states.get(role, {}), self.device))
-
-    def state(self) -> dict:
-        """Everything needed to continue exactly here, as tensors and plain containers (see
-        :func:`pyro_cl.learner.checkpoint.learner_state`): a copy, read while no step runs (a
-        call from another thread waits for a running ``observe``).
-
-        :raises TypeError: if a part cannot be rebuilt from its spec; the message says how to
-            register it.
-        """
-        with MODEL_LOCK:
-            return copy.deepcopy(learner_state(self))
-
-    def save(self, path: str | os.PathLike, key: bytes | None = None) -> None:
-        """Save the whole learner atomically (:func:`pyro_cl.learner.checkpoint.save_learner`);
-        in a data-parallel run rank 0 writes and every rank waits until it has.
-
-        :param key: sign the file with an HMAC under this secret key, for files that will travel
-            through places you do not trust (see :mod:`pyro_cl.serialization`).
-        :raises TypeError: before writing anything, if a part cannot be rebuilt on load.
-        """
-        save_learner(self, path, key)
-
-    @classmethod
-    def load(
-        cls,
-        path: str | os.PathLike,
-        net: torch.nn.Module | None = None,
-        device: str | torch.device | None = None,
-        key: bytes | None = None,
-    ) -> ContinualLearner:
-        """Rebuild a learner saved with :meth:`save`, with its random streams
-        (:func:`pyro_cl.learner.checkpoint.load_learner`).
-
-        :param net: a freshly built net of the same architecture; required unless the saved net
-            is one of pyro_cl's (rebuilt from its spec).
-        :param key: the key a signed file was saved with.
-        """
-        return load_learner(cls, path, net, device, key)
-
-
-def _checked_part(part, base: type, role: str):
-    if part is not None and not isinstance(part, base):
-        raise TypeError(f"{role} must be a {base.__name__} or None, got {part!r}")
-    return part

@@ -25,10 +25,12 @@ from pyro_cl.checks import checked_optional_count
 from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.infer.prediction import predictive_samples
 from pyro_cl.infer.random_stream import random_state, set_random_state
-from pyro_cl.learner.state import LearnerStores
-from pyro_cl.nn.exclusive import exclusive_mode
+from pyro_cl.learner.state import LearnerState, LearnerStores
+from pyro_cl.nn.exclusive import MODEL_LOCK, exclusive_mode
+from pyro_cl.posterior import detach_posterior, read_priors
+from pyro_cl.transitions.base import TransitionContext
 
-__all__ = ["ALL_TASKS", "MAX_PREDICTIVE_SAMPLES", "Prediction"]
+__all__ = ["ALL_TASKS", "MAX_PREDICTIVE_SAMPLES", "Prediction", "PredictionMethods"]
 
 #: The most posterior draws a prediction takes in one call.
 MAX_PREDICTIVE_SAMPLES = 10**6
@@ -206,6 +208,99 @@ class Prediction:
                 self.num_samples if num_samples is None else num_samples,
                 chunk,
             )
+
+
+class PredictionMethods:
+    """What a :class:`~pyro_cl.ContinualLearner` answers about its posterior, through
+    :class:`Prediction` (mixed into the learner, whose loop is its own file)."""
+
+    @property
+    def prediction(self) -> Prediction:
+        """This learner's predictions (:class:`~pyro_cl.learner.prediction.Prediction`)."""
+        return Prediction(self)
+
+    def prediction_sites(self, x: torch.Tensor | None, task_id: int) -> dict:
+        """What predicts task ``task_id`` (:meth:`Prediction.sites`)."""
+        return self.prediction.sites(x, task_id)
+
+    @property
+    def num_predictive_samples(self) -> int:
+        return self.prediction.num_samples
+
+    def predictive_samples(
+        self,
+        x: torch.Tensor,
+        task_id: int | None = None,
+        num_samples: int | None = None,
+        chunk: int | None = None,
+        time: float | None = None,
+        sites: dict | None = None,
+    ) -> torch.Tensor:
+        """Net outputs for ``num_samples`` posterior draws, ``(S, N, outputs)``
+        (:meth:`Prediction.samples`)."""
+        return self.prediction.samples(x, task_id, num_samples, chunk, time, sites)
+
+    def predict(
+        self,
+        x: torch.Tensor,
+        task_id: int | None = None,
+        num_samples: int | None = None,
+        chunk: int | None = None,
+        time: float | None = None,
+        sites: dict | None = None,
+    ):
+        """Class probabilities ``(1/S) Σ_s softmax(f(x; θ_s))`` (:meth:`Prediction.samples`'s
+        arguments)."""
+        samples = self.predictive_samples(x, task_id, num_samples, chunk, time, sites)
+        return self.model.likelihood.predictive_probabilities(samples)
+
+    def evaluate(
+        self,
+        data,
+        task_id: int | None = None,
+        num_samples: int | None = None,
+        sites: dict | None = None,
+        chunk: int | None = None,
+        time: float | None = None,
+    ) -> dict[str, float]:
+        """Accuracy (classification) and mean test log-likelihood on ``data = (x, y)``
+        (:meth:`Prediction.metrics`)."""
+        return self.prediction.metrics(data, task_id, num_samples, sites, chunk, time)
+
+    def posterior(self, task_id: int) -> dict:
+        """The posterior used to predict task ``task_id``: ``{site: distribution}`` for every
+        trained site (a memory refit where there is one, else the propagated posterior)."""
+        task_id = self.model.checked_task_id(task_id)
+        with MODEL_LOCK:  # not in the middle of another thread's step
+            return {**self.current_prior(), **self.prediction_sites(None, task_id)}
+
+    def current_prior(self) -> dict:
+        """The prior the next step starts from, for every site trained so far (= the latest
+        posterior, before the transition; empty for point-estimate fitters), as detached copies:
+        later steps do not change what this returned."""
+        if self.point_estimate:
+            return {}
+        with MODEL_LOCK:  # not in the middle of another thread's step
+            priors = read_priors(self.net, self.trained_sites)
+            joint = self.guide.prior_sites()  # the family's joint prior, where it keeps one
+            return detach_posterior({name: joint.get(name, q) for name, q in priors.items()})
+
+    def prior_at(self, time: float) -> dict:
+        """The prior a step at ``time`` would start from: the transition of the current posterior
+        over ``Δt = time - t_last`` (Kurle et al. 2020, eqs. 13-14), ``{site: distribution}`` for
+        every trained site (``{}`` before the first step), as detached copies. The learner is
+        left as it was (a transition that changes the net's hyperparameters is undone)."""
+        time = self._check_time(time)
+        if not self.times or self.point_estimate:
+            return {}
+        before = LearnerState.of(self)
+        try:
+            self._apply_transition(
+                TransitionContext.after(self.times, time, self.initial_prior, self.net)
+            )  # as a step at time would
+            return self.current_prior()
+        finally:
+            before.restore_into(self)
 
 
 def _checked_passes(num_samples: object, chunk: object) -> tuple[int | None, int | None]:

@@ -90,6 +90,25 @@ class TransitionContext:
     mean_lag: float | None = None
     evidence: Callable[[Posterior], float] | None = None
 
+    @classmethod
+    def after(
+        cls,
+        times: Sequence[float],
+        time: float,
+        initial_prior: Posterior,
+        net: torch.nn.Module,
+        evidence: Callable[[Posterior], float] | None = None,
+    ) -> TransitionContext:
+        """The context of a step at ``time`` after steps at ``times`` (at least one)."""
+        return cls(
+            elapsed=time - times[-1],
+            time=time,
+            initial_prior=initial_prior,
+            net=net,
+            mean_lag=(time - times[0]) / len(times),
+            evidence=evidence,
+        )
+
     def time_constant(self, time_constant: float | None) -> float:
         """``τ``: ``time_constant`` if given, else :attr:`mean_lag` (else ``Δt``)."""
         if time_constant is not None:
@@ -169,6 +188,16 @@ class NoPropagation(Transition):
 
     def __call__(self, posterior: Posterior, context: TransitionContext) -> Posterior:
         return {name: context.initial_prior[name] for name in posterior}
+
+    def check_parts(self, parts: Parts) -> None:
+        """Refuse a learner without a memory: it would learn nothing (the coreset-only baseline
+        is a learner of its memory alone)."""
+        super().check_parts(parts)
+        if parts.memory is None:
+            raise ValueError(
+                "the no-propagation transition (CoresetOnly's) learns from its memory alone and "
+                "needs a memory, e.g. RandomCoreset(200)"
+            )
 
 
 class ChildConcentrationGrowth(Transition):
