@@ -195,6 +195,7 @@ def _online_learner(stream: OnlineStream, args, seed: int, transition):
         num_particles=args.particles,
         num_predictive_samples=args.predictive_samples,
         learning_rate=args.learning_rate,
+        variance_learning_rate=args.variance_learning_rate,
     )
 
 
@@ -415,7 +416,8 @@ def run(args, stream_name: str, seed: int) -> None:
 def _settings(args) -> dict:
     names = ("hidden", "iterations", "first_iterations", "particles", "predictive_samples")
     names += ("memory", "memory_size", "term_samples", "refit_iterations")
-    return {n: getattr(args, n) for n in (*names, "learning_rate", "strengths", "discount")}
+    names += ("learning_rate", "variance_learning_rate", "strengths", "discount")
+    return {n: getattr(args, n) for n in names}
 
 
 def _progress(name: str, stream: OnlineStream):
@@ -618,6 +620,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--particles", type=int, default=10)
     parser.add_argument("--predictive-samples", type=int, default=100)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument(
+        "--variance-learning-rate",
+        type=float,
+        help="Adam's step for our learners' log-variances (default: --learning-rate's)",
+    )
     parser.add_argument(
         "--refit-epochs",
         type=int,

@@ -121,6 +121,20 @@ def peers(memory: int, tasks: int) -> dict[str, dict[str, dict]]:
             }
             for strength in (1.0, 100.0)
         },  # fmt: skip
+        # Avalanche 0.6's SI stores the weights as flat views of the parameters on CPU
+        # (``param.detach().cpu().flatten()`` is the parameter's own memory there), so the step
+        # it measures is zero and so is every importance: the row above is Naive. This row
+        # copies them (the plugin's one line, patched while it trains), as on a GPU.
+        "Avalanche SI, stored weights copied": {
+            f"λ {strength:g}": {
+                "library": "avalanche",
+                "kind": "si",
+                "learning_rate": RATES[0],
+                "si_lambda": strength,
+                "copy_weights": True,
+            }
+            for strength in (1.0, 100.0, 10_000.0)
+        },  # fmt: skip
         "Avalanche LwF": {
             f"α {alpha:g}": {
                 "library": "avalanche",
@@ -275,6 +289,8 @@ class AvalancheStrategy:
             options.setdefault("temperature", 2.0)
         if kind == "ewc":
             options.setdefault("mode", "separate")
+        #: SI's stored weights copied, not views of the parameters (the row's comment).
+        self.copy_weights = options.pop("copy_weights", False)
         self.strategy = kinds[kind](
             model=net,
             optimizer=torch.optim.Adam(net.parameters(), lr=learning_rate),
@@ -286,7 +302,15 @@ class AvalancheStrategy:
         )
 
     def learn(self, index, x, y, epochs: int, batch: int, generator: torch.Generator) -> None:
-        self.strategy.train(self.experiences[index])
+        if not self.copy_weights:
+            self.strategy.train(self.experiences[index])
+            return
+        from unittest import mock
+
+        from avalanche.training.plugins import SynapticIntelligencePlugin
+
+        with mock.patch.object(SynapticIntelligencePlugin, "extract_weights", _copied_weights):
+            self.strategy.train(self.experiences[index])
 
     def probabilities(self, x: torch.Tensor) -> torch.Tensor:
         self.net.eval()
@@ -303,6 +327,16 @@ class AvalancheStrategy:
             kept += [buffer] if buffer is not None else []
             kept += list(getattr(holder, "buffers", []))  # A-GEM's
         return sum(_item_bytes(dataset[i]) for dataset in kept for i in range(len(dataset)))
+
+
+@torch.no_grad()
+def _copied_weights(model: nn.Module, target, excluded_parameters) -> None:
+    """Avalanche's ``SynapticIntelligencePlugin.extract_weights`` with ``clone()``: the stored
+    weights are copies, not views that the optimiser's step moves too."""
+    from avalanche.training.plugins import SynapticIntelligencePlugin
+
+    for name, param in SynapticIntelligencePlugin.allowed_parameters(model, excluded_parameters):
+        target[name].data = param.detach().cpu().flatten().clone()
 
 
 def _item_bytes(item) -> int:

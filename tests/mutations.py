@@ -660,7 +660,7 @@ MUTATIONS = [
     ),
     Mutation(
         "learner: prior_at leaves the transition's side effects in place",
-        "pyro_cl/learner/learner.py",
+        "pyro_cl/learner/prediction.py",
         "            before.restore_into(self)\n",
         "            pass\n",
         ("tests/test_learner_bank.py",),

@@ -112,6 +112,8 @@ def save_learner(learner: LearnerStores, path: str | os.PathLike, key: bytes | N
     holds from start to end: a save from another thread waits for a running ``observe`` and
     writes the state before or after it, never half of it.
 
+    :param key: sign the file with an HMAC under this secret key, for files that will travel
+        through places you do not trust (see :mod:`pyro_cl.serialization`).
     :raises TypeError: before writing anything, if a part cannot be rebuilt on load.
     :raises ValueError: before writing anything, for a state the load would refuse
         (:func:`check_meaning`): a file that cannot load is never written.
@@ -447,29 +449,7 @@ class CheckpointMethods:
         with MODEL_LOCK:
             return copy.deepcopy(learner_state(self))
 
-    def save(self, path: str | os.PathLike, key: bytes | None = None) -> None:
-        """Save the whole learner atomically (:func:`pyro_cl.learner.checkpoint.save_learner`);
-        in a data-parallel run rank 0 writes and every rank waits until it has.
-
-        :param key: sign the file with an HMAC under this secret key, for files that will travel
-            through places you do not trust (see :mod:`pyro_cl.serialization`).
-        :raises TypeError: before writing anything, if a part cannot be rebuilt on load.
-        """
-        save_learner(self, path, key)
-
-    @classmethod
-    def load(
-        cls: type[LearnerType],
-        path: str | os.PathLike,
-        net: torch.nn.Module | None = None,
-        device: str | torch.device | None = None,
-        key: bytes | None = None,
-    ) -> LearnerType:
-        """Rebuild a learner saved with :meth:`save`, with its random streams
-        (:func:`pyro_cl.learner.checkpoint.load_learner`).
-
-        :param net: a freshly built net of the same architecture; required unless the saved net
-            is one of pyro_cl's (rebuilt from its spec).
-        :param key: the key a signed file was saved with.
-        """
-        return load_learner(cls, path, net, device, key)
+    #: ``learner.save(path, key=None)``: :func:`save_learner`.
+    save = save_learner
+    #: ``Learner.load(path, net=None, device=None, key=None)``: :func:`load_learner`, as ``cls``.
+    load = classmethod(load_learner)
