@@ -76,7 +76,7 @@ def active_units(
     sites = learner.prediction_sites(x, task_id)
     # Relaxed masks, as in training.
     with exclusive_mode(net, training=True), RecordMasks() as masks, PosteriorConditionals():
-        sample_outputs(learner.model, sites, x, task_id, num_samples, learner.fast)
+        sample_outputs(learner.model, sites, x, task_id, num_samples, learner.model.fast)
     return [(mask > threshold).sum(-1).reshape(-1, x.shape[0]) for mask in masks]
 
 

@@ -86,7 +86,7 @@ def test_vcl_learner_on_a_user_pyro_module_uses_the_pyro_path():
         progress=False,
         seed=0,
     )
-    assert not learner.fast
+    assert not learner.model.fast
     data = two_class_data(200, 4)
     learner.observe(data, task_id=0)
     assert learner.evaluate(data)["accuracy"] > 0.9

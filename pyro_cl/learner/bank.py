@@ -38,6 +38,7 @@ import torch
 from pyro_cl.checks import checked_real
 from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.learner.state import transaction
+from pyro_cl.learner.step_time import next_time
 from pyro_cl.metrics import expected_calibration_error
 
 __all__ = ["LearnerBank"]
@@ -131,7 +132,7 @@ class LearnerBank:
         them learns it: ``p_m(D_{t_k} | D_{t_{<k}})``, each member's posterior carried to ``t_k``
         by its transition, or its own prediction posterior with ``at_time=False``), then let
         every member learn it; all or nothing."""
-        time = next(iter(self.members.values()))._check_time(time)
+        time = next_time(next(iter(self.members.values())).times, time)
         scored_at = time if self.at_time else None
         evidence = self.member_log_likelihoods(data, task_id, scored_at).sum(1)
         with ExitStack() as members_as_they_were:

@@ -168,11 +168,6 @@ class ContinualLearner(PredictionMethods, CheckpointMethods):
         return self.model.net
 
     @property
-    def fast(self) -> bool:
-        """Whether losses and predictions take the fast route (the model decides)."""
-        return self.model.fast
-
-    @property
     def point_estimate(self) -> bool:
         """True when the fitter produces point values, which then predict."""
         return self.fitter.point_estimate
@@ -187,9 +182,6 @@ class ContinualLearner(PredictionMethods, CheckpointMethods):
         x, y = self.model.split_data(data)
         x, y, task_id = self.model.prepare_data(x, y, task_id)
         return x.to(self.device), y.to(self.device), task_id
-
-    def _check_time(self, time: float | None) -> float:
-        return next_time(self.times, time)
 
     # ------------------------------------------------------------------ learning
     def observe(
@@ -217,7 +209,7 @@ class ContinualLearner(PredictionMethods, CheckpointMethods):
         refusal = None
         try:
             x, y, task_id = self.prepare_data(data, task_id)
-            time = self._check_time(time)
+            time = next_time(self.times, time)
             if prior is not None and not self.guide.mean_field:
                 raise ValueError(
                     "a prior given to observe is installed site by site; the "
@@ -233,7 +225,8 @@ class ContinualLearner(PredictionMethods, CheckpointMethods):
             check_same_step_data(  # data-parallel runs: every rank observes the same step
                 {"inputs": x, "targets": y, "task and time": torch.tensor([task_id, time])}
             )
-            watchers = CallbackList([*self._callbacks(), *callbacks])
+            progress = [ProgressBar()] if self.config.display.progress else []
+            watchers = CallbackList([*progress, *self.callbacks, *callbacks])
             try:
                 with transaction(self):  # any failure: the learner is left as it was
                     watchers.on_task_start(self, task_id)
@@ -249,10 +242,6 @@ class ContinualLearner(PredictionMethods, CheckpointMethods):
                 ) from error
             watchers.on_task_end(self, task_id, history)
         return history
-
-    def _callbacks(self) -> list[Callback]:
-        progress = [ProgressBar()] if self.config.display.progress else []
-        return [*progress, *self.callbacks]
 
     def _step(
         self, x: torch.Tensor, y: torch.Tensor, task_id: int, time: float, callbacks: Callback

@@ -26,6 +26,7 @@ from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.infer.prediction import predictive_samples
 from pyro_cl.infer.random_stream import random_state, set_random_state
 from pyro_cl.learner.state import LearnerState, LearnerStores
+from pyro_cl.learner.step_time import next_time
 from pyro_cl.nn.exclusive import MODEL_LOCK, exclusive_mode
 from pyro_cl.posterior import detach_posterior, read_priors
 from pyro_cl.transitions.base import TransitionContext
@@ -47,8 +48,6 @@ class Predicting(LearnerStores, Protocol):
     def prepare_data(self, data, task_id: int | None) -> tuple: ...
 
     def prior_at(self, time: float) -> dict: ...
-
-    def _check_time(self, time: float | None) -> float: ...
 
 
 class Prediction:
@@ -176,7 +175,7 @@ class Prediction:
         with exclusive_mode(learner.net, training=False):
             own = self.sites(x, task_id)
         if learner.fitter.predicts_with_mean:
-            learner._check_time(time)
+            next_time(learner.times, time)
             return own
         if own:
             raise ValueError(
@@ -290,7 +289,7 @@ class PredictionMethods:
         over ``Δt = time - t_last`` (Kurle et al. 2020, eqs. 13-14), ``{site: distribution}`` for
         every trained site (``{}`` before the first step), as detached copies. The learner is
         left as it was (a transition that changes the net's hyperparameters is undone)."""
-        time = self._check_time(time)
+        time = next_time(self.times, time)
         if not self.times or self.point_estimate:
             return {}
         before = LearnerState.of(self)
