@@ -598,7 +598,8 @@ def _learner_name(name: str) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stream", nargs="+", default=["weather"],
                         choices=["weather", "elec2", "sea", "hyperplane"])  # fmt: skip
@@ -666,6 +667,11 @@ def main(argv: list[str] | None = None) -> int:
         help="with --table: write each stream's runs as the record NAME-<stream> "
         "(benchmarks/records/)",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.table is not None:
         print(table(args.table))

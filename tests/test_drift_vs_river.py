@@ -51,3 +51,14 @@ def test_probabilities_are_a_distribution():
     probabilities = net.predict_proba(np.zeros((3, 2)), 0.0)
     assert probabilities.shape == (3, 2)
     np.testing.assert_allclose(probabilities.sum(1), 1.0)
+
+
+def test_the_variance_step_reaches_every_online_learner():
+    """``--variance-learning-rate`` is the step of the learners' log-variances (the drift
+    guide's setting); by default they take the learning rate's."""
+    parse = drift_vs_river.build_parser().parse_args
+    args = parse(["--hidden", "4", "--variance-learning-rate", "0.05"])
+    learner = drift_vs_river._online_learner(flipping_stream(), args, 0, None)
+    assert learner.config.optimisation.variance_learning_rate == 0.05
+    learner = drift_vs_river._online_learner(flipping_stream(), parse(["--hidden", "4"]), 0, None)
+    assert learner.config.optimisation.variance_learning_rate is None
