@@ -62,3 +62,25 @@ def test_the_variance_step_reaches_every_online_learner():
     assert learner.config.optimisation.variance_learning_rate == 0.05
     learner = drift_vs_river._online_learner(flipping_stream(), parse(["--hidden", "4"]), 0, None)
     assert learner.config.optimisation.variance_learning_rate is None
+
+
+def test_the_validation_choice_reads_only_the_steps_before_the_scored_half():
+    """Of our learners, the best over the second quarter of the steps is chosen, however they
+    do on the last half (scored) or the first quarter; the point nets and river's are not
+    candidates."""
+
+    def run(first_quarter, second_quarter, last_half):
+        return {"log_likelihood": [first_quarter] * 5 + [second_quarter] * 5 + [last_half] * 10}
+
+    runs = {
+        "learned-wiener": {0: run(-0.1, -0.6, -0.1), 1: run(-0.1, -0.6, -0.1)},
+        "wiener": {0: run(-0.9, -0.5, -0.9), 1: run(-0.9, -0.5, -0.9)},
+        "online-vb": {0: run(-0.9, -0.55, -0.2), 1: run(-0.9, -0.55, -0.2)},
+        "net-refit-all": {0: run(-0.1, -0.1, -0.1), 1: run(-0.1, -0.1, -0.1)},
+        "river-arf": {0: run(-0.1, -0.1, -0.1), 1: run(-0.1, -0.1, -0.1)},
+    }
+    selection, chosen = drift_vs_river.validation_choice(runs)
+    assert chosen == "wiener"
+    assert selection["grid"] == ["learned-wiener", "online-vb", "wiener"]
+    assert selection["validation"]["online-vb"][1] == pytest.approx(-0.55)
+    assert drift_vs_river.validation_choice({"river-arf": runs["river-arf"]}) == ({}, None)
