@@ -511,7 +511,7 @@ def write_stream_record(output: Path, stream: str, name: str, command: str) -> P
     }
     selection, chosen = validation_choice(complete)
     if chosen is not None:
-        label = f"ours, chosen on validation ({chosen})"
+        label = "ours, chosen on validation"
         rows = {label: rows[_row_label(chosen)], **rows}
         selection = {label: selection}
     first = next(iter(next(iter(complete.values())).values()))
