@@ -17,7 +17,7 @@ test:
 # Every table of the results pages rendered from the committed run records (benchmarks/records/);
 # the test suite fails when a committed table differs from its rendering.
 results:
-	$(PYTHON) -m pyro_cl.app.records render benchmarks/RESULTS.md docs/results.md docs/which_method.md README.md
+	$(PYTHON) -m pyro_cl.app.records render benchmarks/RESULTS.md docs/results.md docs/which_method.md docs/guide/drift.md README.md
 
 lint:
 	$(PYTHON) -m ruff check --fix .

@@ -21,6 +21,7 @@ PAGES = [
     ROOT / "benchmarks" / "RESULTS.md",
     ROOT / "docs" / "results.md",
     ROOT / "docs" / "which_method.md",
+    ROOT / "docs" / "guide" / "drift.md",
     ROOT / "README.md",
 ]
 
