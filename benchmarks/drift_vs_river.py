@@ -362,8 +362,7 @@ def run(args, stream_name: str, seed: int) -> None:
             _write(folder, scores, {**extra, "learner": f"{name} bank"})
         elif name in LEARNED:
             torch.manual_seed(seed)
-            transition = LearnedStrength(LEARNED[name], burn_in=args.burn_in)
-            learner = _online_learner(stream, args, seed, transition)
+            learner = _online_learner(stream, args, seed, LearnedStrength(LEARNED[name]))
             scores = one_step_ahead(
                 OnStream(learner, at_time=args.memory == "none"),
                 stream,
@@ -417,7 +416,7 @@ def run(args, stream_name: str, seed: int) -> None:
 def _settings(args) -> dict:
     names = ("hidden", "iterations", "first_iterations", "particles", "predictive_samples")
     names += ("memory", "memory_size", "term_samples", "refit_iterations")
-    names += ("learning_rate", "variance_learning_rate", "strengths", "discount", "burn_in")
+    names += ("learning_rate", "variance_learning_rate", "strengths", "discount")
     return {n: getattr(args, n) for n in names}
 
 
@@ -662,12 +661,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--strengths", type=float, nargs="+", default=[0.003, 0.01, 0.03, 0.1])
     parser.add_argument("--discount", type=float, default=1.0)
-    parser.add_argument(
-        "--burn-in",
-        type=int,
-        default=0,
-        help="a learned strength's first steps at its lowest strength (LearnedStrength's burn_in)",
-    )
     parser.add_argument("--hidden", type=int, nargs="*", default=[16, 16])
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--first-iterations", type=int, default=1000)

@@ -490,13 +490,6 @@ MUTATIONS = [
         ("tests/test_learned_strength.py",),
     ),
     Mutation(
-        "learned strength: the burn-in ignored (the strength acts from the first step)",
-        "pyro_cl/transitions/learned_strength.py",
-        "if len(self.history) >= self.burn_in:",
-        "if True:",
-        ("tests/test_learned_strength.py",),
-    ),
-    Mutation(
         "learned strength: the evidence's log-mean over draws taken as a mean of logs",
         "pyro_cl/likelihoods.py",
         "return torch.logsumexp(log_probs, dim=0) - math.log(samples.shape[0])",

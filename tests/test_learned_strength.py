@@ -98,33 +98,6 @@ def test_the_grid_finds_the_maximum_of_a_known_score():
     assert transition.strength == pytest.approx(target, rel=0.13)
 
 
-def test_during_its_burn_in_the_strength_stays_low_while_the_evidence_is_gathered():
-    """The first ``burn_in`` steps transition at ``low`` whatever their evidence says; the
-    evidence they gave counts in the first choice after them."""
-    transition = LearnedStrength("wiener", low=1e-3, high=10.0, time_constant=1.0, burn_in=2)
-    initial = {"weight": Normal(torch.zeros(2), torch.ones(2))}
-    posterior = {"weight": Normal(torch.zeros(2), torch.full((2,), 0.1))}
-
-    def peaked_at(target):
-        def evidence(prior):
-            variance = float(prior["weight"].scale.square().mean())
-            return -((math.log(variance) - math.log(0.01 + target**2)) ** 2)
-
-        return evidence
-
-    for target in (5.0, 5.0, 0.01):
-        context = TransitionContext(1.0, 1.0, initial, torch.nn.Module(), 1.0, peaked_at(target))
-        prior = transition(posterior, context)
-    assert transition.history[:2] == [1e-3, 1e-3]
-    # the third step's own evidence peaks near 0.01, the sum of the three near 5: the sum rules
-    assert transition.history[2] > 1.0
-    torch.testing.assert_close(
-        prior["weight"].scale.square(), 0.01 + transition.history[2] ** 2 * torch.ones(2)
-    )
-    with pytest.raises(ValueError, match="burn_in"):
-        LearnedStrength("wiener", burn_in=-1)
-
-
 def test_through_a_learner_the_strength_is_learnt_before_each_step_and_saved(tmp_path):
     """A jump in the weights between two steps: the strength learnt at the jump is far above
     the one learnt where nothing moved; the learner saves and restores it."""

@@ -60,10 +60,6 @@ class LearnedStrength(Transition):
     :param discount: ``γ`` in ``[0, 1]``: the weight of the last step's evidence against this
         one's (1: a strength shared by every step; 0: each step's own).
     :param time_constant: ``τ`` of the family's transition (``None``: the mean lag).
-    :param burn_in: the first steps whose evidence is gathered while the strength stays
-        ``low``: eq. (2) scores every strength on the learner's own path, so a strength that
-        wins one early step by far (a first fit that predicts the next step worse than a coin,
-        as on elec2) changes the path every later score is read on; 0 acts from the first step.
     """
 
     name = "learned_strength"
@@ -77,7 +73,6 @@ class LearnedStrength(Transition):
         points: int = 41,
         discount: float = 1.0,
         time_constant: float | None = None,
-        burn_in: int = 0,
     ) -> None:
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
@@ -90,7 +85,6 @@ class LearnedStrength(Transition):
         self.points = checked_count(points, "points")
         self.discount = checked_real(discount, "discount", 0, 1)
         self.time_constant = check_time_constant(time_constant)
-        self.burn_in = checked_count(burn_in, "burn_in", low=0)
         self._kind = kind
         #: The strength learnt at the last step (``low`` before the first).
         self.strength = self.low
@@ -118,8 +112,7 @@ class LearnedStrength(Transition):
         if context.evidence is not None:
             scores = [context.evidence(self._at(float(s))(posterior, context)) for s in self.grid]
             self.evidence = self.discount * self.evidence + torch.tensor(scores).double()
-            if len(self.history) >= self.burn_in:
-                self.strength = float(self.grid[int(torch.argmax(self.evidence))])
+            self.strength = float(self.grid[int(torch.argmax(self.evidence))])
             self.history.append(self.strength)
         return self._at(self.strength)(posterior, context)
 
