@@ -16,6 +16,7 @@ prediction random stream, so predicting never moves the training stream.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Protocol
 
@@ -226,45 +227,20 @@ class PredictionMethods:
     def num_predictive_samples(self) -> int:
         return self.prediction.num_samples
 
-    def predictive_samples(
-        self,
-        x: torch.Tensor,
-        task_id: int | None = None,
-        num_samples: int | None = None,
-        chunk: int | None = None,
-        time: float | None = None,
-        sites: dict | None = None,
-    ) -> torch.Tensor:
-        """Net outputs for ``num_samples`` posterior draws, ``(S, N, outputs)``
-        (:meth:`Prediction.samples`)."""
-        return self.prediction.samples(x, task_id, num_samples, chunk, time, sites)
+    @functools.wraps(Prediction.samples)
+    def predictive_samples(self, *args, **kwargs) -> torch.Tensor:
+        return self.prediction.samples(*args, **kwargs)
 
-    def predict(
-        self,
-        x: torch.Tensor,
-        task_id: int | None = None,
-        num_samples: int | None = None,
-        chunk: int | None = None,
-        time: float | None = None,
-        sites: dict | None = None,
-    ):
+    @functools.wraps(Prediction.samples, assigned=())  # its signature, this docstring
+    def predict(self, *args, **kwargs) -> torch.Tensor:
         """Class probabilities ``(1/S) Σ_s softmax(f(x; θ_s))`` (:meth:`Prediction.samples`'s
         arguments)."""
-        samples = self.predictive_samples(x, task_id, num_samples, chunk, time, sites)
+        samples = self.prediction.samples(*args, **kwargs)
         return self.model.likelihood.predictive_probabilities(samples)
 
-    def evaluate(
-        self,
-        data,
-        task_id: int | None = None,
-        num_samples: int | None = None,
-        sites: dict | None = None,
-        chunk: int | None = None,
-        time: float | None = None,
-    ) -> dict[str, float]:
-        """Accuracy (classification) and mean test log-likelihood on ``data = (x, y)``
-        (:meth:`Prediction.metrics`)."""
-        return self.prediction.metrics(data, task_id, num_samples, sites, chunk, time)
+    @functools.wraps(Prediction.metrics)
+    def evaluate(self, *args, **kwargs) -> dict[str, float]:
+        return self.prediction.metrics(*args, **kwargs)
 
     def posterior(self, task_id: int) -> dict:
         """The posterior used to predict task ``task_id``: ``{site: distribution}`` for every
