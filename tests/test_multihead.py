@@ -4,7 +4,8 @@ import pytest
 import torch
 from pyro import poutine
 
-from pyro_cl import VCL
+from pyro_cl import VCL, CoresetOnly
+from pyro_cl.memory import RandomCoreset
 from pyro_cl.nn import BayesianMLP
 from tests.helpers import two_class_data
 
@@ -74,3 +75,13 @@ def test_a_net_owned_by_a_learner_is_refused_by_another_and_a_copy_is_not():
         VCL(net, progress=False, epochs=1)
     second = VCL(copy.deepcopy(net), progress=False, epochs=1)
     assert second.net is not first.net
+
+
+def test_a_learner_refused_at_construction_leaves_its_net_free():
+    """The failed learner lives on in the traceback (as in a notebook); the mended call must
+    still get the net."""
+    net = BayesianMLP(4, [8], 2)
+    with pytest.raises(ValueError, match="needs a memory") as refused:
+        CoresetOnly(net, progress=False, epochs=1)
+    learner = CoresetOnly(net, memory=RandomCoreset(4), progress=False, epochs=1)
+    assert learner.net is net and refused.traceback  # the refused learner is still referenced

@@ -45,7 +45,7 @@ from pyro_cl.infer.random_stream import RandomStream
 from pyro_cl.learner.checked_fit import checked_fit, step_size
 from pyro_cl.learner.checkpoint import CheckpointMethods
 from pyro_cl.learner.memory_step import MemoryStep
-from pyro_cl.learner.ownership import claim
+from pyro_cl.learner.ownership import claim, disown
 from pyro_cl.learner.prediction import ALL_TASKS, PredictionMethods
 from pyro_cl.learner.state import transaction
 from pyro_cl.learner.step_time import next_time
@@ -132,17 +132,26 @@ class ContinualLearner(PredictionMethods, CheckpointMethods):
         self.memory = checked_instance(memory, Memory, "memory")
         self.guide_family = guide_family_of(guide)
         self.callbacks = CallbackList(callbacks)
-        claim(net, self)
-        model_class = model_class_of(net)
-        self.model = model_class(
-            net.to(self.device),
-            likelihood or model_class.default_likelihood(),
-            self.config.monte_carlo.elbo,
-        )
-        # each part refuses what it cannot work with (the fitter, transition, memory, family)
-        Parts(
-            self.model, self.fitter, self.transition, self.memory, self.guide_family, self.config
-        ).check()
+        claim(net, self)  # before the net is moved: another learner's net is refused untouched
+        try:
+            model_class = model_class_of(net)
+            self.model = model_class(
+                net.to(self.device),
+                likelihood or model_class.default_likelihood(),
+                self.config.monte_carlo.elbo,
+            )
+            # each part refuses what it cannot work with (fitter, transition, memory, family)
+            Parts(
+                self.model,
+                self.fitter,
+                self.transition,
+                self.memory,
+                self.guide_family,
+                self.config,
+            ).check()
+        except Exception:
+            disown(net, self)  # the net stays free for a learner built with the mistake mended
+            raise
         initialisation = self.config.initialisation
         with self.random.scope():
             self.guide = self.guide_family.build(

@@ -6,7 +6,7 @@ import weakref
 
 import torch
 
-__all__ = ["claim"]
+__all__ = ["claim", "disown"]
 
 #: Which learner owns each net.
 _OWNERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -25,3 +25,10 @@ def claim(net: torch.nn.Module, learner: object) -> None:
             "at every step: build a new net for each learner, or pass copy.deepcopy(net)"
         )
     _OWNERS[net] = weakref.ref(learner)
+
+
+def disown(net: torch.nn.Module, learner: object) -> None:
+    """Let go of ``net`` if ``learner`` owns it (a learner whose construction failed)."""
+    owner = _OWNERS.get(net)
+    if owner is not None and owner() is learner:
+        del _OWNERS[net]
