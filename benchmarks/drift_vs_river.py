@@ -545,12 +545,13 @@ def _row_label(learner: str) -> str:
 
 def _is_ours(learner: str) -> bool:
     """A pyro_cl learner: a bank, a learnt strength, online VB or a bank's fixed member."""
-    return (
-        learner in FAMILIES
-        or learner in LEARNED
-        or learner == "online-vb"
-        or learner.split("-")[0] in FAMILIES
-    )
+    return learner in LEARNED or learner == "online-vb" or learner.split("-")[0] in FAMILIES
+
+
+def _validation_steps(scores: dict) -> slice:
+    """The second quarter of a run's scored steps: before the last half that is scored."""
+    steps = len(scores["log_likelihood"])
+    return slice(steps // 4, steps // 2)
 
 
 def validation_choice(runs: dict[str, dict[int, dict]]) -> tuple[dict, str | None]:
@@ -562,21 +563,21 @@ def validation_choice(runs: dict[str, dict[int, dict]]) -> tuple[dict, str | Non
     candidates = sorted(name for name in runs if _is_ours(name))
     if not candidates:
         return {}, None
-    validation = {}
-    for name in candidates:
-        validation[name] = {}
-        for seed, scores in runs[name].items():
-            steps = len(scores["log_likelihood"])
-            window = slice(steps // 4, steps // 2)
-            validation[name][seed] = float(np.mean(scores["log_likelihood"][window]))
+    validation = {
+        name: {
+            seed: float(np.mean(scores["log_likelihood"][_validation_steps(scores)]))
+            for seed, scores in runs[name].items()
+        }
+        for name in candidates
+    }
     chosen = max(candidates, key=lambda name: np.mean(list(validation[name].values())))
     first = next(iter(runs[chosen].values()))
-    steps = len(first["log_likelihood"])
+    window, steps = _validation_steps(first), len(first["log_likelihood"])
     selection = {
         "grid": candidates,
         "validation": validation,
         "chosen": chosen,
-        "window": f"scored steps {steps // 4} to {steps // 2 - 1} of {steps} (log-likelihood)",
+        "window": f"scored steps {window.start} to {window.stop - 1} of {steps} (log-likelihood)",
     }
     return selection, chosen
 

@@ -76,7 +76,7 @@ class GuideFamily(Registrable, kind="guide"):
                     f"the {role} {type(part).__name__} works with the guide families "
                     f"{', '.join(families)}, not {self.name!r}"
                 )
-        config = getattr(parts, "config", None)
+        config = parts.config
         if config is not None:
             initialisation = config.initialisation
             self.check_initialisation(initialisation.between_tasks, initialisation.init_means)

@@ -149,14 +149,14 @@ class ContinualLearner(PredictionMethods, CheckpointMethods):
                 self.guide_family,
                 self.config,
             ).check()
+            initialisation = self.config.initialisation
+            with self.random.scope():  # a family may refuse the net's sites as it builds
+                self.guide = self.guide_family.build(
+                    self.model, initialisation.init_log_variance, initialisation.init_loc_std
+                )
         except Exception:
             disown(net, self)  # the net stays free for a learner built with the mistake mended
             raise
-        initialisation = self.config.initialisation
-        with self.random.scope():
-            self.guide = self.guide_family.build(
-                self.model, initialisation.init_log_variance, initialisation.init_loc_std
-            )
         self.refit_per_task = self.model.multi_head if refit_per_task is None else refit_per_task
         #: The priors before any step (for transitions that return towards them).
         self.initial_prior = {
