@@ -665,6 +665,20 @@ MUTATIONS = [
         "            pass\n",
         ("tests/test_learner_bank.py",),
     ),
+    Mutation(
+        "learner: a learner refused at construction keeps its net",
+        "pyro_cl/learner/ownership.py",
+        "        del _OWNERS[net]\n",
+        "        pass\n",
+        ("tests/test_multihead.py",),
+    ),
+    Mutation(
+        "transition context: the mean lag over the steps counted one too many",
+        "pyro_cl/transitions/base.py",
+        "mean_lag=(time - times[0]) / len(times),",
+        "mean_lag=(time - times[0]) / (len(times) + 1),",
+        ("tests/test_transitions_drift.py", "tests/test_learned_strength.py"),
+    ),
     # checkpoints
     Mutation(
         "checkpoint: the memory's points not restored on load",
