@@ -79,9 +79,10 @@ def test_a_block_runs_as_written(index, data_folder, block_processes, tmp_path):
 
 @pytest.fixture(scope="module")
 def block_processes():
-    """A forkserver context whose server has imported the libraries the blocks use."""
+    """A forkserver context whose server has imported the libraries the blocks use, and
+    ``torch._dynamo``, which torch imports at a process's first optimiser (about 3 s a block)."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", "pyro", "pyro_cl", "matplotlib"])
+    context.set_forkserver_preload(["torch", "torch._dynamo", "pyro", "pyro_cl", "matplotlib"])
     return context
 
 
