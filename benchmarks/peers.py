@@ -28,7 +28,15 @@ head, 40 epochs in minibatches of 64: the demo's) or another single-head task pr
   the stream (200 a task: 1,000 on the demo's five), EWC (λ chosen), LwF (α chosen), SI (λ
   chosen), DER++ with the same buffer (α chosen) and A-GEM with 200 points an experience, each
   strategy on the same tensors as its experiences (GEM needs a QP solver this machine's pip
-  index does not give; iCaRL is for class-incremental streams).
+  index does not give).
+
+On a class-incremental stream (``--benchmark split-digits-class-incremental`` or
+``split-mnist-class-incremental``: one head, no task label at test time) the rows are those that
+keep points, at the same points in all: ours fine-tuning, experience replay (``finetune-er``)
+and function-space VI; Avalanche's Naive, Replay, DER++, iCaRL (herded exemplars, the nearest
+mean of exemplars), A-GEM, and LwF (which keeps none, the classic baseline of the setting).
+The regularisers that keep nothing (EWC, SI, the Laplace rows, IVON) predict only the last
+task's classes there, as fine-tuning does, and are left out.
 
 The peers run a ``torch.nn`` MLP of the preset's widths at PyTorch's default initialisation.
 Every row reports ACC, BWT, ECE (%), seconds and the bytes of data it keeps (none here but
@@ -67,8 +75,19 @@ from pyro_cl.metrics import expected_calibration_error
 RATES = (1e-3, 3e-3)
 
 
-def ours(training: dict) -> dict[str, dict[str, dict]]:
-    """Our rows' grids (fields of :class:`BenchmarkRun`)."""
+def ours(training: dict, class_incremental: bool = False) -> dict[str, dict[str, dict]]:
+    """Our rows' grids (fields of :class:`BenchmarkRun`); on a class-incremental stream those
+    that keep points (a row that keeps none predicts only the last task's classes there)."""
+    if class_incremental:
+        return {
+            "fine-tuning": learning_rate_grid("finetune", RATES, training),
+            "experience replay, the coreset's points": learning_rate_grid(
+                "finetune-er", RATES, training
+            ),
+            "function-space VI, the coreset's points": fitter_option_grid(
+                "fsvi", "function_kl_scale", ("sum", "per_point"), "KL", training
+            ),
+        }
     return {
         "fine-tuning": learning_rate_grid("finetune", RATES, training),
         "VCL": learning_rate_grid("vcl", RATES, training),
@@ -94,9 +113,25 @@ def ours(training: dict) -> dict[str, dict[str, dict]]:
     }
 
 
-def peers(memory: int, tasks: int) -> dict[str, dict[str, dict]]:
+def peers(memory: int, tasks: int, class_incremental: bool = False) -> dict[str, dict[str, dict]]:
     """The peer rows' grids: ``{row: {setting: options}}`` (``memory``: replay's buffer, the
-    points our coreset keeps over the stream's ``tasks``)."""
+    points our coreset keeps over the stream's ``tasks``); on a class-incremental stream
+    Avalanche's rows that keep points, with iCaRL, LwF and Naive beside them."""
+    if class_incremental:
+        return {
+            "Avalanche Naive (fine-tuning)": _avalanche("naive", {}),
+            f"Avalanche Replay, {memory:,} points in all": _avalanche(
+                "replay", {"mem_size": memory}
+            ),
+            f"Avalanche DER, {memory:,} points in all": _der(memory),
+            f"Avalanche iCaRL, {memory:,} points in all": _avalanche(
+                "icarl", {"memory_size": memory, "buffer_transform": None, "fixed_memory": True}
+            ),
+            f"Avalanche A-GEM, {memory // tasks:,} points a task": _avalanche(
+                "agem", {"patterns_per_exp": memory // tasks, "sample_size": 64}
+            ),
+            "Avalanche LwF": _lwf(),
+        }
     return {
         "laplace-torch, online diagonal Laplace": {
             f"prior precision {p:g}, lr {r:g}": {
@@ -135,15 +170,7 @@ def peers(memory: int, tasks: int) -> dict[str, dict[str, dict]]:
             }
             for strength in (1.0, 100.0, 10_000.0)
         },  # fmt: skip
-        "Avalanche LwF": {
-            f"α {alpha:g}": {
-                "library": "avalanche",
-                "kind": "lwf",
-                "learning_rate": RATES[0],
-                "alpha": alpha,
-            }
-            for alpha in (0.5, 1.0)
-        },  # fmt: skip
+        "Avalanche LwF": _lwf(),
         "Avalanche SI": {
             f"λ {strength:g}": {
                 "library": "avalanche",
@@ -153,21 +180,35 @@ def peers(memory: int, tasks: int) -> dict[str, dict[str, dict]]:
             }
             for strength in (1.0, 100.0)
         },  # fmt: skip
-        f"Avalanche DER, {memory:,} points in all": {
-            f"α {alpha:g}": {
-                "library": "avalanche",
-                "kind": "der",
-                "learning_rate": RATES[0],
-                "mem_size": memory,
-                "alpha": alpha,
-                "beta": 0.5,
-            }
-            for alpha in (0.1, 0.5)
-        },  # fmt: skip
+        f"Avalanche DER, {memory:,} points in all": _der(memory),
         f"Avalanche A-GEM, {memory // tasks:,} points a task": _avalanche(
             "agem", {"patterns_per_exp": memory // tasks, "sample_size": 64}
         ),
     }
+
+
+def _der(memory: int) -> dict[str, dict]:
+    """DER++'s grid over α (β 0.5) with a buffer of ``memory`` points."""
+    return {
+        f"α {alpha:g}": {
+            "library": "avalanche",
+            "kind": "der",
+            "learning_rate": RATES[0],
+            "mem_size": memory,
+            "alpha": alpha,
+            "beta": 0.5,
+        }
+        for alpha in (0.1, 0.5)
+    }
+
+
+def _lwf() -> dict[str, dict]:
+    """LwF's grid over α (temperature 2)."""
+    return {
+        f"α {alpha:g}": {"library": "avalanche", "kind": "lwf", "learning_rate": RATES[0],
+                         "alpha": alpha}
+        for alpha in (0.5, 1.0)
+    }  # fmt: skip
 
 
 def _avalanche(kind: str, options: dict) -> dict[str, dict]:
@@ -266,24 +307,33 @@ class AvalancheStrategy:
     :param kind: ``"naive"``, ``"replay"`` (a buffer of ``mem_size`` points over all
         experiences, balanced), ``"ewc"`` (``ewc_lambda``), ``"lwf"`` (``alpha``, temperature
         2), ``"si"`` (``si_lambda``), ``"der"`` (DER++: ``mem_size`` points with their logits,
-        ``alpha`` and ``beta``) or ``"agem"`` (``patterns_per_exp``, ``sample_size``).
+        ``alpha`` and ``beta``), ``"agem"`` (``patterns_per_exp``, ``sample_size``) or
+        ``"icarl"`` (``memory_size`` exemplars in all, herded; the net's last layer its
+        classifier while it trains, the nearest mean of exemplars its prediction, whose scores
+        are negative distances: their softmax is what its ECE reads).
     """
 
     def __init__(self, net: nn.Module, stream, kind: str, learning_rate: float,
                  epochs: int, batch: int, **options) -> None:  # fmt: skip
         from avalanche.benchmarks import tensors_benchmark
-        from avalanche.training import AGEM, DER, EWC, LwF, Naive, Replay, SynapticIntelligence
+        from avalanche.training import AGEM, DER, EWC, ICaRL, LwF, Naive, Replay
+        from avalanche.training import SynapticIntelligence as SI
         from avalanche.training.plugins import EvaluationPlugin
 
         self.net = net
-        self.experiences = tensors_benchmark(
+        scenario = tensors_benchmark(
             [(t.x_train, t.y_train) for t in stream.tasks],
             [(t.x_test, t.y_test) for t in stream.tasks],
             task_labels=[0] * len(stream.tasks),
-        ).train_stream
+        )
+        if kind == "icarl":  # what its plugin reads of a class-incremental scenario
+            classes = [sorted(set(t.y_train.tolist())) for t in stream.tasks]
+            scenario.n_classes_per_exp = [len(c) for c in classes]
+            scenario.classes_order = [c for group in classes for c in group]
+        self.experiences = scenario.train_stream
         kinds = {
             "naive": Naive, "replay": Replay, "ewc": EWC, "lwf": LwF,
-            "si": SynapticIntelligence, "der": DER, "agem": AGEM,
+            "si": SI, "der": DER, "agem": AGEM,
         }  # fmt: skip
         if kind == "lwf":
             options.setdefault("temperature", 2.0)
@@ -291,15 +341,20 @@ class AvalancheStrategy:
             options.setdefault("mode", "separate")
         #: SI's stored weights copied, not views of the parameters (the row's comment).
         self.copy_weights = options.pop("copy_weights", False)
-        self.strategy = kinds[kind](
-            model=net,
-            optimizer=torch.optim.Adam(net.parameters(), lr=learning_rate),
-            criterion=nn.CrossEntropyLoss(),
-            train_mb_size=batch,
-            train_epochs=epochs,
-            evaluator=EvaluationPlugin(),
-            **options,
-        )
+        common = {
+            "optimizer": torch.optim.Adam(net.parameters(), lr=learning_rate),
+            "train_mb_size": batch,
+            "train_epochs": epochs,
+            "evaluator": EvaluationPlugin(),
+        }
+        if kind == "icarl":  # its own loss, the net split into features and classifier
+            self.strategy = ICaRL(
+                feature_extractor=net[:-1], classifier=net[-1], **common, **options
+            )
+        else:
+            self.strategy = kinds[kind](
+                model=net, criterion=nn.CrossEntropyLoss(), **common, **options
+            )
 
     def learn(self, index, x, y, epochs: int, batch: int, generator: torch.Generator) -> None:
         if not self.copy_weights:
@@ -313,20 +368,29 @@ class AvalancheStrategy:
             self.strategy.train(self.experiences[index])
 
     def probabilities(self, x: torch.Tensor) -> torch.Tensor:
-        self.net.eval()
+        model = self.strategy.model  # the net, or iCaRL's nearest-mean wrapper of it
+        model.eval()
         with torch.no_grad():
-            return self.net(x).softmax(-1)
+            return model(x).softmax(-1)
 
     def kept_bytes(self) -> int:
-        """The points the strategy keeps (Replay's and DER's buffers, A-GEM's per experience),
-        each as held: its tensors' bytes (DER's logits too), 8 bytes an integer."""
+        """The points the strategy keeps (Replay's and DER's buffers, A-GEM's per experience,
+        iCaRL's exemplars), each as held: its tensors' bytes (DER's logits too), 8 bytes an
+        integer."""
         holders = [self.strategy, *getattr(self.strategy, "plugins", [])]
         kept = []
         for holder in holders:
             buffer = getattr(getattr(holder, "storage_policy", None), "buffer", None)
             kept += [buffer] if buffer is not None else []
             kept += list(getattr(holder, "buffers", []))  # A-GEM's
-        return sum(_item_bytes(dataset[i]) for dataset in kept for i in range(len(dataset)))
+        exemplars = [
+            _item_bytes(x) + 8 * len(x)  # iCaRL's: a tensor of a class's exemplars, a label each
+            for holder in holders
+            for x in getattr(holder, "x_memory", [])
+        ]
+        return sum(exemplars) + sum(
+            _item_bytes(dataset[i]) for dataset in kept for i in range(len(dataset))
+        )
 
 
 @torch.no_grad()
@@ -405,7 +469,10 @@ def main(argv: list[str] | None = None) -> None:
         progress=False,
     )  # fmt: skip
     commit = current_commit()
-    measured, selection = select_then_test(base, ours(training), args.seeds, folder=args.folder)
+    class_incremental = args.benchmark.endswith("-class-incremental")
+    measured, selection = select_then_test(
+        base, ours(training, class_incremental), args.seeds, folder=args.folder
+    )
 
     def run_one(row: str, setting: str, options: Mapping, seed: int, validation: float | None):
         def run(place):
@@ -417,7 +484,8 @@ def main(argv: list[str] | None = None) -> None:
 
     stream = base.task_stream(args.seeds[0])
     memory = base.resolved_coreset_size * len(stream)
-    theirs, their_selection = choose_and_test(peers(memory, len(stream)), args.seeds, run_one)
+    grids = peers(memory, len(stream), class_incremental)
+    theirs, their_selection = choose_and_test(grids, args.seeds, run_one)
     libraries = ("laplace-torch", "ivon-opt", "avalanche-lib", "torch")
     versions = {name: metadata.version(name) for name in libraries}
     record = make_record(
