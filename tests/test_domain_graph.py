@@ -205,3 +205,25 @@ def test_rotating_mnist_domains_are_mnist_at_each_angle(tmp_path):
     torch.testing.assert_close(turned, torch.rot90(upright, 1, (-2, -1)))
     assert domains.data[0][0].shape == (20, 784) and domains.data[3][1].dtype == torch.int64
     assert not torch.equal(domains.data[1][1], domains.data[2][1])
+
+
+def test_validation_domains_hold_out_the_last_sources_and_read_no_test_set():
+    """The domains a method is chosen on: the last sources as targets, every test set carved
+    from the domain's own training data, and no real target or test tensor among them (a
+    choice made there cannot read a target's label or a test image)."""
+    from pyro_cl.app.domain_benchmark import rotating_digits
+
+    domains = rotating_digits(0, per_domain=40)
+    held = domains.held_out(3, seed=1, share=0.25)
+    assert held.metadata == (0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+    assert [held.metadata[t] for t in held.targets] == [40.0, 50.0, 60.0]
+    assert sorted(held.data) == domains.sources
+    for d, (x, y, x_test, y_test) in held.data.items():
+        train_x, train_y = domains.data[d][:2]
+        assert len(x_test) == 10 and len(x) == 30
+        rows = {tuple(row.tolist()): int(label) for row, label in zip(train_x, train_y)}
+        split = [tuple(row.tolist()) for row in torch.cat([x, x_test])]
+        assert sorted(split) == sorted(rows)  # the training rows, each once, split in two
+        assert [rows[tuple(row.tolist())] for row in x_test] == y_test.tolist()
+        for tensor in domains.data[d][2:]:
+            assert all(not torch.equal(tensor, kept) for kept in (x, y, x_test, y_test))
