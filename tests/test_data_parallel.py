@@ -127,11 +127,21 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _start_ranks(worker, args: tuple, ranks: int) -> None:
+    """``worker(rank, *args)`` in ``ranks`` processes, joined; forked from a server that has
+    imported torch (and ``torch._dynamo``, which a process's first optimiser imports), Pyro and
+    pyro_cl once, so a rank pays its own work and not the imports (about 7 s a process)."""
+    mp.get_context("forkserver").set_forkserver_preload(
+        ["torch", "torch._dynamo", "torch.distributed", "pyro", "pyro_cl"]
+    )
+    mp.start_processes(worker, args=args, nprocs=ranks, join=True, start_method="forkserver")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("data_parallel")
     for world in (1, 2):
-        mp.spawn(_worker, args=(world, _free_port(), str(folder)), nprocs=world, join=True)
+        _start_ranks(_worker, (world, _free_port(), str(folder)), world)
     load = lambda world, rank: torch.load(folder / f"world{world}-rank{rank}.pt")  # noqa: E731
     return folder, load(1, 0), load(2, 0), load(2, 1)
 
@@ -236,7 +246,7 @@ def _faulty_rank_worker(rank: int, world: int, port: int, folder: str, fault: st
 
 
 def _faulty_run(tmp_path, fault: str) -> list[list[str]]:
-    mp.spawn(_faulty_rank_worker, args=(2, _free_port(), str(tmp_path), fault), nprocs=2, join=True)
+    _start_ranks(_faulty_rank_worker, (2, _free_port(), str(tmp_path), fault), 2)
     return [(tmp_path / f"rank{rank}.txt").read_text().split("|") for rank in (0, 1)]
 
 
