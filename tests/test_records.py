@@ -314,3 +314,10 @@ def test_a_record_names_the_commits_that_ran_its_seeds():
     )  # fmt: skip
     assert record["commit"] == "aaa, ccc"
     assert "(commit aaa, ccc," in records.render_table(record)
+    # a run from a tree with changes not committed says so in the table too
+    clean, dirty = "a" * 40, "a" * 40 + "+dirty"
+    rows = {"vcl": {0: {"ACC": 80.0, "commit": clean}, 1: {"ACC": 82.0, "commit": dirty}}}
+    record = records.make_record(
+        "demo", command="c", seeds=[0, 1], schedule={}, data="d", rows=rows, metrics=["ACC"]
+    )
+    assert f"(commit {'a' * 12}, {'a' * 12}+dirty," in records.render_table(record)

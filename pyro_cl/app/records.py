@@ -187,6 +187,11 @@ def _cell(values: list[float], digits: int) -> str:
     return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
+def _short(commit: str) -> str:
+    """A commit's first 12 characters, with ``+dirty`` where the tree had changes not committed."""
+    return commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
+
+
 def render_table(record: Mapping[str, Any]) -> str:
     """The record's table: a row per row label (its chosen setting beside it where settings were
     chosen on validation, and the bytes it keeps where the record counts them), a column per
@@ -218,7 +223,7 @@ def render_table(record: Mapping[str, Any]) -> str:
     lines.append("")
     lines.append(
         f"{spread}; record `{record['name']}` "
-        f"(commit {', '.join(c[:12] for c in record['commit'].split(', '))}, {record['date']}, "
+        f"(commit {', '.join(_short(c) for c in record['commit'].split(', '))}, {record['date']}, "
         f"{record['machine']['cpus']} CPUs): "
         f"`{record['command']}`"
     )
