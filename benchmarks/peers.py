@@ -27,14 +27,14 @@ head, 40 epochs in minibatches of 64: the demo's) or another single-head task pr
 * **Avalanche**: Naive (fine-tuning), Replay with a buffer of the points our coreset keeps over
   the stream (200 a task: 1,000 on the demo's five), EWC (λ chosen), LwF (α chosen), SI (λ
   chosen), DER++ with the same buffer (α chosen) and A-GEM with 200 points an experience, each
-  strategy on the same tensors as its experiences (GEM needs a QP solver this machine's pip
-  index does not give).
+  strategy on the same tensors as its experiences, and GEM with the same points a task (its
+  QP solved by quadprog, in the ``peers`` extra).
 
 On a class-incremental stream (``--benchmark split-digits-class-incremental`` or
 ``split-mnist-class-incremental``: one head, no task label at test time) the rows are those that
 keep points, at the same points in all: ours fine-tuning, experience replay (``finetune-er``)
 and function-space VI; Avalanche's Naive, Replay, DER++, iCaRL (herded exemplars, the nearest
-mean of exemplars), A-GEM, and LwF (which keeps none, the classic baseline of the setting).
+mean of exemplars), A-GEM, GEM, and LwF (which keeps none, the classic baseline of the setting).
 The regularisers that keep nothing (EWC, SI, the Laplace rows, IVON) predict only the last
 task's classes there, as fine-tuning does, and are left out.
 
@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata as metadata
+import random
 import statistics
 import sys
 import time
@@ -130,6 +131,7 @@ def peers(memory: int, tasks: int, class_incremental: bool = False) -> dict[str,
             f"Avalanche A-GEM, {memory // tasks:,} points a task": _avalanche(
                 "agem", {"patterns_per_exp": memory // tasks, "sample_size": 64}
             ),
+            f"Avalanche GEM, {memory // tasks:,} points a task": _gem(memory // tasks),
             "Avalanche LwF": _lwf(),
         }
     return {
@@ -184,6 +186,7 @@ def peers(memory: int, tasks: int, class_incremental: bool = False) -> dict[str,
         f"Avalanche A-GEM, {memory // tasks:,} points a task": _avalanche(
             "agem", {"patterns_per_exp": memory // tasks, "sample_size": 64}
         ),
+        f"Avalanche GEM, {memory // tasks:,} points a task": _gem(memory // tasks),
     }
 
 
@@ -200,6 +203,11 @@ def _der(memory: int) -> dict[str, dict]:
         }
         for alpha in (0.1, 0.5)
     }
+
+
+def _gem(points: int) -> dict[str, dict]:
+    """GEM's grid over Adam's learning rate: ``points`` a task, its margin γ 0.5 (the paper's)."""
+    return _avalanche("gem", {"patterns_per_exp": points, "memory_strength": 0.5})
 
 
 def _lwf() -> dict[str, dict]:
@@ -307,7 +315,8 @@ class AvalancheStrategy:
     :param kind: ``"naive"``, ``"replay"`` (a buffer of ``mem_size`` points over all
         experiences, balanced), ``"ewc"`` (``ewc_lambda``), ``"lwf"`` (``alpha``, temperature
         2), ``"si"`` (``si_lambda``), ``"der"`` (DER++: ``mem_size`` points with their logits,
-        ``alpha`` and ``beta``), ``"agem"`` (``patterns_per_exp``, ``sample_size``) or
+        ``alpha`` and ``beta``), ``"agem"`` (``patterns_per_exp``, ``sample_size``), ``"gem"``
+        (``patterns_per_exp``, ``memory_strength``; its QP solved by quadprog) or
         ``"icarl"`` (``memory_size`` exemplars in all, herded; the net's last layer its
         classifier while it trains, the nearest mean of exemplars its prediction, whose scores
         are negative distances: their softmax is what its ECE reads).
@@ -316,7 +325,7 @@ class AvalancheStrategy:
     def __init__(self, net: nn.Module, stream, kind: str, learning_rate: float,
                  epochs: int, batch: int, **options) -> None:  # fmt: skip
         from avalanche.benchmarks import tensors_benchmark
-        from avalanche.training import AGEM, DER, EWC, ICaRL, LwF, Naive, Replay
+        from avalanche.training import AGEM, DER, EWC, GEM, ICaRL, LwF, Naive, Replay
         from avalanche.training import SynapticIntelligence as SI
         from avalanche.training.plugins import EvaluationPlugin
 
@@ -333,7 +342,7 @@ class AvalancheStrategy:
         self.experiences = scenario.train_stream
         kinds = {
             "naive": Naive, "replay": Replay, "ewc": EWC, "lwf": LwF,
-            "si": SI, "der": DER, "agem": AGEM,
+            "si": SI, "der": DER, "agem": AGEM, "gem": GEM,
         }  # fmt: skip
         if kind == "lwf":
             options.setdefault("temperature", 2.0)
@@ -374,8 +383,8 @@ class AvalancheStrategy:
             return model(x).softmax(-1)
 
     def kept_bytes(self) -> int:
-        """The points the strategy keeps (Replay's and DER's buffers, A-GEM's per experience,
-        iCaRL's exemplars), each as held: its tensors' bytes (DER's logits too), 8 bytes an
+        """The points the strategy keeps (Replay's and DER's buffers, A-GEM's and GEM's per
+        experience, iCaRL's exemplars), each as held: its tensors' bytes (DER's logits too), 8 bytes an
         integer."""
         holders = [self.strategy, *getattr(self.strategy, "plugins", [])]
         kept = []
@@ -387,6 +396,12 @@ class AvalancheStrategy:
             _item_bytes(x) + 8 * len(x)  # iCaRL's: a tensor of a class's exemplars, a label each
             for holder in holders
             for x in getattr(holder, "x_memory", [])
+        ]
+        exemplars += [  # GEM's: tensors of an experience's points, labels and task labels
+            _item_bytes(getattr(holder, name)[t])
+            for holder in holders
+            for name in ("memory_x", "memory_y", "memory_tid")
+            for t in getattr(holder, name, {})
         ]
         return sum(exemplars) + sum(
             _item_bytes(dataset[i]) for dataset in kept for i in range(len(dataset))
@@ -419,6 +434,8 @@ def run_peer(
     stream = base.task_stream(seed)
     if validation is not None:
         stream = stream.validation(validation, seed)
+    random.seed(seed)  # Avalanche's buffers draw from Python's and NumPy's generators too
+    np.random.seed(seed)
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     settings = {**base.resolved_training(), **training}
