@@ -448,3 +448,15 @@ def test_the_fitter_tells_the_function_kl_how_many_draws_its_moments_took(
     learner.observe((x, y), task_id=0)
     learner.observe((x, y), task_id=1)
     assert seen and set(seen) == {expected}
+
+
+def test_a_net_that_is_not_a_module_is_refused_in_the_users_terms():
+    """A Pyro model built around the net (or anything but a module) is named, with where the
+    likelihood goes, instead of failing inside the learner on ``net.to``."""
+    from pyro_cl import SupervisedModel
+    from pyro_cl.likelihoods import HeteroscedasticGaussianLikelihood
+
+    model = SupervisedModel(BayesianMLP(2, [4], 2), HeteroscedasticGaussianLikelihood())
+    with pytest.raises(TypeError, match="net must be a torch.nn.Module.*got SupervisedModel"):
+        VCL(model)
+    VCL(BayesianMLP(2, [4], 2), HeteroscedasticGaussianLikelihood())  # the mended call

@@ -148,3 +148,97 @@ def test_a_real_learner_runs_the_protocol():
     assert len(scores.accuracy) == 3
     for probabilities in scores.probabilities:
         assert np.allclose(probabilities.sum(1), 1.0)
+
+
+class MixturePredictor:
+    """A regression learner predicting the same two-normal mixture for every row."""
+
+    def __init__(self, predicted: set) -> None:
+        self.predicted, self.learnt = predicted, []
+
+    def predict_normals(self, x, time):
+        self.predicted.add(int(time))
+        means = np.array([[0.0], [2.0]]).repeat(len(x), 1)
+        return means, np.array([[1.0], [0.5]]).repeat(len(x), 1)
+
+    def learn(self, x, y, time):
+        self.learnt.append(np.asarray(y).tolist())
+
+
+def regression_stream(targets_per_step, predicted=None):
+    steps = []
+    for k, targets in enumerate(targets_per_step):
+        y = torch.tensor(targets, dtype=torch.float32)
+        y = y if predicted is None else SealedLabels(y, k, predicted)
+        steps.append(TimeStep(k, float(k), torch.zeros(len(targets), 2), y))
+    return OnlineStream("test", tuple(steps), None, 2, 1, True)
+
+
+def test_a_regression_step_is_scored_by_its_predictive_mixture_by_hand():
+    from scipy.stats import norm
+
+    predicted = set()
+    learner = MixturePredictor(predicted)
+    scores = one_step_ahead(learner, regression_stream([[5.0], [0.5, 3.0]], predicted))
+    assert learner.learnt == [[5.0], [0.5, 3.0]]
+    density = [0.5 * norm.pdf(y, 0.0, 1.0) + 0.5 * norm.pdf(y, 2.0, 0.5) for y in (0.5, 3.0)]
+    assert scores.log_likelihood == pytest.approx([np.mean(np.log(density))])
+    assert scores.rmse == pytest.approx([math.sqrt(((1.0 - 0.5) ** 2 + (1.0 - 3.0) ** 2) / 2)])
+    assert scores.accuracy == []
+    last = summary(scores)
+    assert set(last) == {"rmse", "log_likelihood", "seconds_per_step", "steps"}
+
+
+class FakeRiverRegressor:
+    """river's regressor interface: predicts the mean of the targets it has learnt (0 first)."""
+
+    def __init__(self):
+        self.targets = []
+
+    def predict_one(self, x):
+        return float(np.mean(self.targets)) if self.targets else 0.0
+
+    def learn_one(self, x, y):
+        assert isinstance(y, float)
+        self.targets.append(y)
+
+
+def test_a_river_regressor_is_charged_the_mean_squared_error_of_its_past_predictions():
+    from pyro_cl.app.one_step_ahead import RiverRegressorOnStream
+
+    adapter = RiverRegressorOnStream(FakeRiverRegressor())
+    means, scales = adapter.predict_normals(np.zeros((2, 2)), 0.0)
+    assert means.shape == (1, 2) and np.allclose(scales, 1.0)  # no error seen yet
+    scores = one_step_ahead(adapter, regression_stream([[1.0, 3.0], [2.0, 6.0]]))
+    # rows 1, 3 were predicted one at a time before each was learnt: 0, then 1
+    errors = [(1.0 - 0.0) ** 2, (3.0 - 1.0) ** 2]
+    mean, scale = 2.0, math.sqrt(np.mean(errors))
+    expected = np.mean([-0.5 * ((y - mean) / scale) ** 2 - math.log(scale * math.sqrt(2 * math.pi))
+                        for y in (2.0, 6.0)])  # fmt: skip
+    assert scores.log_likelihood == pytest.approx([expected])
+    assert adapter.rows == 4
+
+
+def test_a_regression_drift_stream_is_standardised_by_its_first_step_and_learnt_by_a_net():
+    from pyro_cl import VCL
+    from pyro_cl.data.streams import drift_stream
+    from pyro_cl.likelihoods import HeteroscedasticGaussianLikelihood
+    from pyro_cl.nn import BayesianMLP
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(70, 2))
+    y = 10.0 + 3.0 * x[:, 0] + 0.1 * rng.normal(size=70)
+    stream = drift_stream(x, y, first_size=30, step_size=20, regression=True)
+    assert stream.regression and stream.num_outputs == 1 and stream[0].y.dtype == torch.float32
+    first = stream[0].y.double()
+    assert float(first.mean()) == pytest.approx(0.0, abs=1e-6)
+    assert float(first.std(unbiased=False)) == pytest.approx(1.0, abs=1e-5)
+    later = (y[30:50] - y[:30].mean()) / y[:30].std()
+    assert np.allclose(stream[1].y.numpy(), later, atol=1e-5)  # the first step's statistics
+    learner = VCL(BayesianMLP(2, [8], 2), HeteroscedasticGaussianLikelihood(), epochs=100,
+                  learning_rate=0.03, ml_init_epochs=0, progress=False, seed=0)  # fmt: skip
+    scores = one_step_ahead(OnStream(learner), stream)
+    assert len(scores.rmse) == 2 and np.isfinite(scores.log_likelihood).all()
+    assert scores.rmse[-1] < float(torch.cat([s.y for s in stream]).std())  # it learnt x₀'s slope
+    with pytest.raises(ValueError, match="finite"):
+        drift_stream(x, np.where(np.arange(70) == 3, np.nan, y), regression=True)

@@ -1,22 +1,28 @@
 """The one-step-ahead protocol on a drifting stream, for any learner: ours or another library's.
 
-At every time step after the first, the learner predicts the class probabilities of every row of
-the step *before any of its labels is read*; then the labels are read, the predictions scored,
-and the learner learns the step (a pyro_cl learner as one step, an online learner from river one
-row at a time, in order). The first step is learnt without being scored. A learner is anything
-with
+At every time step after the first, the learner predicts every row of the step *before any of its
+labels is read*; then the labels are read, the predictions scored, and the learner learns the
+step (a pyro_cl learner as one step, an online learner from river one row at a time, in order).
+The first step is learnt without being scored. A learner is anything with
 
-* ``predict_proba(x: ndarray (N, D), time: float) -> ndarray (N, C)`` (``time``: the step's) and
+* ``predict_proba(x: ndarray (N, D), time: float) -> ndarray (N, C)`` (``time``: the step's) on
+  a classification stream, or ``predict_normals(x, time) -> (means, scales)``, each an ndarray
+  ``(S, N)``, on a regression stream: row ``n``'s predictive the equal-weight mixture of the
+  ``S`` normals ``N(means[s, n], scales[s, n]²)`` (a Bayesian net's ``S`` draws; ``S = 1`` for
+  a point prediction with a noise level), and
 * ``learn(x: ndarray (N, D), y: ndarray (N,), time: float) -> None``;
 
 :class:`OnStream` makes one of a :class:`~pyro_cl.learner.ContinualLearner` or a
 :class:`~pyro_cl.learner.bank.LearnerBank`, :class:`RiverOnStream` of a river classifier (any
-object with river's ``predict_proba_one`` / ``learn_one``).
+object with river's ``predict_proba_one`` / ``learn_one``) and :class:`RiverRegressorOnStream`
+of a river regressor (``predict_one`` / ``learn_one``).
 
-Scores are per step: accuracy, the mean log-likelihood of the labels (probabilities floored at
-``floor``, so a learner that gives a seen label probability 0 is charged ``log floor``, not
-``-inf``), and the seconds spent predicting and learning; :func:`summary` averages them over the
-last fraction of the steps and adds the expected calibration error of those steps' predictions.
+Scores are per step: accuracy (classification) or the root mean squared error of the
+predictive mean (regression), the mean log-likelihood of the labels (class probabilities
+floored at ``floor``, so a learner that gives a seen label probability 0 is charged
+``log floor``, not ``-inf``), and the seconds spent predicting and learning; :func:`summary`
+averages them over the last fraction of the steps and, on a classification stream, adds the
+expected calibration error of those steps' predictions.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Protocol
 
 import numpy as np
 import torch
+from scipy.special import logsumexp
 
 from pyro_cl.data.streams import OnlineStream
 from pyro_cl.metrics import expected_calibration_error
@@ -34,7 +41,9 @@ from pyro_cl.metrics import expected_calibration_error
 __all__ = [
     "FLOOR",
     "OnStream",
+    "RegressionStepLearner",
     "RiverOnStream",
+    "RiverRegressorOnStream",
     "StepLearner",
     "StreamScores",
     "one_step_ahead",
@@ -48,6 +57,12 @@ FLOOR = 1e-6
 
 class StepLearner(Protocol):
     def predict_proba(self, x: np.ndarray, time: float) -> np.ndarray: ...
+
+    def learn(self, x: np.ndarray, y: np.ndarray, time: float) -> None: ...
+
+
+class RegressionStepLearner(Protocol):
+    def predict_normals(self, x: np.ndarray, time: float) -> tuple[np.ndarray, np.ndarray]: ...
 
     def learn(self, x: np.ndarray, y: np.ndarray, time: float) -> None: ...
 
@@ -74,8 +89,17 @@ class OnStream:
         when = self.prediction_time(time)
         return self.learner.predict(inputs, time=when).detach().cpu().double().numpy()
 
+    def predict_normals(self, x: np.ndarray, time: float) -> tuple[np.ndarray, np.ndarray]:
+        """The means and scales ``(S, N)`` of the likelihood's normal at each predictive draw."""
+        inputs = torch.as_tensor(x, dtype=torch.float32)
+        samples = self.learner.predictive_samples(inputs, time=self.prediction_time(time))
+        normal = self.learner.model.likelihood.distribution(samples.detach())
+        means, scales = torch.broadcast_tensors(normal.loc, normal.scale)
+        return means.cpu().double().numpy(), scales.cpu().double().numpy()
+
     def learn(self, x: np.ndarray, y: np.ndarray, time: float) -> None:
-        data = (torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.long))
+        kind = torch.float32 if np.issubdtype(np.asarray(y).dtype, np.floating) else torch.long
+        data = (torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=kind))
         self.learner.observe(data, time=time)
 
 
@@ -105,17 +129,42 @@ class RiverOnStream:
             self.model.learn_one(_row(row), int(label))
 
 
+class RiverRegressorOnStream:
+    """A river regressor under the protocol, rows learnt one at a time in order. Its predictive
+    is a normal around its prediction whose variance is the mean squared error of its
+    one-step-ahead predictions so far (each row predicted before it is learnt; 1 before any),
+    so it is charged a log-likelihood for the errors it has made."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+        self.squared_errors, self.rows = 0.0, 0
+
+    def predict_normals(self, x: np.ndarray, time: float) -> tuple[np.ndarray, np.ndarray]:
+        means = np.array([[self.model.predict_one(_row(row)) for row in x]], dtype=np.float64)
+        variance = self.squared_errors / self.rows if self.rows else 1.0
+        return means, np.full_like(means, np.sqrt(max(variance, 1e-12)))
+
+    def learn(self, x: np.ndarray, y: np.ndarray, time: float) -> None:
+        for row, target in zip(x, y, strict=True):
+            features = _row(row)
+            self.squared_errors += (float(target) - self.model.predict_one(features)) ** 2
+            self.rows += 1
+            self.model.learn_one(features, float(target))
+
+
 def _row(values: np.ndarray) -> dict[int, float]:
     return {i: float(v) for i, v in enumerate(values)}
 
 
 @dataclass
 class StreamScores:
-    """Per scored step: ``accuracy``, ``log_likelihood`` (mean over its rows), ``predict_seconds``
-    and ``learn_seconds`` (every step, the first included), ``times``; and every scored row's
+    """Per scored step: ``accuracy`` (classification) or ``rmse`` (regression),
+    ``log_likelihood`` (mean over its rows), ``predict_seconds`` and ``learn_seconds`` (every
+    step, the first included), ``times``; and, on a classification stream, every scored row's
     predicted probabilities and label, for the calibration error."""
 
     accuracy: list[float] = field(default_factory=list)
+    rmse: list[float] = field(default_factory=list)
     log_likelihood: list[float] = field(default_factory=list)
     predict_seconds: list[float] = field(default_factory=list)
     learn_seconds: list[float] = field(default_factory=list)
@@ -132,6 +181,16 @@ class StreamScores:
         self.probabilities.append(probabilities)
         self.labels.append(labels)
 
+    def score_normals(self, means: np.ndarray, scales: np.ndarray, targets: np.ndarray) -> None:
+        """Record one step's predictive mixtures (means and scales ``(S, N)``, the ``S`` normals
+        equally weighted) of its real ``targets``: the root mean squared error of the mixture's
+        mean and the mean of ``log (1/S) Σ_s N(y_n; means[s, n], scales[s, n]²)``."""
+        z = (targets - means) / scales
+        log_density = -0.5 * z**2 - np.log(scales) - 0.5 * np.log(2 * np.pi)
+        per_row = logsumexp(log_density, axis=0) - np.log(len(means))
+        self.rmse.append(float(np.sqrt(np.mean((means.mean(0) - targets) ** 2))))
+        self.log_likelihood.append(float(per_row.mean()))
+
 
 def one_step_ahead(
     learner: StepLearner, stream: OnlineStream, floor: float = FLOOR, progress=None
@@ -146,44 +205,55 @@ def one_step_ahead(
         x = step.x.detach().cpu().numpy()
         if step.index > 0:
             start = clock.perf_counter()
-            probabilities = np.asarray(learner.predict_proba(x, step.time), dtype=np.float64)
+            if stream.regression:
+                means, scales = learner.predict_normals(x, step.time)
+                predicted = (np.asarray(means, np.float64), np.asarray(scales, np.float64))
+            else:
+                predicted = np.asarray(learner.predict_proba(x, step.time), dtype=np.float64)
             scores.predict_seconds.append(clock.perf_counter() - start)
-            labels = _labels(step.y)  # read only now: the step is predicted
-            if probabilities.shape[0] != len(labels):
-                raise ValueError(
-                    f"the learner predicted {probabilities.shape[0]} rows of a {len(labels)}-row step"
-                )
-            scores.score(probabilities, labels, floor)
+            labels = _labels(step.y, stream.regression)  # read only now: the step is predicted
+            rows = predicted[0].shape[-1] if stream.regression else predicted.shape[0]
+            if rows != len(labels):
+                raise ValueError(f"the learner predicted {rows} rows of a {len(labels)}-row step")
+            if stream.regression:
+                scores.score_normals(*predicted, labels)
+            else:
+                scores.score(predicted, labels, floor)
             scores.times.append(step.time)
         start = clock.perf_counter()
-        learner.learn(x, _labels(step.y), step.time)
+        learner.learn(x, _labels(step.y, stream.regression), step.time)
         scores.learn_seconds.append(clock.perf_counter() - start)
         if progress is not None:
             progress(step.index, scores)
     return scores
 
 
-def _labels(y) -> np.ndarray:
+def _labels(y, regression: bool = False) -> np.ndarray:
     if isinstance(y, torch.Tensor):
         y = y.detach().cpu().numpy()
-    return np.asarray(y, dtype=np.int64)
+    return np.asarray(y, dtype=np.float64 if regression else np.int64)
 
 
 def summary(scores: StreamScores, fraction: float = 0.5) -> dict[str, float]:
-    """Accuracy, log-likelihood and expected calibration error over the last ``fraction`` of the
-    scored steps, and the seconds per step (predicting and learning) over all of them."""
+    """Accuracy (or RMSE), log-likelihood and, on a classification stream, the expected
+    calibration error over the last ``fraction`` of the scored steps, and the seconds per step
+    (predicting and learning) over all of them."""
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-    if not scores.accuracy:
+    scored = len(scores.log_likelihood)
+    if not scored:
         raise ValueError("no step was scored: the stream has one step only")
-    first = len(scores.accuracy) - max(1, int(round(fraction * len(scores.accuracy))))
-    probabilities = torch.as_tensor(np.concatenate(scores.probabilities[first:]))
-    labels = torch.as_tensor(np.concatenate(scores.labels[first:]))
+    first = scored - max(1, int(round(fraction * scored)))
+    log_likelihood = float(np.mean(scores.log_likelihood[first:]))
+    if scores.rmse:
+        measured = {"rmse": float(np.mean(scores.rmse[first:])), "log_likelihood": log_likelihood}
+    else:
+        probabilities = torch.as_tensor(np.concatenate(scores.probabilities[first:]))
+        labels = torch.as_tensor(np.concatenate(scores.labels[first:]))
+        measured = {
+            "accuracy": float(np.mean(scores.accuracy[first:])),
+            "log_likelihood": log_likelihood,
+            "calibration_error": expected_calibration_error(probabilities, labels),
+        }
     seconds = np.add(scores.predict_seconds, scores.learn_seconds[1:]).mean()
-    return {
-        "accuracy": float(np.mean(scores.accuracy[first:])),
-        "log_likelihood": float(np.mean(scores.log_likelihood[first:])),
-        "calibration_error": expected_calibration_error(probabilities, labels),
-        "seconds_per_step": float(seconds),
-        "steps": len(scores.accuracy) - first,
-    }
+    return {**measured, "seconds_per_step": float(seconds), "steps": scored - first}

@@ -186,23 +186,29 @@ def drift_stream(
     num_steps: int | None = None,
     name: str = "drift",
     standardise: bool = True,
+    regression: bool = False,
 ) -> OnlineStream:
-    """A classification stream in the rows' own (time) order (section 6.2, table 2): ``N_{t_0}``
-    rows, then ``N_{t_1:K}`` rows per step. A step's time is its last row's time stamp (row index
-    when ``times`` is ``None``), so time lags follow the data. Inputs are standardised with the
-    mean and standard deviation of the first step alone: nothing after a step shapes its inputs.
+    """A classification (or regression) stream in the rows' own (time) order (section 6.2,
+    table 2): ``N_{t_0}`` rows, then ``N_{t_1:K}`` rows per step. A step's time is its last row's
+    time stamp (row index when ``times`` is ``None``), so time lags follow the data. Inputs are
+    standardised with the mean and standard deviation of the first step alone: nothing after a
+    step shapes its inputs.
     There is no test set (:attr:`OnlineStream.test` is ``None``): score it one step ahead.
 
-    :param y: integer class labels from 0.
+    :param y: integer class labels from 0, or real targets with ``regression``.
     :param standardise: ``False`` keeps the inputs as given, for tables already on a common
         scale (MOA's elec2, all in [0, 1]). Standardising only centres a column constant over
         the first step, so its later values keep their raw scale while the others are rescaled.
+    :param regression: a regression stream: real targets, standardised (with ``standardise``)
+        by the first step's mean and standard deviation as the inputs are.
     """
     x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
-    y = np.asarray(y)
+    y = np.asarray(y, dtype=np.float64 if regression else None)
     if len(x) != len(y):
         raise ValueError(f"{len(x)} inputs but {len(y)} targets")
-    y = _class_labels(y)
+    if regression and not np.isfinite(y).all():
+        raise ValueError("regression targets must be finite")
+    y = y if regression else _class_labels(y)
     times = np.arange(len(x), dtype=np.float64) if times is None else np.asarray(times, float)
     if times.shape != (len(x),) or not np.isfinite(times).all() or (np.diff(times) < 0).any():
         raise ValueError(
@@ -223,6 +229,12 @@ def drift_stream(
         )
     if standardise:
         x = (x - mean) / _scales(mean, std)
+    if regression:
+        if standardise:
+            head = y[: bounds[1]]
+            y = (y - head.mean()) / _scales(head.mean(keepdims=True), head.std(keepdims=True))
+        steps = _time_steps(x, y, bounds, step_times, torch.float32)
+        return OnlineStream(name, steps, None, x.shape[1], 1, True)
     steps = _time_steps(x, y, bounds, step_times, torch.long)
     return OnlineStream(name, steps, None, x.shape[1], int(y.max()) + 1, False)
 

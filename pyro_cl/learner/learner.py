@@ -116,6 +116,11 @@ class ContinualLearner(PredictionMethods, CheckpointMethods):
         guide: GuideFamily | type | None = None,
         **settings,
     ) -> None:
+        if not isinstance(net, torch.nn.Module):
+            raise TypeError(
+                f"net must be a torch.nn.Module (a net with PyroSample weights), got "
+                f"{type(net).__name__}; a likelihood is the learner's second argument"
+            )
         self.config = (config or TrainingConfig()).replace(**settings)
         self.device = torch.device(device or "cpu")
         self.seed = seed
