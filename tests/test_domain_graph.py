@@ -221,7 +221,9 @@ def test_validation_domains_hold_out_the_last_sources_and_read_no_test_set():
     for d, (x, y, x_test, y_test) in held.data.items():
         train_x, train_y = domains.data[d][:2]
         assert len(x_test) == 10 and len(x) == 30
-        rows = {tuple(row.tolist()): int(label) for row, label in zip(train_x, train_y)}
+        rows = {
+            tuple(row.tolist()): int(label) for row, label in zip(train_x, train_y, strict=True)
+        }
         split = [tuple(row.tolist()) for row in torch.cat([x, x_test])]
         assert sorted(split) == sorted(rows)  # the training rows, each once, split in two
         assert [rows[tuple(row.tolist())] for row in x_test] == y_test.tolist()
