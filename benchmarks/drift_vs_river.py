@@ -30,7 +30,15 @@ Learners:
 
 Streams: ``weather`` and ``elec2`` (real, from ``--data-root``), ``sea`` (river's SEA concepts,
 abrupt switches every 5000 rows, 10% label noise) and ``hyperplane`` (river's rotating
-hyperplane, gradual drift).
+hyperplane, gradual drift); and a regression stream, ``elec2-demand``: New South Wales' demand
+in elec2's table from the other columns (day, half-hour, Victoria's price and demand, the
+transfer), targets standardised by the first step, scored by the RMSE of the predictive mean and
+its log-density (:mod:`pyro_cl.app.one_step_ahead`). On it our learners are the learned
+strengths (a heteroscedastic Gaussian likelihood, as on Kurle et al.'s regression streams), the
+nets minimise the same likelihood's negative log-density, and river's learners are its linear
+regression on standardised inputs, Hoeffding adaptive tree regressor and adaptive random
+forest regressor (``river-linear``, ``river-hat``, ``river-arf``), each charged the mean
+squared error of its past one-step predictions as its noise.
 
     OMP_NUM_THREADS=1 python benchmarks/drift_vs_river.py --stream weather --seeds 0 1 2 \\
         --data-root ../shared/data --output results/drift_vs_river
@@ -56,6 +64,7 @@ from pyro_cl.app.methods import method_names
 from pyro_cl.app.one_step_ahead import (
     OnStream,
     RiverOnStream,
+    RiverRegressorOnStream,
     StreamScores,
     one_step_ahead,
     summary,
@@ -63,6 +72,7 @@ from pyro_cl.app.one_step_ahead import (
 from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
 from pyro_cl.data.streams import OnlineStream, drift_stream
 from pyro_cl.learner.bank import LearnerBank
+from pyro_cl.likelihoods import HeteroscedasticGaussianLikelihood
 from pyro_cl.transitions.base import Identity
 from pyro_cl.transitions.diffusion import OrnsteinUhlenbeck, Wiener
 from pyro_cl.transitions.forgetting import BayesianForgetting
@@ -75,10 +85,21 @@ LEARNED = {
     "learned-wiener": "wiener",
     "learned-ou": "ornstein_uhlenbeck",
 }
-RIVER_LEARNERS = ("river-logistic", "river-hat", "river-arf", "river-naive-bayes", "majority")
+RIVER_LEARNERS = ("river-logistic", "river-hat", "river-arf", "river-naive-bayes", "majority",
+                  "river-linear")  # fmt: skip
+#: The river learners a regression stream runs.
+RIVER_REGRESSORS = ("river-linear", "river-hat", "river-arf")
 #: The learners named outright (beside ``net-refit-all`` and ``net-refit-W``).
 NAMED_LEARNERS = (*RIVER_LEARNERS, *FAMILIES, *LEARNED, "net-finetune")
 SYNTHETIC_ROWS = 20_000
+#: Regression streams: the table they come from and the column of its inputs that is the target.
+REGRESSION = {"elec2-demand": ("elec2", 2)}
+#: A run's summary scores, as the tables name them (accuracy and ECE on classification streams,
+#: RMSE on regression streams).
+SCORES = {"accuracy": "accuracy", "rmse": "RMSE", "log_likelihood": "log-likelihood",
+          "calibration_error": "ECE"}  # fmt: skip
+#: The streams the command line runs.
+STREAMS = ("weather", "elec2", "sea", "hyperplane", *REGRESSION)
 #: The commit the run's code is at, taken when the script starts.
 COMMIT = None
 
@@ -127,33 +148,49 @@ def make_stream(
     of every cycle of the time stamp are added as features (for every learner alike); with
     ``one_hot``, each categorical column is replaced by one indicator column per value it takes;
     the inputs standardised by the first step's statistics unless ``standardise`` is off."""
+    table = REGRESSION.get(name, (name,))[0]
     if name in ("sea", "hyperplane"):
         x, y = _synthetic(name, seed)
         times = None
     else:
-        preset = STREAM_PRESETS[name]
-        x, y, times = preset.load(data_root, False)
+        x, y, times = STREAM_PRESETS[table].load(data_root, False)
+    if name in REGRESSION:  # the target column out of the inputs
+        column = REGRESSION[name][1]
+        x, y = np.delete(x, column, axis=1), x[:, column]
     if cyclic:
-        if name not in CYCLES:
+        if table not in CYCLES:
             raise ValueError(f"the {name} stream has no time cycles to encode")
         stamps = np.arange(len(x), dtype=np.float64) if times is None else times
-        angles = [2 * np.pi * stamps / period for period in CYCLES[name]]
+        angles = [2 * np.pi * stamps / period for period in CYCLES[table]]
         x = np.column_stack([x, *[f(a) for a in angles for f in (np.sin, np.cos)]])
     if one_hot:
-        if name not in CATEGORICAL:
+        if table not in CATEGORICAL:
             raise ValueError(f"the {name} stream has no categorical columns")
-        columns = CATEGORICAL[name]
+        columns = CATEGORICAL[table]
         indicators = [np.unique(x[:, c], return_inverse=True)[1] for c in columns]
         x = np.column_stack(
             [np.delete(x, columns, axis=1), *[np.eye(i.max() + 1)[i] for i in indicators]]
         )
-    return drift_stream(x, y, times, 1000, 100, num_steps, name=name, standardise=standardise)
+    return drift_stream(x, y, times, 1000, 100, num_steps, name=name, standardise=standardise,
+                        regression=name in REGRESSION)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- learners
-def river_learner(name: str, seed: int):
+def river_learner(name: str, seed: int, regression: bool = False):
     from river import compose, dummy, forest, linear_model, naive_bayes, preprocessing, tree
 
+    if (name in RIVER_REGRESSORS) != regression and name not in ("river-hat", "river-arf"):
+        kind = "regression" if regression else "classification"
+        raise SystemExit(
+            f"drift_vs_river: {name} does not run on a {kind} stream; river's learners there: "
+            + ", ".join(RIVER_REGRESSORS if regression else RIVER_LEARNERS[:5])
+        )
+    if regression:
+        if name == "river-linear":
+            return compose.Pipeline(preprocessing.StandardScaler(), linear_model.LinearRegression())
+        if name == "river-hat":
+            return tree.HoeffdingAdaptiveTreeRegressor(seed=seed)
+        return forest.ARFRegressor(seed=seed)
     if name == "river-logistic":
         return compose.Pipeline(preprocessing.StandardScaler(), linear_model.LogisticRegression())
     if name == "river-hat":
@@ -224,7 +261,10 @@ class RefitNet:
         layers: list[torch.nn.Module] = []
         for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
             layers += [torch.nn.Linear(fan_in, fan_out), torch.nn.Tanh()]
-        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(sizes[-1], stream.num_outputs))
+        #: regression: the heteroscedastic Gaussian our learners use (a mean and a scale output)
+        self.likelihood = HeteroscedasticGaussianLikelihood() if stream.regression else None
+        outputs = 2 if stream.regression else stream.num_outputs
+        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(sizes[-1], outputs))
         with torch.no_grad():  # PyTorch's default ranges, drawn from the seed's own generator
             for layer in self.net:
                 if isinstance(layer, torch.nn.Linear):
@@ -243,9 +283,22 @@ class RefitNet:
             logits = self.net(torch.as_tensor(x, dtype=torch.float32))
         return torch.softmax(logits.double(), -1).numpy()
 
+    def predict_normals(self, x: np.ndarray, time: float) -> tuple[np.ndarray, np.ndarray]:
+        with torch.no_grad():
+            normal = self.likelihood.distribution(self.net(torch.as_tensor(x, dtype=torch.float32)))
+        return normal.loc.double().numpy()[None], normal.scale.double().numpy()[None]
+
+    def loss(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The mean negative log-likelihood of ``targets``: cross-entropy, or the
+        heteroscedastic Gaussian's negative log-density."""
+        if self.likelihood is None:
+            return torch.nn.functional.cross_entropy(self.net(inputs), targets)
+        return -self.likelihood.log_prob(self.net(inputs), targets).mean()
+
     def learn(self, x: np.ndarray, y: np.ndarray, time: float) -> None:
         self.x.append(torch.as_tensor(x, dtype=torch.float32))
-        self.y.append(torch.as_tensor(y, dtype=torch.long))
+        kind = torch.long if self.likelihood is None else torch.float32
+        self.y.append(torch.as_tensor(y, dtype=kind))
         inputs, labels = torch.cat(self.x), torch.cat(self.y)
         if self.window == "step":  # fine-tuning: the newest step's rows alone
             inputs, labels = self.x[-1], self.y[-1]
@@ -255,7 +308,7 @@ class RefitNet:
         for _ in range(passes):
             order = torch.randperm(len(inputs), generator=self.generator)
             for batch in order.split(self.batch_size):
-                loss = torch.nn.functional.cross_entropy(self.net(inputs[batch]), labels[batch])
+                loss = self.loss(inputs[batch], labels[batch])
                 self.optimizer.zero_grad()
                 loss.backward()
                 self.optimizer.step()
@@ -304,6 +357,7 @@ def _write(folder: Path, scores: StreamScores, extra: dict) -> None:
         "summary": summary(scores, 0.5),
         "summary_all_steps": summary(scores, 1.0),
         "accuracy": scores.accuracy,
+        **({"rmse": scores.rmse} if scores.rmse else {}),
         "log_likelihood": scores.log_likelihood,
         "times": scores.times,
         **extra,
@@ -345,6 +399,8 @@ def run(args, stream_name: str, seed: int) -> None:
             continue
         start = time.perf_counter()
         if name in FAMILIES:
+            if stream.regression:
+                raise SystemExit(f"drift_vs_river: the {name} bank scores classes only")
             torch.manual_seed(seed)
             adapter = BankOnStream(pyro_bank(name, stream, args, seed))
             scores = one_step_ahead(adapter, stream, progress=_progress(name, stream))
@@ -401,14 +457,18 @@ def run(args, stream_name: str, seed: int) -> None:
         else:
             import river
 
-            model = RiverOnStream(river_learner(name, seed), stream.num_outputs)
+            if stream.regression:
+                model = RiverRegressorOnStream(river_learner(name, seed, regression=True))
+            else:
+                model = RiverOnStream(river_learner(name, seed), stream.num_outputs)
             scores = one_step_ahead(model, stream, progress=_progress(name, stream))
             _write(folder, scores, {**context, "river": river.__version__})
         result = summary(scores)
+        shown = ", ".join(
+            f"{key.replace('_', '-')} {result[key]:.3f}" for key in SCORES if key in result
+        )
         print(
-            f"{stream_name} {name} seed {seed}: accuracy {result['accuracy']:.3f}, "
-            f"log-likelihood {result['log_likelihood']:.3f}, ECE {result['calibration_error']:.3f}"
-            f" ({time.perf_counter() - start:.0f} s)",
+            f"{stream_name} {name} seed {seed}: {shown} ({time.perf_counter() - start:.0f} s)",
             flush=True,
         )
 
@@ -450,11 +510,19 @@ def table(output: Path) -> str:
                 rows[learner.name] = runs
         if not rows:
             continue
+        first = rows[next(iter(rows))][0]
+        scored = [key for key in SCORES if key in first["summary"]]  # the stream's kind's
+        point = scored[0]  # accuracy or RMSE
+        columns = [
+            *[("summary", key, SCORES[key]) for key in scored],
+            ("summary_all_steps", point, f"{SCORES[point]}, all steps"),
+            ("summary_all_steps", "log_likelihood", "log-lik., all steps"),
+            ("summary", "seconds_per_step", "s/step"),
+        ]
         lines += [
-            f"\n**{stream_folder.name}** ({rows[next(iter(rows))][0]['steps']} steps)\n",
-            "| learner | seeds | accuracy | log-likelihood | ECE | accuracy, all steps | "
-            "log-lik., all steps | s/step |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            f"\n**{stream_folder.name}** ({first['steps']} steps)\n",
+            "| learner | seeds | " + " | ".join(c[2] for c in columns) + " |",
+            "| --- | ---: |" + " ---: |" * len(columns),
         ]
         order = sorted(
             rows, key=lambda n: -np.mean([r["summary"]["log_likelihood"] for r in rows[n]])
@@ -463,14 +531,7 @@ def table(output: Path) -> str:
             runs = rows[name]
             label = f"{name}: strength chosen online (bank)" if name in FAMILIES else name
             cells = [label, str(len(runs))]
-            for part, key in (
-                ("summary", "accuracy"),
-                ("summary", "log_likelihood"),
-                ("summary", "calibration_error"),
-                ("summary_all_steps", "accuracy"),
-                ("summary_all_steps", "log_likelihood"),
-                ("summary", "seconds_per_step"),
-            ):
+            for part, key, _ in columns:
                 values = np.array([r[part][key] for r in runs])
                 digits = 2 if key == "seconds_per_step" else 3
                 spread = f" ± {values.std(ddof=1):.{digits}f}" if len(values) > 1 else ""
@@ -497,8 +558,9 @@ def write_stream_record(output: Path, stream: str, name: str, command: str) -> P
     }
     seeds = sorted({seed for per in runs.values() for seed in per})
     complete = {name: per for name, per in runs.items() if sorted(per) == seeds}
-    metrics = {"accuracy": "accuracy", "log-likelihood": "log_likelihood",
-               "ECE": "calibration_error", "s/step": "seconds_per_step"}  # fmt: skip
+    summary_keys = next(iter(next(iter(complete.values())).values()))["summary"]
+    metrics = {label: key for key, label in SCORES.items() if key in summary_keys}
+    metrics["s/step"] = "seconds_per_step"
     rows = {
         _row_label(learner): {
             seed: {label: per[seed]["summary"][key] for label, key in metrics.items()}
@@ -612,21 +674,24 @@ def _figure(folder: Path, rows: dict) -> None:
     shown = [
         n
         for n in rows
-        if n in (*RIVER_LEARNERS[:3], "online-vb", *FAMILIES) or n.startswith("net-refit")
+        if n in (*RIVER_LEARNERS[:3], *RIVER_REGRESSORS, "online-vb", *FAMILIES, *LEARNED)
+        or n == "net-finetune"
+        or n.startswith("net-refit")
     ]
     if not shown:
         return
     figure, axis = plt.subplots(figsize=(8, 4))
+    score = "rmse" if rows[shown[0]][0].get("rmse") else "accuracy"
     for name in shown:
-        accuracy = np.mean([r["accuracy"] for r in rows[name]], axis=0)
+        accuracy = np.mean([r[score] for r in rows[name]], axis=0)
         window = max(1, len(accuracy) // 20)
         smooth = np.convolve(accuracy, np.ones(window) / window, mode="valid")
         label = f"{name} bank" if name in FAMILIES else name
         axis.plot(np.arange(len(smooth)) + window, smooth, label=label, lw=1.2)
     axis.axvline(len(accuracy) / 2, color="grey", ls=":", lw=1)
     axis.set_xlabel("time step")
-    axis.set_ylabel(f"one-step-ahead accuracy ({window}-step mean)")
-    axis.set_title(f"{folder.name}: one-step-ahead accuracy over time")
+    axis.set_ylabel(f"one-step-ahead {SCORES[score]} ({window}-step mean)")
+    axis.set_title(f"{folder.name}: one-step-ahead {SCORES[score]} over time")
     axis.legend(fontsize=7, ncol=2)
     figure.tight_layout()
     figure.savefig(folder / "accuracy_over_time.png", dpi=130)
@@ -653,8 +718,7 @@ def _learner_name(name: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The command line's options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stream", nargs="+", default=["weather"],
-                        choices=["weather", "elec2", "sea", "hyperplane"])  # fmt: skip
+    parser.add_argument("--stream", nargs="+", default=["weather"], choices=STREAMS)
     parser.add_argument("--learners", nargs="+", default=list(NAMED_LEARNERS),
                         type=_learner_name,
                         help=f"of {', '.join(NAMED_LEARNERS)}, net-refit-all "

@@ -84,3 +84,30 @@ def test_the_validation_choice_reads_only_the_steps_before_the_scored_half():
     assert selection["grid"] == ["learned-wiener", "online-vb", "wiener"]
     assert selection["validation"]["online-vb"][1] == pytest.approx(-0.55)
     assert drift_vs_river.validation_choice({"river-arf": runs["river-arf"]}) == ({}, None)
+
+
+def test_the_elec2_demand_stream_predicts_new_south_wales_demand_from_the_other_columns(tmp_path):
+    """The regression stream's target is elec2's nswdemand column, out of the inputs; a net
+    refitted on it is scored by RMSE and log-density, and a classifier's name is refused."""
+    rng = np.random.default_rng(0)
+    rows = 1300
+    data = rng.uniform(size=(rows, 8))  # date, day, period, nswprice, nswdemand, vicprice, ...
+    data[:, 4] = 0.5 * data[:, 6] + 0.01 * rng.normal(size=rows)  # demand follows Victoria's
+    folder = tmp_path / "elec2"
+    folder.mkdir()
+    np.savetxt(folder / "elec2_data.dat", data)
+    np.savetxt(folder / "elec2_label.dat", rng.integers(0, 2, rows), fmt="%d")
+    stream = drift_vs_river.make_stream("elec2-demand", str(tmp_path), 0, None)
+    assert stream.regression and stream.in_features == 5 and len(stream) == 4
+    first = data[:1000, 4]
+    np.testing.assert_allclose(
+        stream[1].y.numpy(), (data[1000:1100, 4] - first.mean()) / first.std(), rtol=1e-4
+    )
+    net = drift_vs_river.RefitNet(stream, (8,), None, 5, 20, learning_rate=1e-2)
+    scores = one_step_ahead(net, stream)
+    assert len(scores.rmse) == 3 and scores.rmse[-1] < 0.5  # the demand is Victoria's, halved
+    assert scores.accuracy == [] and np.isfinite(scores.log_likelihood).all()
+    with pytest.raises(SystemExit, match="river-logistic does not run on a regression stream"):
+        drift_vs_river.river_learner("river-logistic", 0, regression=True)
+    with pytest.raises(SystemExit, match="river-linear does not run on a classification"):
+        drift_vs_river.river_learner("river-linear", 0)
