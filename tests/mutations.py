@@ -745,6 +745,38 @@ MUTATIONS = [
         'return {"prior_factor": 1.0 * buffers["prior_factor"],',
         ("tests/test_guide_families.py",),
     ),
+    Mutation(
+        "one step ahead: a regression mixture's density without its 1/S weights",
+        "pyro_cl/app/one_step_ahead.py",
+        "per_row = logsumexp(log_density, axis=0) - np.log(len(means))",
+        "per_row = logsumexp(log_density, axis=0)",
+        ("tests/test_one_step_ahead.py",),
+    ),
+    Mutation(
+        "one step ahead: a normal's log-density without its log-scale",
+        "pyro_cl/app/one_step_ahead.py",
+        "log_density = -0.5 * z**2 - np.log(scales) - 0.5 * np.log(2 * np.pi)",
+        "log_density = -0.5 * z**2 - 0.5 * np.log(2 * np.pi)",
+        ("tests/test_one_step_ahead.py",),
+    ),
+    Mutation(
+        "one step ahead: a river regressor's noise from errors made after learning the row",
+        "pyro_cl/app/one_step_ahead.py",
+        """            self.squared_errors += (float(target) - self.model.predict_one(features)) ** 2
+            self.rows += 1
+            self.model.learn_one(features, float(target))""",
+        """            self.model.learn_one(features, float(target))
+            self.squared_errors += (float(target) - self.model.predict_one(features)) ** 2
+            self.rows += 1""",
+        ("tests/test_one_step_ahead.py",),
+    ),
+    Mutation(
+        "validation domains: the held-out sources tested on their test sets",
+        "pyro_cl/app/domain_benchmark.py",
+        "data[domain] = (x[train], y[train], x[test], y[test])",
+        "data[domain] = (x[train], y[train], *self.data[domain][2:])",
+        ("tests/test_domain_graph.py",),
+    ),
 ]
 
 
