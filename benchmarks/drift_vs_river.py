@@ -71,6 +71,7 @@ from pyro_cl.app.one_step_ahead import (
 )
 from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
 from pyro_cl.data.streams import OnlineStream, drift_stream
+from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.learner.bank import LearnerBank
 from pyro_cl.likelihoods import HeteroscedasticGaussianLikelihood
 from pyro_cl.transitions.base import Identity
@@ -98,6 +99,8 @@ REGRESSION = {"elec2-demand": ("elec2", 2)}
 #: RMSE on regression streams).
 SCORES = {"accuracy": "accuracy", "rmse": "RMSE", "log_likelihood": "log-likelihood",
           "calibration_error": "ECE"}  # fmt: skip
+#: What a tempered learner's name ends in, before its KL weight β.
+TEMPERED = "-tempered-"
 #: The streams the command line runs.
 STREAMS = ("weather", "elec2", "sea", "hyperplane", *REGRESSION)
 #: The commit the run's code is at, taken when the script starts.
@@ -233,7 +236,13 @@ def _online_learner(stream: OnlineStream, args, seed: int, transition):
         num_predictive_samples=args.predictive_samples,
         learning_rate=args.learning_rate,
         variance_learning_rate=args.variance_learning_rate,
+        **({} if args.kl_weight == 1.0 else {"fitter": ELBOFitter(kl_weight=args.kl_weight)}),
     )
+
+
+def _tempered(args) -> str:
+    """The suffix of a tempered run's learner folders (``--kl-weight`` below 1), or none."""
+    return "" if args.kl_weight == 1.0 else f"{TEMPERED}{args.kl_weight:g}"
 
 
 class RefitNet:
@@ -394,7 +403,7 @@ def run(args, stream_name: str, seed: int) -> None:
         "steps": len(stream.steps),
     }
     for name in args.learners:
-        folder = base / name / f"seed{seed}"
+        folder = base / f"{name}{_tempered(args) if _is_ours(name) else ''}" / f"seed{seed}"
         if (folder / "scores.json").exists():
             continue
         start = time.perf_counter()
@@ -414,7 +423,7 @@ def run(args, stream_name: str, seed: int) -> None:
                         _member_scores(at_posterior, scores, len(adapter.members)), 0.5
                     )
                 }
-                _write(base / tag / f"seed{seed}", member, {**extra, **kurle})
+                _write(base / f"{tag}{_tempered(args)}" / f"seed{seed}", member, {**extra, **kurle})
             _write(folder, scores, {**extra, "learner": f"{name} bank"})
         elif name in LEARNED:
             torch.manual_seed(seed)
@@ -476,7 +485,7 @@ def run(args, stream_name: str, seed: int) -> None:
 def _settings(args) -> dict:
     names = ("hidden", "iterations", "first_iterations", "particles", "predictive_samples")
     names += ("memory", "memory_size", "term_samples", "refit_iterations")
-    names += ("learning_rate", "variance_learning_rate", "strengths", "discount")
+    names += ("learning_rate", "variance_learning_rate", "strengths", "discount", "kl_weight")
     return {n: getattr(args, n) for n in names}
 
 
@@ -606,7 +615,9 @@ def _row_label(learner: str) -> str:
 
 
 def _is_ours(learner: str) -> bool:
-    """A pyro_cl learner: a bank, a learnt strength, online VB or a bank's fixed member."""
+    """A pyro_cl learner: a bank, a learnt strength, online VB or a bank's fixed member, each
+    tempered or not."""
+    learner = learner.split(TEMPERED)[0]
     return learner in LEARNED or learner == "online-vb" or learner.split("-")[0] in FAMILIES
 
 
@@ -741,6 +752,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--variance-learning-rate",
         type=float,
         help="Adam's step for our learners' log-variances (default: --learning-rate's)",
+    )
+    parser.add_argument(
+        "--kl-weight",
+        type=float,
+        default=1.0,
+        help="β of our learners' β-ELBO (below 1: tempered, a plasticity knob); their folders "
+        f"then end in {TEMPERED}β",
     )
     parser.add_argument(
         "--refit-epochs",

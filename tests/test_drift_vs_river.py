@@ -111,3 +111,21 @@ def test_the_elec2_demand_stream_predicts_new_south_wales_demand_from_the_other_
         drift_vs_river.river_learner("river-logistic", 0, regression=True)
     with pytest.raises(SystemExit, match="river-linear does not run on a classification"):
         drift_vs_river.river_learner("river-linear", 0)
+
+
+def test_a_tempered_run_gives_our_learners_the_kl_weight_and_folders_of_their_own():
+    parse = drift_vs_river.build_parser().parse_args
+    args = parse(["--hidden", "4", "--kl-weight", "0.5"])
+    learner = drift_vs_river._online_learner(flipping_stream(), args, 0, None)
+    assert learner.fitter.kl_weight == 0.5
+    plain = drift_vs_river._online_learner(flipping_stream(), parse(["--hidden", "4"]), 0, None)
+    assert plain.fitter.kl_weight == 1.0
+    assert drift_vs_river._tempered(args) == "-tempered-0.5"
+    assert drift_vs_river._tempered(parse([])) == ""
+    for ours in (
+        "learned-wiener-tempered-0.5",
+        "wiener-0.1-tempered-0.5",
+        "online-vb-tempered-0.5",
+    ):
+        assert drift_vs_river._is_ours(ours)
+    assert not drift_vs_river._is_ours("net-finetune")
