@@ -541,7 +541,7 @@ def table(output: Path) -> str:
         )
         for name in order:
             runs = rows[name]
-            label = f"{name}: strength chosen online (bank)" if name in FAMILIES else name
+            label = _row_label(name)
             cells = [label, str(len(runs))]
             for part, key, _ in columns:
                 values = np.array([r[part][key] for r in runs])
@@ -613,14 +613,21 @@ def write_stream_record(output: Path, stream: str, name: str, command: str) -> P
     return write_record(record)
 
 
+def _untempered(learner: str) -> tuple[str, str]:
+    """A learner's name without its tempering suffix, and the suffix (``""`` if none)."""
+    base, _, weight = learner.partition(TEMPERED)
+    return base, f"{TEMPERED}{weight}" if weight else ""
+
+
 def _row_label(learner: str) -> str:
-    return f"{learner}: strength chosen online (bank)" if learner in FAMILIES else learner
+    base, _ = _untempered(learner)
+    return f"{learner}: strength chosen online (bank)" if base in FAMILIES else learner
 
 
 def _is_ours(learner: str) -> bool:
     """A pyro_cl learner: a bank, a learnt strength, online VB or a bank's fixed member, each
     tempered or not."""
-    learner = learner.split(TEMPERED)[0]
+    learner = _untempered(learner)[0]
     return learner in LEARNED or learner == "online-vb" or learner.split("-")[0] in FAMILIES
 
 
@@ -662,10 +669,18 @@ def _hindsight(rows: dict) -> list[str]:
     """Each bank's log-likelihood against its best member's, a strength no online learner could
     have chosen (last half of the steps, mean over the seeds the bank ran)."""
     lines = []
-    for family in FAMILIES:
-        members = [n for n in rows if n == "online-vb" or n.startswith(f"{family}-")]
-        if family in rows and members:
-            seeds = {r["seed"] for r in rows[family]}
+    suffixes = sorted({_untempered(n)[1] for n in rows})
+    for family, suffix in ((f, s) for f in FAMILIES for s in suffixes):
+        bank = f"{family}{suffix}"
+        members = [
+            n
+            for n in rows
+            if _untempered(n)[1] == suffix
+            and n != bank
+            and (_untempered(n)[0] == "online-vb" or n.startswith(f"{family}-"))
+        ]
+        if bank in rows and members:
+            seeds = {r["seed"] for r in rows[bank]}
 
             def mean(name: str, seeds=seeds) -> float:
                 runs = [r for r in rows[name] if r["seed"] in seeds]
@@ -673,8 +688,8 @@ def _hindsight(rows: dict) -> list[str]:
 
             best = max(members, key=mean)
             lines.append(
-                f"\n{family} bank {mean(family):.4f} against the best fixed strength in "
-                f"hindsight ({best}) {mean(best):.4f}: {mean(family) - mean(best):+.4f} nats"
+                f"\n{bank} bank {mean(bank):.4f} against the best fixed strength in "
+                f"hindsight ({best}) {mean(best):.4f}: {mean(bank) - mean(best):+.4f} nats"
             )
     return lines
 
@@ -700,7 +715,7 @@ def _figure(folder: Path, rows: dict) -> None:
         accuracy = np.mean([r[score] for r in rows[name]], axis=0)
         window = max(1, len(accuracy) // 20)
         smooth = np.convolve(accuracy, np.ones(window) / window, mode="valid")
-        label = f"{name} bank" if name in FAMILIES else name
+        label = f"{name} bank" if _untempered(name)[0] in FAMILIES else name
         axis.plot(np.arange(len(smooth)) + window, smooth, label=label, lw=1.2)
     axis.axvline(len(accuracy) / 2, color="grey", ls=":", lw=1)
     axis.set_xlabel("time step")

@@ -129,3 +129,22 @@ def test_a_tempered_run_gives_our_learners_the_kl_weight_and_folders_of_their_ow
     ):
         assert drift_vs_river._is_ours(ours)
     assert not drift_vs_river._is_ours("net-finetune")
+    assert drift_vs_river._row_label("wiener-tempered-0.5").endswith("(bank)")
+    assert drift_vs_river._untempered("wiener-0.1-tempered-0.5") == ("wiener-0.1", "-tempered-0.5")
+
+
+def test_a_tempered_bank_is_held_against_its_own_tempered_members_in_hindsight():
+    def runs(value):
+        return [{"seed": "seed0", "summary": {"log_likelihood": value}}]
+
+    rows = {
+        "wiener": runs(-0.40), "wiener-0.1": runs(-0.39), "online-vb": runs(-0.41),
+        "wiener-tempered-0.5": runs(-0.36), "wiener-0.1-tempered-0.5": runs(-0.35),
+        "online-vb-tempered-0.5": runs(-0.30),
+    }  # fmt: skip
+    lines = drift_vs_river._hindsight(rows)
+    assert any("wiener bank -0.4000" in line and "(wiener-0.1)" in line for line in lines)
+    assert any(
+        "wiener-tempered-0.5 bank -0.3600" in line and "(online-vb-tempered-0.5)" in line
+        for line in lines
+    )
