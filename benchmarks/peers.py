@@ -33,7 +33,7 @@ head, 40 epochs in minibatches of 64: the demo's) or another single-head task pr
 On a class-incremental stream (``--benchmark split-digits-class-incremental`` or
 ``split-mnist-class-incremental``: one head, no task label at test time) the rows are those that
 keep points, at the same points in all: ours fine-tuning, experience replay (``finetune-er``)
-and function-space VI; Avalanche's Naive, Replay, DER++, iCaRL (herded exemplars, the nearest
+and function-space VI, each over Adam's rate; Avalanche's Naive, Replay, DER++, iCaRL (herded exemplars, the nearest
 mean of exemplars), A-GEM, GEM, and LwF (which keeps none, the classic baseline of the setting).
 The regularisers that keep nothing (EWC, SI, the Laplace rows, IVON) predict only the last
 task's classes there, as fine-tuning does, and are left out.
