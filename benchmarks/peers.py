@@ -46,6 +46,7 @@ function-space VI's context points; a posterior is not counted).
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.metadata as metadata
 import random
 import statistics
@@ -149,6 +150,9 @@ def peers(memory: int, tasks: int, class_incremental: bool = False) -> dict[str,
         },
         "VCL written with posteriors (vi.diag)": {
             f"lr {r:g}": {"library": "posteriors", "learning_rate": r} for r in RATES
+        },
+        "TyXe VCL (its example; Pyro 1.9 needs a one-line patch)": {
+            f"lr {r:g}": {"library": "tyxe", "learning_rate": r} for r in RATES
         },
         "Avalanche Naive (fine-tuning)": _avalanche("naive", {}),
         f"Avalanche Replay, {memory:,} points in all": _avalanche("replay", {"mem_size": memory}),
@@ -364,6 +368,50 @@ class PosteriorsVCL:
         return total / self.draws
 
 
+class TyXeVCL:
+    """TyXe's VCL (its example): a ``VariationalBNN`` with a unit Gaussian prior and an
+    ``AutoNormal`` guide (initial scale 1e-4), each task fitted by Pyro's Adam, the guide's
+    posterior the next task's prior (a ``DictPrior``); predictions from ``draws`` draws. TyXe
+    0.0.2 calls ``pyro.util.deep_getattr``, which Pyro 1.9 no longer has: the row gives it one
+    (``functools.reduce(getattr, ...)``, one line)."""
+
+    def __init__(self, net: nn.Module, learning_rate: float, draws: int = 10) -> None:
+        import pyro
+
+        if not hasattr(pyro.util, "deep_getattr"):  # the one-line patch
+            pyro.util.deep_getattr = lambda obj, name: functools.reduce(
+                getattr, name.split("."), obj
+            )
+        pyro.clear_param_store()  # TyXe keeps its guide's parameters in Pyro's global store
+        self.net, self.learning_rate, self.draws, self.bnn = net, learning_rate, draws, None
+
+    def learn(self, index, x, y, epochs: int, batch: int, generator: torch.Generator) -> None:
+        import pyro
+        import tyxe
+
+        if self.bnn is None:
+            self.bnn = tyxe.VariationalBNN(
+                self.net,
+                tyxe.priors.IIDPrior(pyro.distributions.Normal(0.0, 1.0)),
+                tyxe.likelihoods.Categorical(dataset_size=len(x)),
+                functools.partial(tyxe.guides.AutoNormal, init_scale=1e-4),
+            )
+        else:
+            sites = tyxe.util.pyro_sample_sites(self.bnn)
+            posterior = self.bnn.net_guide.get_detached_distributions(sites)
+            self.bnn.update_prior(tyxe.priors.DictPrior(posterior))
+            self.bnn.likelihood.dataset_size = len(x)
+        data = torch.utils.data.TensorDataset(x, y)
+        loader = torch.utils.data.DataLoader(
+            data, batch_size=batch or len(x), shuffle=True, generator=generator
+        )
+        self.bnn.fit(loader, pyro.optim.Adam({"lr": self.learning_rate}), epochs)
+
+    def probabilities(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return self.bnn.predict(x, num_predictions=self.draws).exp()  # log of the mean
+
+
 class AvalancheStrategy:
     """One of Avalanche's strategies over the stream's tasks as its experiences (the same
     tensors; task label 0 throughout: one head), trained with Adam; predictions from its model.
@@ -503,6 +551,8 @@ def run_peer(
         learner = IVONOverTasks(net, options["learning_rate"])
     elif library == "posteriors":
         learner = PosteriorsVCL(net, options["learning_rate"])
+    elif library == "tyxe":
+        learner = TyXeVCL(net, options["learning_rate"])
     else:  # avalanche
         extra = {k: v for k, v in options.items() if k not in ("library", "kind", "learning_rate")}
         learner = AvalancheStrategy(net, stream, options["kind"], options["learning_rate"],
@@ -561,7 +611,7 @@ def main(argv: list[str] | None = None) -> None:
     memory = base.resolved_coreset_size * len(stream)
     grids = peers(memory, len(stream), class_incremental)
     theirs, their_selection = choose_and_test(grids, args.seeds, run_one)
-    libraries = ("laplace-torch", "ivon-opt", "avalanche-lib", "posteriors", "torch")
+    libraries = ("laplace-torch", "ivon-opt", "avalanche-lib", "posteriors", "tyxe", "torch")
     versions = {name: metadata.version(name) for name in libraries}
     record = make_record(
         f"peers-{args.benchmark}" + ("-tiny" if args.tiny else ""),
