@@ -87,10 +87,10 @@ LEARNED = {
     "learned-wiener": "wiener",
     "learned-ou": "ornstein_uhlenbeck",
 }
-RIVER_LEARNERS = ("river-logistic", "river-hat", "river-arf", "river-naive-bayes", "majority",
-                  "river-linear")  # fmt: skip
-#: The river learners a regression stream runs.
+#: The river learners a classification stream runs, and those a regression stream runs.
+RIVER_CLASSIFIERS = ("river-logistic", "river-hat", "river-arf", "river-naive-bayes", "majority")
 RIVER_REGRESSORS = ("river-linear", "river-hat", "river-arf")
+RIVER_LEARNERS = tuple(dict.fromkeys((*RIVER_CLASSIFIERS, *RIVER_REGRESSORS)))
 #: The learners named outright (beside ``net-refit-all`` and ``net-refit-W``).
 NAMED_LEARNERS = (*RIVER_LEARNERS, *FAMILIES, *LEARNED, "net-finetune")
 SYNTHETIC_ROWS = 20_000
@@ -183,11 +183,12 @@ def make_stream(
 def river_learner(name: str, seed: int, regression: bool = False):
     from river import compose, dummy, forest, linear_model, naive_bayes, preprocessing, tree
 
-    if (name in RIVER_REGRESSORS) != regression and name not in ("river-hat", "river-arf"):
+    allowed = RIVER_REGRESSORS if regression else RIVER_CLASSIFIERS
+    if name not in allowed:
         kind = "regression" if regression else "classification"
         raise SystemExit(
             f"drift_vs_river: {name} does not run on a {kind} stream; river's learners there: "
-            + ", ".join(RIVER_REGRESSORS if regression else RIVER_LEARNERS[:5])
+            + ", ".join(allowed)
         )
     if regression:
         if name == "river-linear":  # on the stream's inputs, standardised by the first step:
@@ -570,8 +571,8 @@ def write_stream_record(output: Path, stream: str, name: str, command: str) -> P
     }
     seeds = sorted({seed for per in runs.values() for seed in per})
     complete = {name: per for name, per in runs.items() if sorted(per) == seeds}
-    summary_keys = next(iter(next(iter(complete.values())).values()))["summary"]
-    metrics = {label: key for key, label in SCORES.items() if key in summary_keys}
+    first = next(iter(next(iter(complete.values())).values()))  # a run: its kind, its settings
+    metrics = {label: key for key, label in SCORES.items() if key in first["summary"]}
     metrics["s/step"] = "seconds_per_step"
     rows = {
         _row_label(learner): {
@@ -588,7 +589,6 @@ def write_stream_record(output: Path, stream: str, name: str, command: str) -> P
         label = "ours, chosen on validation"
         rows = {label: rows[_row_label(chosen)], **rows}
         selection = {label: selection}
-    first = next(iter(next(iter(complete.values())).values()))
     # runs of one record may come from several commits (rows added later): name them all
     commits = sorted(
         {run.get("commit") or "unknown" for per in complete.values() for run in per.values()}
@@ -703,7 +703,7 @@ def _figure(folder: Path, rows: dict) -> None:
     shown = [
         n
         for n in rows
-        if n in (*RIVER_LEARNERS[:3], *RIVER_REGRESSORS, "online-vb", *FAMILIES, *LEARNED)
+        if n in (*RIVER_CLASSIFIERS[:3], *RIVER_REGRESSORS, "online-vb", *FAMILIES, *LEARNED)
         or n == "net-finetune"
         or n.startswith("net-refit")
     ]
@@ -712,12 +712,12 @@ def _figure(folder: Path, rows: dict) -> None:
     figure, axis = plt.subplots(figsize=(8, 4))
     score = "rmse" if rows[shown[0]][0].get("rmse") else "accuracy"
     for name in shown:
-        accuracy = np.mean([r[score] for r in rows[name]], axis=0)
-        window = max(1, len(accuracy) // 20)
-        smooth = np.convolve(accuracy, np.ones(window) / window, mode="valid")
+        per_step = np.mean([r[score] for r in rows[name]], axis=0)
+        window = max(1, len(per_step) // 20)
+        smooth = np.convolve(per_step, np.ones(window) / window, mode="valid")
         label = f"{name} bank" if _untempered(name)[0] in FAMILIES else name
         axis.plot(np.arange(len(smooth)) + window, smooth, label=label, lw=1.2)
-    axis.axvline(len(accuracy) / 2, color="grey", ls=":", lw=1)
+    axis.axvline(len(per_step) / 2, color="grey", ls=":", lw=1)
     axis.set_xlabel("time step")
     axis.set_ylabel(f"one-step-ahead {SCORES[score]} ({window}-step mean)")
     axis.set_title(f"{folder.name}: one-step-ahead {SCORES[score]} over time")
