@@ -119,21 +119,27 @@ def peers(memory: int, tasks: int, class_incremental: bool = False) -> dict[str,
     """The peer rows' grids: ``{row: {setting: options}}`` (``memory``: replay's buffer, the
     points our coreset keeps over the stream's ``tasks``); on a class-incremental stream
     Avalanche's rows that keep points, with iCaRL, LwF and Naive beside them."""
+    naive = {"Avalanche Naive (fine-tuning)": _avalanche("naive", {})}
+    replay = {
+        f"Avalanche Replay, {memory:,} points in all": _avalanche("replay", {"mem_size": memory})
+    }
+    der = {f"Avalanche DER, {memory:,} points in all": _der(memory)}
+    gems = {
+        f"Avalanche A-GEM, {memory // tasks:,} points a task": _avalanche(
+            "agem", {"patterns_per_exp": memory // tasks, "sample_size": 64}
+        ),
+        f"Avalanche GEM, {memory // tasks:,} points a task": _gem(memory // tasks),
+    }
+    lwf = {"Avalanche LwF": _lwf()}
     if class_incremental:
+        icarl = {"memory_size": memory, "buffer_transform": None, "fixed_memory": True}
         return {
-            "Avalanche Naive (fine-tuning)": _avalanche("naive", {}),
-            f"Avalanche Replay, {memory:,} points in all": _avalanche(
-                "replay", {"mem_size": memory}
-            ),
-            f"Avalanche DER, {memory:,} points in all": _der(memory),
-            f"Avalanche iCaRL, {memory:,} points in all": _avalanche(
-                "icarl", {"memory_size": memory, "buffer_transform": None, "fixed_memory": True}
-            ),
-            f"Avalanche A-GEM, {memory // tasks:,} points a task": _avalanche(
-                "agem", {"patterns_per_exp": memory // tasks, "sample_size": 64}
-            ),
-            f"Avalanche GEM, {memory // tasks:,} points a task": _gem(memory // tasks),
-            "Avalanche LwF": _lwf(),
+            **naive,
+            **replay,
+            **der,
+            f"Avalanche iCaRL, {memory:,} points in all": _avalanche("icarl", icarl),
+            **gems,
+            **lwf,
         }
     return {
         "laplace-torch, online diagonal Laplace": {
@@ -154,8 +160,8 @@ def peers(memory: int, tasks: int, class_incremental: bool = False) -> dict[str,
         "TyXe VCL (its example; Pyro 1.9 needs a one-line patch)": {
             f"lr {r:g}": {"library": "tyxe", "learning_rate": r} for r in RATES
         },
-        "Avalanche Naive (fine-tuning)": _avalanche("naive", {}),
-        f"Avalanche Replay, {memory:,} points in all": _avalanche("replay", {"mem_size": memory}),
+        **naive,
+        **replay,
         "Avalanche EWC": {
             f"λ {strength:g}": {
                 "library": "avalanche",
@@ -179,7 +185,7 @@ def peers(memory: int, tasks: int, class_incremental: bool = False) -> dict[str,
             }
             for strength in (1.0, 100.0, 10_000.0)
         },  # fmt: skip
-        "Avalanche LwF": _lwf(),
+        **lwf,
         "Avalanche SI": {
             f"λ {strength:g}": {
                 "library": "avalanche",
@@ -189,11 +195,8 @@ def peers(memory: int, tasks: int, class_incremental: bool = False) -> dict[str,
             }
             for strength in (1.0, 100.0)
         },  # fmt: skip
-        f"Avalanche DER, {memory:,} points in all": _der(memory),
-        f"Avalanche A-GEM, {memory // tasks:,} points a task": _avalanche(
-            "agem", {"patterns_per_exp": memory // tasks, "sample_size": 64}
-        ),
-        f"Avalanche GEM, {memory // tasks:,} points a task": _gem(memory // tasks),
+        **der,
+        **gems,
     }
 
 
