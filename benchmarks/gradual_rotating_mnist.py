@@ -69,8 +69,10 @@ def rotated(images: np.ndarray, angles: np.ndarray) -> torch.Tensor:
     return F.grid_sample(x, grid, align_corners=False).reshape(len(x), -1)
 
 
-def protocol(root: str, seed: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """The protocol's splits for ``seed`` (its shuffle and angles): ``{name: (x, y)}``."""
+def protocol(root: str, seed: int, upright: bool = False) -> dict[str, tuple]:
+    """The protocol's splits for ``seed`` (its shuffle and angles): ``{name: (x, y)}``; with
+    ``upright``, also ``"labelled upright"``: the labelled source's (source and source
+    validation) images before rotation, their labels and their angles, as arrays."""
     (x, y), (x_test, y_test) = load_mnist(root)
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(x))[:TARGET_END]
@@ -89,13 +91,16 @@ def protocol(root: str, seed: int) -> dict[str, tuple[torch.Tensor, torch.Tensor
     def part(start, end):
         return images[start:end], labels[start:end]
 
-    return {
+    splits = {
         "source": part(0, SOURCE),
         "source validation": part(SOURCE, SOURCE_VAL),
         "intermediate": part(SOURCE_VAL, INTERMEDIATE_END),
         "target": part(INTERMEDIATE_END, TARGET_END),
         "test": (rotated(x_test, rng.uniform(55, 60, len(x_test))), torch.as_tensor(y_test)),
     }
+    if upright:
+        splits["labelled upright"] = (x[:SOURCE_VAL], y[:SOURCE_VAL], angles[:SOURCE_VAL])
+    return splits
 
 
 def kumar_conv_net(channels: int = 32) -> torch.nn.Module:
