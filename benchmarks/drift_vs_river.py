@@ -9,8 +9,8 @@ seconds per step.
 
 Learners:
 
-* river (``pip install river``): logistic regression on standardised inputs, Hoeffding adaptive
-  tree, adaptive random forest (ARF, 10 trees, ADWIN), Gaussian naive Bayes, the majority class
+* river (``pip install river``): logistic (two classes) or softmax regression on standardised
+  inputs, Hoeffding adaptive tree, adaptive random forest (ARF, 10 trees, ADWIN), Gaussian naive Bayes, the majority class
   so far;
 * the same net, not Bayesian: ``net-finetune`` (warm-started, the same Adam steps as our
   learners on each new step's rows alone: what a practitioner's fine-tuning does),
@@ -29,8 +29,11 @@ Learners:
   to a step's time).
 
 Streams: ``weather`` and ``elec2`` (real, from ``--data-root``), ``sea`` (river's SEA concepts,
-abrupt switches every 5000 rows, 10% label noise) and ``hyperplane`` (river's rotating
-hyperplane, gradual drift); and a regression stream, ``elec2-demand``: New South Wales' demand
+abrupt switches every 5000 rows, 10% label noise), ``hyperplane`` (river's rotating
+hyperplane, gradual drift) and ``rbf`` (MOA's random RBF generator as river has it: 6 classes and
+128 features, as the gas-sensor drift data set has, 50 centroids of which 25 drift; a multi-class
+stream with many features; ``river-softmax`` is river's multi-class linear model); and a
+regression stream, ``elec2-demand``: New South Wales' demand
 in elec2's table from the other columns (day, half-hour, Victoria's price and demand, the
 transfer), targets standardised by the first step, scored by the RMSE of the predictive mean and
 its log-density (:mod:`pyro_cl.app.one_step_ahead`). On it our learners are the learned
@@ -88,12 +91,16 @@ LEARNED = {
     "learned-ou": "ornstein_uhlenbeck",
 }
 #: The river learners a classification stream runs, and those a regression stream runs.
-RIVER_CLASSIFIERS = ("river-logistic", "river-hat", "river-arf", "river-naive-bayes", "majority")
+RIVER_CLASSIFIERS = (
+    "river-logistic", "river-softmax", "river-hat", "river-arf", "river-naive-bayes", "majority"
+)  # fmt: skip
 RIVER_REGRESSORS = ("river-linear", "river-hat", "river-arf")
 RIVER_LEARNERS = tuple(dict.fromkeys((*RIVER_CLASSIFIERS, *RIVER_REGRESSORS)))
 #: The learners named outright (beside ``net-refit-all`` and ``net-refit-W``).
 NAMED_LEARNERS = (*RIVER_LEARNERS, *FAMILIES, *LEARNED, "net-finetune")
 SYNTHETIC_ROWS = 20_000
+#: The random RBF stream's classes and features (those of the gas-sensor drift data set).
+RBF_CLASSES, RBF_FEATURES = 6, 128
 #: Regression streams: the table they come from and the column of its inputs that is the target.
 REGRESSION = {"elec2-demand": ("elec2", 2)}
 #: A run's summary scores, as the tables name them (accuracy and ECE on classification streams,
@@ -103,29 +110,39 @@ SCORES = {"accuracy": "accuracy", "rmse": "RMSE", "log_likelihood": "log-likelih
 #: What a tempered learner's name ends in, before its KL weight β.
 TEMPERED = "-tempered-"
 #: The streams the command line runs.
-STREAMS = ("weather", "elec2", "sea", "hyperplane", *REGRESSION)
+#: The streams river's generators make (at the run's seed, ``SYNTHETIC_ROWS`` rows).
+SYNTHETIC = ("sea", "hyperplane", "rbf")
+STREAMS = ("weather", "elec2", *SYNTHETIC, *REGRESSION)
 #: The commit the run's code is at, taken when the script starts.
 COMMIT = None
 
 
 # ---------------------------------------------------------------------------- streams
-def _synthetic(name: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _synthetic(name: str, seed: int, rows: int = SYNTHETIC_ROWS) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``rows`` rows of a generator's stream (SEA's concepts switch at quarters of
+    ``SYNTHETIC_ROWS`` whatever ``rows`` is: its stream is made whole)."""
     from river.datasets import synth
 
     if name == "sea":  # concepts 0 → 1 → 2 → 3, switching abruptly every quarter
         quarter = SYNTHETIC_ROWS // 4
-        rows = [
+        drawn = [
             row
             for variant in range(4)
             for row in synth.SEA(variant=variant, noise=0.1, seed=seed + variant).take(quarter)
         ]
-    else:
+    elif name == "hyperplane":
         stream = synth.Hyperplane(
             seed=seed, n_features=10, n_drift_features=5, mag_change=0.001, sigma=0.1
         )
-        rows = list(stream.take(SYNTHETIC_ROWS))
-    x = np.array([[row[k] for k in sorted(row)] for row, _ in rows], dtype=np.float64)
-    y = np.array([int(label) for _, label in rows])
+        drawn = list(stream.take(rows))
+    else:  # many features, many classes: MOA's random RBF with drifting centroids
+        stream = synth.RandomRBFDrift(
+            seed_model=seed, seed_sample=seed, n_classes=RBF_CLASSES, n_features=RBF_FEATURES,
+            n_centroids=50, change_speed=0.001, n_drift_centroids=25,
+        )  # fmt: skip
+        drawn = list(stream.take(rows))
+    x = np.array([[row[k] for k in sorted(row)] for row, _ in drawn], dtype=np.float64)
+    y = np.array([int(label) for _, label in drawn])
     return x, y
 
 
@@ -153,8 +170,10 @@ def make_stream(
     ``one_hot``, each categorical column is replaced by one indicator column per value it takes;
     the inputs standardised by the first step's statistics unless ``standardise`` is off."""
     table = REGRESSION.get(name, (name,))[0]
-    if name in ("sea", "hyperplane"):
-        x, y = _synthetic(name, seed)
+    if name in SYNTHETIC:  # as many rows as the steps take
+        x, y = _synthetic(
+            name, seed, SYNTHETIC_ROWS if num_steps is None else 1000 + 100 * num_steps
+        )
         times = None
     else:
         x, y, times = STREAM_PRESETS[table].load(data_root, False)
@@ -180,7 +199,7 @@ def make_stream(
 
 
 # ---------------------------------------------------------------------------- learners
-def river_learner(name: str, seed: int, regression: bool = False):
+def river_learner(name: str, seed: int, regression: bool = False, classes: int = 2):
     from river import compose, dummy, forest, linear_model, naive_bayes, preprocessing, tree
 
     allowed = RIVER_REGRESSORS if regression else RIVER_CLASSIFIERS
@@ -198,8 +217,15 @@ def river_learner(name: str, seed: int, regression: bool = False):
         if name == "river-hat":
             return tree.HoeffdingAdaptiveTreeRegressor(seed=seed)
         return forest.ARFRegressor(seed=seed)
-    if name == "river-logistic":
+    if name == "river-logistic":  # two classes
+        if classes > 2:
+            raise SystemExit(
+                f"drift_vs_river: river-logistic takes two classes, this stream has {classes}: "
+                "use river-softmax"
+            )
         return compose.Pipeline(preprocessing.StandardScaler(), linear_model.LogisticRegression())
+    if name == "river-softmax":  # any number of classes
+        return compose.Pipeline(preprocessing.StandardScaler(), linear_model.SoftmaxRegression())
     if name == "river-hat":
         return tree.HoeffdingAdaptiveTreeClassifier(seed=seed)
     if name == "river-arf":
@@ -473,7 +499,9 @@ def run(args, stream_name: str, seed: int) -> None:
             if stream.regression:
                 model = RiverRegressorOnStream(river_learner(name, seed, regression=True))
             else:
-                model = RiverOnStream(river_learner(name, seed), stream.num_outputs)
+                model = RiverOnStream(
+                    river_learner(name, seed, classes=stream.num_outputs), stream.num_outputs
+                )
             scores = one_step_ahead(model, stream, progress=_progress(name, stream))
             _write(folder, scores, {**context, "river": river.__version__})
         result = summary(scores)

@@ -148,3 +148,22 @@ def test_a_tempered_bank_is_held_against_its_own_tempered_members_in_hindsight()
         "wiener-tempered-0.5 bank -0.3600" in line and "(online-vb-tempered-0.5)" in line
         for line in lines
     )
+
+
+def test_the_rbf_stream_has_many_features_and_classes_and_river_softmax_scores_them():
+    pytest.importorskip("river")
+    stream = drift_vs_river.make_stream("rbf", "unused", 0, 3)
+    assert stream.in_features == drift_vs_river.RBF_FEATURES == 128
+    assert stream.num_outputs == drift_vs_river.RBF_CLASSES == 6 and not stream.regression
+    labels = torch.cat([step.y for step in stream])
+    assert set(labels.tolist()) == set(range(6))  # every class appears in the first steps
+    again = drift_vs_river.make_stream("rbf", "unused", 0, 3)
+    torch.testing.assert_close(again[2].x, stream[2].x)  # the seed makes the stream
+    assert not torch.equal(drift_vs_river.make_stream("rbf", "unused", 1, 3)[2].x, stream[2].x)
+    model = drift_vs_river.RiverOnStream(
+        drift_vs_river.river_learner("river-softmax", 0, classes=6), 6
+    )
+    scores = one_step_ahead(model, stream)
+    assert len(scores.accuracy) == 2 and scores.accuracy[-1] > 1 / 6  # above chance
+    with pytest.raises(SystemExit, match="river-logistic takes two classes, this stream has 6"):
+        drift_vs_river.river_learner("river-logistic", 0, classes=6)
