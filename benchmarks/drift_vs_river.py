@@ -10,8 +10,8 @@ seconds per step.
 Learners:
 
 * river (``pip install river``): logistic (two classes) or softmax regression on standardised
-  inputs, Hoeffding adaptive tree, adaptive random forest (ARF, 10 trees, ADWIN), Gaussian naive Bayes, the majority class
-  so far;
+  inputs, Hoeffding adaptive tree, adaptive random forest (ARF, 10 trees, ADWIN), Gaussian
+  naive Bayes, the majority class so far;
 * the same net, not Bayesian: ``net-finetune`` (warm-started, the same Adam steps as our
   learners on each new step's rows alone: what a practitioner's fine-tuning does),
   ``net-refit-all`` (refitted on every row so far at every step: its cost grows with the
