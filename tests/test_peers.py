@@ -1,0 +1,30 @@
+"""benchmarks/peers.py: laplace-torch's online Laplace penalises a step away from the posterior
+so far by its precision, diagonal or Kronecker-factored."""
+
+import pytest
+import torch
+from torch import nn
+
+from tests.helpers import load_benchmark_script
+
+pytest.importorskip("laplace")
+peers = load_benchmark_script("peers")
+
+
+@pytest.mark.parametrize("structure", ["diag", "kron"])
+def test_the_online_laplace_penalty_is_the_precisions_quadratic_form(structure):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3))
+    x, y = torch.randn(60, 4), torch.randint(0, 3, (60,))
+    learner = peers.OnlineLaplace(net, 1.0, 1e-2, structure)
+    learner.learn(0, x, y, 1, 20, torch.Generator().manual_seed(0))
+    precision = learner.laplace.posterior_precision
+    dense = torch.diag(precision) if structure == "diag" else precision.to_matrix()
+    mean = learner.laplace.mean.detach()
+    theta = (mean + torch.randn_like(mean)).requires_grad_()
+    penalty = learner.penalty()(theta)
+    delta = theta.detach() - mean
+    torch.testing.assert_close(penalty, 0.5 * delta @ dense @ delta)
+    (gradient,) = torch.autograd.grad(penalty, theta)
+    torch.testing.assert_close(gradient, dense @ delta, rtol=1e-4, atol=1e-4)
+    assert torch.count_nonzero(dense - torch.diag(torch.diag(dense))) > 0 or structure == "diag"
