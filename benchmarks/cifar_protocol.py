@@ -1,0 +1,128 @@
+"""The split CIFAR-10 stand-in through the results protocol (issue 68): GVCL's β, λ and variance
+step and online EWC's λ chosen on validation in one harness, the run kept as a record
+(``benchmarks/records/split-cifar10-protocol.json``).
+
+    OMP_NUM_THREADS=1 python benchmarks/cifar_protocol.py --data-root ../shared/data --folder RUNS
+    python benchmarks/cifar_protocol.py --tiny --data-root ../shared/data   # minutes, a check
+
+Five two-class tasks of CIFAR-10, Zenke et al.'s conv net with a head a task, at keeps_learning.py's
+``short`` schedule (5 of the preset's 60 epochs, 1 Monte Carlo sample to train, 10 to predict:
+what fits a 2-core CPU; ``--schedule long`` is the 20-epoch schedule at which the lab notes'
+online EWC reached 86.9%, about four times longer). Rows, all in this one harness:
+
+* fine-tuning (how much the schedule forgets), at the preset's settings;
+* online EWC, λ chosen on validation from {10², 10³, 10⁴} (the VCL paper's appendix D grid);
+* GVCL (tempered VCL with λ's mean precision, GVCL's start: every log σ² at -7 and capped there
+  before each later task), chosen on validation from GVCL's authors' CIFAR setting (β = 0.2,
+  λ = 1000) and a quarter and a tenth of its β, each with a variance step of its own (0.05)
+  and the authors' setting without one.
+
+Each setting is scored on a held-out tenth of each task's training data at ``--selection-seeds``
+(default: every seed, so the choice is the best mean over them), then each seed runs the chosen
+setting once on the test sets. Every run keeps its numbers (and a checkpoint after every task)
+under ``--folder``, so the command resumes where it stopped; ``--rows`` runs some rows (two
+processes on two cores, one folder). At the short schedule a GVCL run is about half an hour here,
+an online EWC run a quarter of one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from keeps_learning import GVCL_START, SCHEDULES, VARIANCE_STEP
+
+from pyro_cl.app.benchmark_run import BenchmarkRun
+from pyro_cl.app.records import write_record
+from pyro_cl.app.selection import protocol_record, select_then_test
+
+#: Online EWC's λ grid (the VCL paper's appendix D values on its streams).
+EWC_STRENGTHS = (100.0, 1000.0, 10000.0)
+#: GVCL's β grid at its authors' λ, each with a variance step: their β and a quarter and a tenth.
+GVCL_BETAS = (0.2, 0.05, 0.02)
+GVCL_STRENGTH = 1000.0
+
+
+def gvcl(beta: float, strength: float, training: dict, variance_step: bool) -> dict:
+    return {
+        "methods": ["vcl"],
+        "fitter_options": {"kl_weight": beta, "mean_precision_weight": strength},
+        "training": {**training, **GVCL_START, **(VARIANCE_STEP if variance_step else {})},
+    }
+
+
+def rows(training: dict) -> dict[str, dict[str, dict]]:
+    """Each row's grid: ``{row: {setting: BenchmarkRun fields}}``."""
+    gvcl_grid = {
+        f"β {beta:g}, λ {GVCL_STRENGTH:g}, variance step": gvcl(
+            beta, GVCL_STRENGTH, training, variance_step=True
+        )
+        for beta in GVCL_BETAS
+    }
+    gvcl_grid[f"β 0.2, λ {GVCL_STRENGTH:g}"] = gvcl(0.2, GVCL_STRENGTH, training, False)
+    return {
+        "fine-tuning": {"as given": {"methods": ["finetune"], "training": training}},
+        "online EWC": {
+            f"λ {strength:g}": {
+                "methods": ["online-ewc"],
+                "training": training,
+                "penalty_options": {"strength": strength},
+            }
+            for strength in EWC_STRENGTHS
+        },
+        "GVCL": gvcl_grid,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--selection-seeds", type=int, nargs="+", help="default: --seeds")
+    parser.add_argument("--schedule", choices=("short", "long"), default="short")
+    parser.add_argument("--data-root", default="data")
+    parser.add_argument("--folder", default="results/cifar_protocol", help="kept runs")
+    parser.add_argument("--rows", nargs="+", type=int, help="only these rows (0-based)")
+    parser.add_argument(
+        "--record", action="store_true", help="with --rows, write a record of those rows alone"
+    )
+    parser.add_argument("--tiny", action="store_true", help="2 tasks, 1 epoch: a check")
+    parser.add_argument("--name", default="split-cifar10-protocol", help="the record's name")
+    args = parser.parse_args(argv)
+    training = dict(SCHEDULES[args.schedule]["split-cifar10"])
+    if args.tiny:
+        training.update(epochs=1, num_predictive_samples=2)
+    base = BenchmarkRun(
+        "split-cifar10", data_root=args.data_root, num_tasks=2 if args.tiny else None,
+        progress=False,
+    )  # fmt: skip
+    selection_seeds = args.selection_seeds or args.seeds
+    table = rows(training)
+    labels = list(table)
+    if args.rows is not None:
+        table = {labels[i]: table[labels[i]] for i in args.rows}
+        if not args.record:
+            select_then_test(
+                base, table, args.seeds, folder=args.folder, selection_seeds=selection_seeds
+            )
+            print(f"ran {list(table)}; the record is written by a run of every row")
+            return
+    command = "python benchmarks/cifar_protocol.py " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    record = protocol_record(
+        args.name + ("-tiny" if args.tiny else ""),
+        command,
+        base,
+        table,
+        args.seeds,
+        training,
+        notes=f"The {args.schedule} schedule; settings scored on validation at seeds "
+        f"{selection_seeds}." + ("" if args.rows is None else " The rows named alone."),
+        folder=args.folder,
+        selection_seeds=selection_seeds,
+    )
+    print(f"wrote {write_record(record)}")
+
+
+if __name__ == "__main__":
+    main()
