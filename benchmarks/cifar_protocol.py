@@ -27,14 +27,12 @@ an online EWC run a quarter of one.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from keeps_learning import GVCL_START, SCHEDULES, VARIANCE_STEP
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
-from pyro_cl.app.records import write_record
-from pyro_cl.app.selection import protocol_record, select_then_test
+from pyro_cl.app.selection import protocol_parser, record_rows, rows_named
 
 #: Online EWC's λ grid (the VCL paper's appendix D values on its streams).
 EWC_STRENGTHS = (100.0, 1000.0, 10000.0)
@@ -75,18 +73,11 @@ def rows(training: dict) -> dict[str, dict[str, dict]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = protocol_parser(
+        __doc__.split("\n\n")[0], "results/cifar_protocol", "split-cifar10-protocol"
+    )
     parser.add_argument("--selection-seeds", type=int, nargs="+", help="default: --seeds")
     parser.add_argument("--schedule", choices=("short", "long"), default="short")
-    parser.add_argument("--data-root", default="data")
-    parser.add_argument("--folder", default="results/cifar_protocol", help="kept runs")
-    parser.add_argument("--rows", nargs="+", type=int, help="only these rows (0-based)")
-    parser.add_argument(
-        "--record", action="store_true", help="with --rows, write a record of those rows alone"
-    )
-    parser.add_argument("--tiny", action="store_true", help="2 tasks, 1 epoch: a check")
-    parser.add_argument("--name", default="split-cifar10-protocol", help="the record's name")
     args = parser.parse_args(argv)
     training = dict(SCHEDULES[args.schedule]["split-cifar10"])
     if args.tiny:
@@ -96,32 +87,14 @@ def main(argv: list[str] | None = None) -> None:
         progress=False,
     )  # fmt: skip
     selection_seeds = args.selection_seeds or args.seeds
-    table = rows(training)
-    labels = list(table)
-    if args.rows is not None:
-        table = {labels[i]: table[labels[i]] for i in args.rows}
-        if not args.record:
-            select_then_test(
-                base, table, args.seeds, folder=args.folder, selection_seeds=selection_seeds
-            )
-            print(f"ran {list(table)}; the record is written by a run of every row")
-            return
-    command = "python benchmarks/cifar_protocol.py " + " ".join(
-        sys.argv[1:] if argv is None else argv
+    rows_named(rows(training), args.rows, parser)  # before any run
+    notes = (
+        f"The {args.schedule} schedule; settings scored on validation at seeds {selection_seeds}."
     )
-    record = protocol_record(
-        args.name + ("-tiny" if args.tiny else ""),
-        command,
-        base,
-        table,
-        args.seeds,
-        training,
-        notes=f"The {args.schedule} schedule; settings scored on validation at seeds "
-        f"{selection_seeds}." + ("" if args.rows is None else " The rows named alone."),
-        folder=args.folder,
-        selection_seeds=selection_seeds,
+    argv = sys.argv[1:] if argv is None else argv
+    record_rows(
+        args, "cifar_protocol.py", argv, base, rows(training), training, notes, selection_seeds
     )
-    print(f"wrote {write_record(record)}")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ record is written when every row has run (``--record`` writes what the named row
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -37,7 +36,7 @@ from gradual_rotating_mnist import WINDOW, kumar_conv_net, protocol, rotated
 
 from pyro_cl import VCL, Wiener
 from pyro_cl.app.records import make_record, write_record
-from pyro_cl.app.selection import choose_and_test, kept_numbers
+from pyro_cl.app.selection import choose_and_test, kept_numbers, protocol_parser, rows_named
 from pyro_cl.learner.self_training import self_train
 from pyro_cl.nn import make_bayesian
 
@@ -153,23 +152,14 @@ def rows() -> dict[str, dict[str, dict]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = protocol_parser(__doc__.split("\n\n")[0], "results/gradual_protocol")
     parser.add_argument("--selection-seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--data-root", default="data")
-    parser.add_argument("--folder", help="keep every run's numbers here, to resume")
-    parser.add_argument("--rows", nargs="+", type=int, help="only these rows (0-based)")
-    parser.add_argument("--record", action="store_true", help="with --rows, write their record")
-    parser.add_argument("--tiny", action="store_true", help="one epoch, few images: a check")
     args = parser.parse_args(argv)
     settings, sizes = dict(SETTINGS), VALIDATION_SIZES
     if args.tiny:
         settings.update(epochs=1, source_epochs=1, num_predictive_samples=2)
         sizes = (200, 100, 20)
-    table = rows()
-    labels = list(table)
-    if args.rows is not None:
-        table = {labels[i]: table[labels[i]] for i in args.rows}
+    table = rows_named(rows(), args.rows, parser)
     cache: dict[int, dict] = {}
 
     def streams(seed: int) -> dict:

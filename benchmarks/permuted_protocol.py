@@ -28,12 +28,10 @@ rows named with ``--rows ... --record --name NAME`` (the comparison so far, whil
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
-from pyro_cl.app.records import write_record
-from pyro_cl.app.selection import protocol_record, select_then_test
+from pyro_cl.app.selection import protocol_parser, record_rows, rows_named, select_then_test
 from pyro_cl.fitters.context_points import GaussianInputs
 
 #: keeps_learning.py's short schedule for permuted MNIST.
@@ -109,16 +107,9 @@ def rows(training: dict, setup: dict, features: int) -> dict[str, dict[str, dict
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--data-root", default="data")
-    parser.add_argument("--folder", default="results/permuted_protocol", help="kept runs")
-    parser.add_argument("--rows", nargs="+", type=int, help="only these rows (0-based)")
-    parser.add_argument(
-        "--record", action="store_true", help="with --rows, write a record of those rows alone"
+    parser = protocol_parser(
+        __doc__.split("\n\n")[0], "results/permuted_protocol", "permuted-mnist-protocol"
     )
-    parser.add_argument("--tiny", action="store_true", help="2 tasks, 1 epoch: a check")
-    parser.add_argument("--name", default="permuted-mnist-protocol", help="the record's name")
     args = parser.parse_args(argv)
     training = {"epochs": 1, "refit_epochs": 1, "num_particles": 1} if args.tiny else SHORT
     base = BenchmarkRun(
@@ -126,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
         progress=False,
     )  # fmt: skip
     features = base.task_stream(args.seeds[0]).in_features
+    rows_named(rows(training, {}, features), args.rows, parser)  # before any run
     grid = {FSVI: {name: _fsvi_at(setup, CORESET, training) for name, setup in SETUPS.items()}}
     # the set-up, chosen on seed 0's validation share first: every function-space row takes it
     _, chosen = select_then_test(
@@ -135,30 +127,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"function-space VI's set-up, chosen on validation: {chosen[FSVI]['chosen']}")
     table = rows(training, setup, features)
     table[FSVI] = grid[FSVI]  # the row keeps its grid and validation scores in the record
-    labels = list(table)
-    if args.rows is not None:
-        table = {labels[i]: table[labels[i]] for i in args.rows}
-        if not args.record:
-            select_then_test(base, table, args.seeds, folder=args.folder, selection_seeds=[0])
-            print(f"ran {list(table)}; the record is written by a run of every row")
-            return
-    command = "python benchmarks/permuted_protocol.py " + " ".join(
-        sys.argv[1:] if argv is None else argv
+    notes = (
+        f"Function-space VI draws {DRAWS} context inputs of each earlier task at every step. The "
+        "set-up was chosen on seed 0's validation share only (a run is about 15 minutes here)."
     )
-    record = protocol_record(
-        args.name,
-        command,
-        base,
-        table,
-        args.seeds,
-        training,
-        notes=f"Function-space VI draws {DRAWS} context inputs of each earlier task at every "
-        "step. The set-up was chosen on seed 0's validation share only (a run is about 15 "
-        "minutes here)." + ("" if args.rows is None else " The rows named alone."),
-        folder=args.folder,
-        selection_seeds=args.seeds[:1],
-    )
-    print(f"wrote {write_record(record)}")
+    argv = sys.argv[1:] if argv is None else argv
+    record_rows(args, "permuted_protocol.py", argv, base, table, training, notes, args.seeds[:1])
 
 
 if __name__ == "__main__":

@@ -321,3 +321,39 @@ def test_a_record_names_the_commits_that_ran_its_seeds():
         "demo", command="c", seeds=[0, 1], schedule={}, data="d", rows=rows, metrics=["ACC"]
     )
     assert f"(commit {'a' * 12}, {'a' * 12}+dirty," in records.render_table(record)
+
+
+def test_rows_run_apart_then_recorded_together_without_running_again(tmp_path, monkeypatch):
+    """Two processes run different rows into one folder (``--rows``); the record of every row
+    reads both back and runs nothing."""
+    from pyro_cl.app.selection import protocol_parser, record_rows, rows_named
+
+    table = {
+        "vcl": {"only": {"methods": ["vcl"]}},
+        "fine-tuning": {"only": {"methods": ["finetune"]}},
+    }
+    parser = protocol_parser("a check", str(tmp_path / "runs"), "check")
+    monkeypatch.setattr(
+        "pyro_cl.app.selection.write_record", lambda r: records.write_record(r, tmp_path)
+    )
+    for index in (1, 0):
+        args = parser.parse_args(["--seeds", "0", "--rows", str(index)])
+        assert record_rows(args, "x.py", [], _tiny_run(), table, {}, "", [0]) is None
+    assert sorted(
+        p.parent.parent.name for p in (tmp_path / "runs").glob("*/*/test-seed0.json")
+    ) == ["fine-tuning", "vcl"]
+
+    def no_run(run):
+        raise AssertionError("a kept run was run again")
+
+    monkeypatch.setattr("pyro_cl.app.selection.run_benchmark", no_run)
+    args = parser.parse_args(["--seeds", "0"])
+    path = record_rows(args, "x.py", ["--seeds", "0"], _tiny_run(), table, {}, "notes.", [0])
+    record = records.load_record("check", tmp_path)
+    assert path == tmp_path / "check.json" and list(record["rows"]) == ["vcl", "fine-tuning"]
+    assert record["command"] == "python benchmarks/x.py --seeds 0"
+    assert list(rows_named(table, [1])) == ["fine-tuning"]
+    with pytest.raises(ValueError, match="no row 2: the rows are 0-1"):
+        rows_named(table, [2])
+    with pytest.raises(SystemExit):  # the command line's one-line error
+        rows_named(table, [-1], parser)

@@ -30,6 +30,7 @@ its fields differ from the grid's now) and a stopped one resumes at its next tas
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import statistics
@@ -40,7 +41,7 @@ from typing import Any
 
 from pyro_cl.app.benchmark_run import BenchmarkRun, check_seeds
 from pyro_cl.app.continual_run import file_slug
-from pyro_cl.app.records import current_commit, make_record
+from pyro_cl.app.records import current_commit, make_record, write_record
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.runner import run_benchmark
 
@@ -51,7 +52,10 @@ __all__ = [
     "kept_bytes_by_row",
     "kept_numbers",
     "learning_rate_grid",
+    "protocol_parser",
     "protocol_record",
+    "record_rows",
+    "rows_named",
     "select_then_test",
     "test_numbers",
 ]
@@ -306,3 +310,85 @@ def protocol_record(
         "bytes the learner keeps at the end of the stream beside its posterior (kept points' "
         "inputs and labels, a context source's state), measured. " + notes,
     )
+
+
+def protocol_parser(
+    description: str, folder: str, name: str | None = None
+) -> argparse.ArgumentParser:
+    """The options of a benchmark run through the protocol: ``--seeds``, ``--data-root``,
+    ``--folder`` (the kept runs, to resume), ``--rows`` (some rows, by index: two processes on
+    two cores run different rows into one folder), ``--record`` (with ``--rows``, a record of
+    those alone), ``--tiny`` (a check) and, with a default ``name``, ``--name`` (the record's)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--data-root", default="data")
+    parser.add_argument("--folder", default=folder, help="keep every run's numbers here")
+    parser.add_argument("--rows", nargs="+", type=int, help="only these rows (0-based)")
+    parser.add_argument(
+        "--record", action="store_true", help="with --rows, write a record of those rows alone"
+    )
+    parser.add_argument("--tiny", action="store_true", help="a few minutes: a check")
+    if name is not None:
+        parser.add_argument("--name", default=name, help="the record's name")
+    return parser
+
+
+def rows_named(
+    table: Mapping[str, Any],
+    indices: Sequence[int] | None,
+    parser: argparse.ArgumentParser | None = None,
+) -> dict[str, Any]:
+    """The rows of ``table`` at ``indices`` (0-based, in that order; every row for ``None``).
+
+    :param parser: the command line's, to stop with its one-line error for a wrong index.
+    :raises ValueError: for an index that names no row (without ``parser``).
+    """
+    labels = list(table)
+    if indices is None:
+        return dict(table)
+    wrong = [i for i in indices if not 0 <= i < len(labels)]
+    if wrong:
+        message = f"no row {wrong[0]}: the rows are 0-{len(labels) - 1}"
+        if parser is not None:
+            parser.error(message)
+        raise ValueError(message)
+    return {labels[i]: table[labels[i]] for i in indices}
+
+
+def record_rows(
+    args: argparse.Namespace,
+    script: str,
+    argv: Sequence[str],
+    base: BenchmarkRun,
+    table: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    training: Mapping[str, Any],
+    notes: str,
+    selection_seeds: Sequence[int],
+) -> Path | None:
+    """Run the rows of ``table`` that ``args.rows`` names (:func:`protocol_parser`) through the
+    protocol and write their record (:func:`protocol_record`, named ``args.name``), or, for
+    some rows without ``args.record``, only run them (the record is a run of every row's).
+
+    :returns: the record's path (``None`` when only run).
+    """
+    table = rows_named(table, args.rows)
+    if args.rows is not None and not args.record:
+        select_then_test(
+            base, table, args.seeds, folder=args.folder, selection_seeds=selection_seeds
+        )
+        print(f"ran {list(table)}; the record is written by a run of every row")
+        return None
+    record = protocol_record(
+        args.name + ("-tiny" if args.tiny else ""),
+        f"python benchmarks/{script} " + " ".join(argv),
+        base,
+        table,
+        args.seeds,
+        training,
+        notes=notes + ("" if args.rows is None else " The rows named alone."),
+        folder=args.folder,
+        selection_seeds=selection_seeds,
+    )
+    path = write_record(record)
+    print(f"wrote {path}")
+    return path
