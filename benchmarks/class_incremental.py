@@ -12,6 +12,16 @@ VCL with the replay buffer in every fit's likelihood (``vcl-er``), VCL with a ra
 refit at test time (``vcl-random``, Algorithm 1) and function-space VI at the kept points
 (``fsvi``). The split MNIST version is the preset ``split-mnist-class-incremental``
 (``--benchmark split-mnist-class-incremental --data-root DATA``).
+
+``--task-free B`` runs the **task-free** variant (record ``<name>-task-free``): each task's
+training data reaches the learner in shuffled batches of ``B``, one ``observe`` each (the
+preset's epochs on each batch), with no task label and no task boundary
+(:func:`~pyro_cl.app.task_metrics.task_free_steps`); the accuracy matrix is still measured at
+each task's end. Every row that keeps points keeps the same total, the preset's points a task
+times the tasks, as a reservoir sample of every point seen (:class:`~pyro_cl.memory.ExperienceReplay`
+with ``budget="total"``): the buffer of replay and VCL's likelihood, and function-space VI's
+context points (all of them at every step). VCL's random coreset, chosen task by task and refit
+at test time, has no task-free form and is left out.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import sys
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.records import write_record
 from pyro_cl.app.selection import learning_rate_grid, protocol_record
+from pyro_cl.memory import ExperienceReplay
 
 #: Adam's learning rates every row is scored at.
 RATES = (1e-3, 3e-3)
@@ -35,6 +46,15 @@ ROWS = {
 }
 
 
+def task_free_fields(method: str, kept: int) -> dict:
+    """A row's fields in the task-free variant (module docstring): ``kept`` points in all."""
+    if method in ("finetune-er", "vcl-er"):
+        return {"memory_options": {"budget": "total"}, "coreset_size": kept}
+    if method == "fsvi":
+        return {"fitter_options": {"context": ExperienceReplay(kept)}}
+    return {}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -45,23 +65,40 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--methods", nargs="+", choices=list(ROWS.values()), help="only these rows (default: all)"
     )
+    parser.add_argument(
+        "--task-free", type=int, metavar="B", help="the task-free variant, in batches of B"
+    )
     args = parser.parse_args(argv)
+    if args.task_free is not None and args.task_free < 1:
+        parser.error(f"--task-free takes a positive batch size, not {args.task_free}")
     training = {"epochs": 2, "num_predictive_samples": 4} if args.tiny else {}
-    base = BenchmarkRun(args.benchmark, data_root=args.data_root, progress=False)
-    rows = {
-        label: learning_rate_grid(method, RATES, training)
-        for label, method in ROWS.items()
-        if args.methods is None or method in args.methods
-    }
+    base = BenchmarkRun(
+        args.benchmark, data_root=args.data_root, progress=False, task_free=args.task_free
+    )
+    kept = base.resolved_coreset_size * len(base.task_stream(args.seeds[0]))
+    rows = {}
+    for label, method in ROWS.items():
+        if args.methods is not None and method not in args.methods:
+            continue
+        if args.task_free is not None and method == "vcl-random":
+            continue
+        extra = {} if args.task_free is None else task_free_fields(method, kept)
+        rows[label] = learning_rate_grid(method, RATES, training, **extra)
     record = protocol_record(
-        args.name,
+        args.name + ("" if args.task_free is None else "-task-free"),
         "python benchmarks/class_incremental.py "
         + " ".join(sys.argv[1:] if argv is None else argv),
         base,
         rows,
         args.seeds,
         training,
-        notes="No task label at test time.",
+        notes="No task label at test time."
+        + (
+            ""
+            if args.task_free is None
+            else f" Task-free: batches of {args.task_free}, no task label or boundary given to "
+            f"the learner; {kept} points kept in all by the rows that keep any (a reservoir)."
+        ),
     )
     print(f"wrote {write_record(record)}")
 

@@ -70,6 +70,12 @@ class BenchmarkRun:
         each fitter gets those it takes.
     :ivar penalty_options: arguments of the methods' penalties (EWC's and SI's ``strength``,
         ...); each penalty gets those it takes.
+    :ivar memory_options: arguments of the methods' memories besides their size (``budget``,
+        ...), for the methods that keep points.
+    :ivar task_free: a batch size: each task's training data reaches the learner in batches of
+        it, one ``observe`` each, with no task label and no task boundary
+        (:func:`~pyro_cl.app.task_metrics.task_free_steps`; one-head streams only); measured at
+        the end of each task as a task stream is.
     :ivar transition: the transition between tasks (default: each method's).
     :ivar guide: the guide family (default mean-field; labels ``<method>-<family>`` otherwise).
     :ivar single_head: one head for every task of a multi-head stream (labels ``<method>-single-head``).
@@ -105,12 +111,14 @@ class BenchmarkRun:
     training: dict = field(default_factory=dict)
     fitter_options: dict = field(default_factory=dict)
     penalty_options: dict = field(default_factory=dict)
+    memory_options: dict = field(default_factory=dict)
     transition: Transition | None = None
     guide: GuideFamily | None = None
     local_reparameterization: bool = True
     single_head: bool = False
     film: bool = False
     validation: float | None = None
+    task_free: int | None = None
     forward_transfer: bool = False
     progress: bool = True
     evaluation: dict = field(default_factory=dict)
@@ -148,8 +156,15 @@ class BenchmarkRun:
         check_seeds(self.seeds or ())
         if self.validation is not None and not 0.0 < self.validation < 1.0:
             raise ValueError(f"the validation share must be in (0, 1), got {self.validation!r}")
-        for name in ("coreset_size", "num_tasks"):
+        for name in ("coreset_size", "num_tasks", "task_free"):
             check_positive(getattr(self, name), name)
+        if self.memory_options:
+            bare = [m for m in self.method_names if METHODS[m].memory is None]
+            if bare:
+                raise ValueError(
+                    f"memory options {sorted(self.memory_options)} given, but {', '.join(bare)} "
+                    "keeps no memory to take them"
+                )
         if self.hidden_sizes is not None and not all(
             isinstance(width, int) and width >= 1 for width in self.hidden_sizes
         ):
@@ -300,6 +315,7 @@ class BenchmarkRun:
             fitter_options=copy.deepcopy(fitter_options) if spec.fitter is not None else None,
             transition=copy.deepcopy(self.transition),
             penalty_options=penalty or None,
+            memory_options=dict(self.memory_options) or None,
             guide=copy.deepcopy(self.guide),
             **self.resolved_training(),
         )

@@ -39,6 +39,8 @@ __all__ = ["Metric", "Step", "file_slug", "run_continual", "run_loggers"]
 class Step:
     """One ``observe``: its data, task (head) and time, a name for tables, its position in the
     stream, and the stream's own object for it (a task, a time step) for metrics that need more.
+    ``ends_task`` is ``False`` for a task-free stream's batches before the last of their task: the
+    learner is not told where a task ends (its ``task_id`` is ``None``), the metrics measure there.
     """
 
     data: Any
@@ -47,6 +49,7 @@ class Step:
     task_id: int | None = None
     time: float | None = None
     source: Any = None
+    ends_task: bool = True
 
 
 class Metric(Callback):

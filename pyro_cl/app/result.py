@@ -63,7 +63,8 @@ def _matrix_from_json(rows: list) -> np.ndarray:
 class RunResult:
     """What one run of one method over one stream measured (module docstring).
 
-    :ivar step_names: one name per observed step (a task's name, a time step's index).
+    :ivar step_names: one name per observed step (a task's name, a time step's index; a
+        task-free run's tasks, its batches counted in ``details["task_free_batches"]``).
     :ivar samples: a generative run's grid of samples, ``[after i, head j, image, pixel]``
         (kept in memory for the figures, not written to JSON).
     """

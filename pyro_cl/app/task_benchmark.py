@@ -84,6 +84,7 @@ def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
                 seed=seed,
                 loggers=loggers,
                 checkpoint=checkpoint,
+                task_free=run.task_free,
             )
             result.details["kept_bytes"] = kept_bytes(learner)
             if run.forward_transfer:

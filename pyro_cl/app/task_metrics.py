@@ -1,7 +1,12 @@
 """Task streams through the one runner: each task is a step, and after each the accuracy
 matrix gets a row (every task seen so far, on its test set) and an IBP net's active units are
 counted. Average accuracy, backward and forward transfer are read off the matrix (the VOGN
-thesis's eq. 64-66; :class:`~pyro_cl.app.result.RunResult`)."""
+thesis's eq. 64-66; :class:`~pyro_cl.app.result.RunResult`).
+
+A **task-free** stream (:func:`task_free_steps`; Aljundi et al. 2019, "Task-free continual
+learning") hands the learner each task's training data in batches as they arrive, one
+``observe`` a batch, with no task label and no word of where a task ends; the metrics still
+measure at the end of each task, so its accuracy matrix reads as a task stream's."""
 
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ __all__ = [
     "forget_fresh_fits",
     "fresh_fits",
     "run_stream",
+    "task_free_steps",
     "task_steps",
 ]
 
@@ -44,6 +50,36 @@ def task_steps(stream: TaskStream) -> Iterator[Step]:
     """One step per task of ``stream``: its training data under its task id."""
     for i, task in enumerate(stream):
         yield Step(task.train, task.name, i, task_id=task.id, source=task)
+
+
+def task_free_steps(stream: TaskStream, batch_size: int, seed: int = 0) -> Iterator[Step]:
+    """``stream``'s training data as a task-free stream (module docstring): each task's points
+    shuffled (``seed``) and handed on in batches of ``batch_size`` (the last may be smaller), one
+    step each, with no task id; the last batch of a task ends it (:attr:`Step.ends_task`).
+
+    :raises ValueError: for a multi-head stream (a head is chosen by the task label this hides)
+        or a batch size below 1.
+    """
+    if stream.multi_head:
+        raise ValueError(
+            f"{stream.name} has a head per task, chosen by the task label a task-free stream "
+            "hides: run it with one head (a class-incremental stream)"
+        )
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(
+            f"a task-free stream's batch size must be a positive integer, got {batch_size!r}"
+        )
+    generator = torch.Generator().manual_seed(seed)
+    index = 0
+    for task in stream:
+        x, y = task.train
+        order = torch.randperm(len(x), generator=generator).to(x.device)
+        batches = order.split(batch_size)
+        for k, rows in enumerate(batches):
+            last = k == len(batches) - 1
+            name = f"{task.name} batch {k + 1}/{len(batches)}"
+            yield Step((x[rows], y[rows]), name, index, source=task, ends_task=last)
+            index += 1
 
 
 #: The matrices :class:`AccuracyMatrix` fills, row ``i`` after step ``i``.
@@ -64,7 +100,9 @@ class AccuracyMatrix(Metric):
         self._position = {task.id: i for i, task in enumerate(stream)}
 
     def after_step(self, learner, step: Step, seconds: float) -> None:
-        i = self._position[step.task_id]
+        if not step.ends_task:
+            return
+        i = self._position[step.source.id]
         for j in range(i + 1):
             metrics = learner.evaluate(self.stream[j].test, task_id=self.stream[j].id)
             self.accuracy[i, j] = metrics["accuracy"]
@@ -72,12 +110,17 @@ class AccuracyMatrix(Metric):
             self.calibration_error[i, j] = metrics.get("calibration_error", np.nan)
 
     def describe(self, step: Step) -> str:
+        if not step.ends_task:
+            return ""
         return f"mean accuracy {100 * self.scalars(step)['mean_accuracy']:.2f}%"
 
     def scalars(self, step: Step) -> dict[str, float]:
         """The means over the tasks so far, and row ``i`` of the accuracy matrix (each task's
-        accuracy after step ``i``: a logger draws the matrix as one curve per task)."""
-        i = step.index
+        accuracy after task ``i``: a logger draws the matrix as one curve per task); nothing
+        before a task-free stream's task ends."""
+        if not step.ends_task:
+            return {}
+        i = self._position[step.source.id]
         return {
             "mean_accuracy": float(np.mean(self.accuracy[i, : i + 1])),
             "mean_log_likelihood": float(np.mean(self.log_likelihood[i, : i + 1])),
@@ -109,12 +152,14 @@ class ActiveUnits(Metric):
         self._tests = {task.id: task.test[0] for task in stream}
 
     def after_step(self, learner, step: Step, seconds: float) -> None:
-        counts = active_units(learner, self._tests[step.task_id], step.task_id)
+        if not step.ends_task:
+            return
+        counts = active_units(learner, self._tests[step.source.id], step.task_id)
         quantiles = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0], dtype=torch.float64)
         self.quartiles.append([torch.quantile(c.double(), quantiles).tolist() for c in counts])
 
     def describe(self, step: Step) -> str:
-        return f"median active units {self.quartiles[step.index][0][2]:.0f}"
+        return f"median active units {self.quartiles[-1][0][2]:.0f}" if step.ends_task else ""
 
     def record(self, result: RunResult) -> None:
         result.details["active_units"] = self.quartiles
@@ -140,12 +185,16 @@ class Pruning(Metric):
         self.units: list[dict[str, int]] = []
 
     def after_step(self, learner, step: Step, seconds: float) -> None:
+        if not step.ends_task:
+            return
         posterior = learner.current_prior()
         self.shares.append(share_at_prior(posterior, learner.initial_prior, self.threshold))
         self.units.append(units_in_use(posterior, learner.initial_prior, self.threshold))
 
     def describe(self, step: Step) -> str:
-        shares, units = self.shares[step.index], self.units[step.index]
+        if not step.ends_task:
+            return ""
+        shares, units = self.shares[-1], self.units[-1]
         hidden = [shares[name] for name in shared_sites(units)]
         return (
             f"{100 * float(np.mean(hidden)):.0f}% of hidden weights at the prior" if hidden else ""
@@ -172,13 +221,17 @@ def run_stream(
     seed: int | None = None,
     loggers: Sequence[Logger] = (),
     checkpoint: str | Path | None = None,
+    task_free: int | None = None,
 ) -> RunResult:
     """:func:`~pyro_cl.app.continual_run.run_continual` over the tasks of ``stream`` with the
     accuracy matrix (:class:`AccuracyMatrix`) and, for nets with IBP masks, the active units.
 
-    :param verbose: print one line per task (mean accuracy so far, elapsed time).
-    :param checkpoint: a folder to save the run in after every task, and resume it from
+    :param verbose: print one line per step (mean accuracy so far, elapsed time).
+    :param checkpoint: a folder to save the run in after every step, and resume it from
         (:class:`~pyro_cl.app.run_checkpoint.RunCheckpoint`).
+    :param task_free: a batch size: the stream is run task-free (:func:`task_free_steps`, its
+        batches shuffled by ``seed``); the result's steps are still the tasks, and
+        ``details["task_free_batches"]`` counts the observes.
     """
     metrics: list[Metric] = [AccuracyMatrix(stream)]
     if not learner.fitter.point_estimate:
@@ -186,9 +239,12 @@ def run_stream(
     if has_structured_sites(learner.net):
         # units first: counting them draws random numbers, before the evaluation does
         metrics.insert(0, ActiveUnits(stream))
-    return run_continual(
+    steps = list(
+        task_steps(stream) if task_free is None else task_free_steps(stream, task_free, seed or 0)
+    )
+    result = run_continual(
         learner,
-        task_steps(stream),
+        steps,
         metrics,
         method=method,
         stream=stream.name,
@@ -198,6 +254,10 @@ def run_stream(
         loggers=loggers,
         checkpoint=checkpoint,
     )
+    if task_free is not None:  # the rows of the matrix are the tasks
+        result.step_names = [task.name for task in stream]
+        result.details["task_free_batches"] = len(steps)
+    return result
 
 
 class FreshFits(NamedTuple):
