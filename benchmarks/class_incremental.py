@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--task-free", type=int, metavar="B", help="the task-free variant, in batches of B"
     )
+    parser.add_argument("--folder", help="keep every run's numbers here, to resume")
     args = parser.parse_args(argv)
     if args.task_free is not None and args.task_free < 1:
         parser.error(f"--task-free takes a positive batch size, not {args.task_free}")
@@ -92,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         rows,
         args.seeds,
         training,
+        folder=args.folder,
         notes="No task label at test time."
         + (
             ""

@@ -33,7 +33,7 @@ def test_each_task_arrives_once_in_shuffled_batches_without_a_label_or_boundary(
     steps = list(task_free_steps(stream, 10, seed=3))
     assert [len(s.data[0]) for s in steps] == [10, 10, 10, 10, 10, 5, 10, 2]
     assert [s.ends_task for s in steps] == [False, False, True, False, False, True, False, True]
-    assert all(s.task_id is None for s in steps)  # the learner is told no task
+    assert [s.task_id for s in steps] == list(range(8))  # each batch a step of its own
     assert [s.index for s in steps] == list(range(8))
     seen = torch.cat([s.data[0][:, 0] for s in steps])
     assert torch.equal(seen.sort().values, torch.arange(67, dtype=torch.float32))  # each once
@@ -56,7 +56,7 @@ def test_a_task_free_run_observes_every_batch_and_measures_at_task_ends():
 
     learner.observe = counting
     result = run_stream(learner, stream, verbose=False, task_free=10)
-    assert observed == [(10, None)] * 5 + [(5, None), (10, None), (2, None)]
+    assert observed == [(10, 0), (10, 1), (10, 2), (10, 3), (10, 4), (5, 5), (10, 6), (2, 7)]
     assert result.step_names == ["t0", "t1", "t2"] and result.details["task_free_batches"] == 8
     accuracy = result.accuracy
     assert accuracy.shape == (3, 3)

@@ -40,7 +40,8 @@ class Step:
     """One ``observe``: its data, task (head) and time, a name for tables, its position in the
     stream, and the stream's own object for it (a task, a time step) for metrics that need more.
     ``ends_task`` is ``False`` for a task-free stream's batches before the last of their task: the
-    learner is not told where a task ends (its ``task_id`` is ``None``), the metrics measure there.
+    learner is not told where a task ends (each batch is a step of its own), the metrics measure
+    there.
     """
 
     data: Any

@@ -5,7 +5,8 @@ thesis's eq. 64-66; :class:`~pyro_cl.app.result.RunResult`).
 
 A **task-free** stream (:func:`task_free_steps`; Aljundi et al. 2019, "Task-free continual
 learning") hands the learner each task's training data in batches as they arrive, one
-``observe`` a batch, with no task label and no word of where a task ends; the metrics still
+``observe`` a batch, each its own step, with no task label and no word of where a task ends; the
+metrics still
 measure at the end of each task, so its accuracy matrix reads as a task stream's."""
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ def task_steps(stream: TaskStream) -> Iterator[Step]:
 def task_free_steps(stream: TaskStream, batch_size: int, seed: int = 0) -> Iterator[Step]:
     """``stream``'s training data as a task-free stream (module docstring): each task's points
     shuffled (``seed``) and handed on in batches of ``batch_size`` (the last may be smaller), one
-    step each, with no task id; the last batch of a task ends it (:attr:`Step.ends_task`).
+    step each; the last batch of a task ends it (:attr:`Step.ends_task`). The learner is told no
+    task: each batch is a step of its own, its id its place in the stream (so a part that keeps
+    points of earlier steps, function space's context among them, tells the batches apart).
 
     :raises ValueError: for a multi-head stream (a head is chosen by the task label this hides)
         or a batch size below 1.
@@ -78,7 +81,7 @@ def task_free_steps(stream: TaskStream, batch_size: int, seed: int = 0) -> Itera
         for k, rows in enumerate(batches):
             last = k == len(batches) - 1
             name = f"{task.name} batch {k + 1}/{len(batches)}"
-            yield Step((x[rows], y[rows]), name, index, source=task, ends_task=last)
+            yield Step((x[rows], y[rows]), name, index, task_id=index, source=task, ends_task=last)
             index += 1
 
 
