@@ -109,6 +109,8 @@ SCORES = {"accuracy": "accuracy", "rmse": "RMSE", "log_likelihood": "log-likelih
           "calibration_error": "ECE"}  # fmt: skip
 #: What a tempered learner's name ends in, before its KL weight β.
 TEMPERED = "-tempered-"
+#: What the name of a learner with a variance step of its own ends in, before the step.
+VARIANCE_STEP = "-variance-step-"
 #: The streams the command line runs.
 #: The streams river's generators make (at the run's seed, ``SYNTHETIC_ROWS`` rows).
 SYNTHETIC = ("sea", "hyperplane", "rbf")
@@ -270,9 +272,12 @@ def _online_learner(stream: OnlineStream, args, seed: int, transition):
     )
 
 
-def _tempered(args) -> str:
-    """The suffix of a tempered run's learner folders (``--kl-weight`` below 1), or none."""
-    return "" if args.kl_weight == 1.0 else f"{TEMPERED}{args.kl_weight:g}"
+def _variant(args) -> str:
+    """The suffix of our learners' folders in a tempered run (``--kl-weight`` below 1) and in
+    one with a variance step of its own (``--variance-learning-rate``), or none."""
+    tempered = "" if args.kl_weight == 1.0 else f"{TEMPERED}{args.kl_weight:g}"
+    step = args.variance_learning_rate
+    return tempered + ("" if step is None else f"{VARIANCE_STEP}{step:g}")
 
 
 class RefitNet:
@@ -433,7 +438,7 @@ def run(args, stream_name: str, seed: int) -> None:
         "steps": len(stream.steps),
     }
     for name in args.learners:
-        folder = base / f"{name}{_tempered(args) if _is_ours(name) else ''}" / f"seed{seed}"
+        folder = base / f"{name}{_variant(args) if _is_ours(name) else ''}" / f"seed{seed}"
         if (folder / "scores.json").exists():
             continue
         start = time.perf_counter()
@@ -453,7 +458,7 @@ def run(args, stream_name: str, seed: int) -> None:
                         _member_scores(at_posterior, scores, len(adapter.members)), 0.5
                     )
                 }
-                _write(base / f"{tag}{_tempered(args)}" / f"seed{seed}", member, {**extra, **kurle})
+                _write(base / f"{tag}{_variant(args)}" / f"seed{seed}", member, {**extra, **kurle})
             _write(folder, scores, {**extra, "learner": f"{name} bank"})
         elif name in LEARNED:
             torch.manual_seed(seed)
@@ -642,9 +647,10 @@ def write_stream_record(output: Path, stream: str, name: str, command: str) -> P
 
 
 def _untempered(learner: str) -> tuple[str, str]:
-    """A learner's name without its tempering suffix, and the suffix (``""`` if none)."""
-    base, _, weight = learner.partition(TEMPERED)
-    return base, f"{TEMPERED}{weight}" if weight else ""
+    """A learner's name without its variant's suffix (tempered, a variance step), and the suffix
+    (``""`` if none)."""
+    base = learner.partition(TEMPERED)[0].partition(VARIANCE_STEP)[0]
+    return base, learner[len(base) :]
 
 
 def _row_label(learner: str) -> str:

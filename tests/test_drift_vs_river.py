@@ -120,8 +120,15 @@ def test_a_tempered_run_gives_our_learners_the_kl_weight_and_folders_of_their_ow
     assert learner.fitter.kl_weight == 0.5
     plain = drift_vs_river._online_learner(flipping_stream(), parse(["--hidden", "4"]), 0, None)
     assert plain.fitter.kl_weight == 1.0
-    assert drift_vs_river._tempered(args) == "-tempered-0.5"
-    assert drift_vs_river._tempered(parse([])) == ""
+    assert drift_vs_river._variant(args) == "-tempered-0.5"
+    assert drift_vs_river._variant(parse([])) == ""
+    stepped = parse(["--kl-weight", "0.5", "--variance-learning-rate", "0.01"])
+    assert drift_vs_river._variant(stepped) == "-tempered-0.5-variance-step-0.01"
+    assert drift_vs_river._untempered("learned-wiener-variance-step-0.01") == (
+        "learned-wiener",
+        "-variance-step-0.01",
+    )
+    assert drift_vs_river._is_ours("wiener-0.1-tempered-0.5-variance-step-0.05")
     for ours in (
         "learned-wiener-tempered-0.5",
         "wiener-0.1-tempered-0.5",
