@@ -195,6 +195,11 @@ def test_a_recorded_number_typed_in_prose_is_found(tmp_path):
     assert records.typed_numbers(page, tmp_path, every_record=True) == [
         "page.md: 81.00 (record demo)"
     ]
+    code = "```python\nbank(strengths=(81.00, 0.1))\n```\n"
+    page.write_text(code + "<!-- record: demo -->\n<!-- /record -->\n")
+    assert records.typed_numbers(page, tmp_path) == []  # an example's settings, not a quote
+    page.write_text(code + "and 81.00% after it\n<!-- record: demo -->\n<!-- /record -->\n")
+    assert records.typed_numbers(page, tmp_path) == ["page.md: 81.00 (record demo)"]
 
 
 def test_a_grid_of_one_setting_is_not_scored_on_validation(monkeypatch):

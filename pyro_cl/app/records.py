@@ -59,6 +59,8 @@ FORMAT = "pyro_cl.record/1"
 _BLOCK = re.compile(r"(<!-- record: ([\w.-]+) -->\n)(.*?)(<!-- /record -->)", re.DOTALL)
 #: One number of a record in prose or an advice table: ``<!-- cell: NAME / ROW / METRIC -->``.
 _CELL = re.compile(r"(<!-- cell: ([\w.-]+) / (.+?) / (.+?) -->)(.*?)(<!-- /cell -->)")
+#: A fenced code block: settings in an example, not numbers quoted from a run.
+_FENCED = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
 
 
 def current_commit() -> str:
@@ -284,15 +286,15 @@ def typed_numbers(
     ``[]`` when the prose repeats none. The records checked are those the page renders, or with
     ``every_record`` all of ``folder``'s (for a page that quotes without rendering). Timings
     (:data:`TIMINGS`) are left out: small numbers such as 2.17 s recur by coincidence, and no
-    claim rests on one; so is what follows a :data:`LAB_NOTES` marker (hand-written notes of
-    other runs, awaiting records of their own).
+    claim rests on one; so are fenced code blocks (an example's settings) and what follows a
+    :data:`LAB_NOTES` marker (hand-written notes of other runs, awaiting records of their own).
     """
     text = Path(page).read_text().split(LAB_NOTES)[0]
     names = {match.group(2) for match in _BLOCK.finditer(text)}
     names |= {match.group(2) for match in _CELL.finditer(text)}
     if every_record:
         names |= {path.stem for path in Path(folder).glob("*.json")}
-    prose = _CELL.sub("", _BLOCK.sub("", text))
+    prose = _FENCED.sub("", _CELL.sub("", _BLOCK.sub("", text)))  # code is not prose
     typed = []
     for name in sorted(names):
         record = load_record(name, folder)
