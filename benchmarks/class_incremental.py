@@ -20,8 +20,9 @@ preset's epochs on each batch), with no task label and no task boundary
 each task's end. Every row that keeps points keeps the same total, the preset's points a task
 times the tasks, as a reservoir sample of every point seen (:class:`~pyro_cl.memory.ExperienceReplay`
 with ``budget="total"``): the buffer of replay and VCL's likelihood, and function-space VI's
-context points (all of them at every step). VCL's random coreset, chosen task by task and refit
-at test time, has no task-free form and is left out.
+context points (all of them at every step, or ``DRAWS`` of each earlier step's, chosen on
+validation with the learning rate). VCL's random coreset, chosen task by task and refit at test
+time, has no task-free form and is left out.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from pyro_cl.memory import ExperienceReplay
 
 #: Adam's learning rates every row is scored at.
 RATES = (1e-3, 3e-3)
+#: Task-free function-space VI may also draw this many of each earlier step's kept points at
+#: every step instead of using them all (the KL at every kept point can outweigh a small batch).
+DRAWS = 2
 ROWS = {
     "fine-tuning": "finetune",
     "experience replay": "finetune-er",
@@ -85,6 +89,15 @@ def main(argv: list[str] | None = None) -> None:
             continue
         extra = {} if args.task_free is None else task_free_fields(method, kept)
         rows[label] = learning_rate_grid(method, RATES, training, **extra)
+        if args.task_free is not None and method == "fsvi":  # or a few of each step's points
+            drawn = {"context": extra["fitter_options"]["context"], "context_draws": DRAWS}
+            rows[label] |= {
+                f"{setting}, {DRAWS} of each earlier step's kept points": {
+                    **fields,
+                    "fitter_options": drawn,
+                }
+                for setting, fields in learning_rate_grid(method, RATES, training).items()
+            }
     record = protocol_record(
         args.name + ("" if args.task_free is None else "-task-free"),
         "python benchmarks/class_incremental.py "
