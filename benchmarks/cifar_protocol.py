@@ -87,14 +87,13 @@ def main(argv: list[str] | None = None) -> None:
         progress=False,
     )  # fmt: skip
     selection_seeds = args.selection_seeds or args.seeds
-    rows_named(rows(training), args.rows, parser)  # before any run
+    table = rows(training)
+    rows_named(table, args.rows, parser)  # before any run
     notes = (
         f"The {args.schedule} schedule; settings scored on validation at seeds {selection_seeds}."
     )
     argv = sys.argv[1:] if argv is None else argv
-    record_rows(
-        args, "cifar_protocol.py", argv, base, rows(training), training, notes, selection_seeds
-    )
+    record_rows(args, "cifar_protocol.py", argv, base, table, training, notes, selection_seeds)
 
 
 if __name__ == "__main__":

@@ -74,12 +74,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--folder", help="keep every run's numbers here, to resume")
     args = parser.parse_args(argv)
-    if args.task_free is not None and args.task_free < 1:
-        parser.error(f"--task-free takes a positive batch size, not {args.task_free}")
     training = {"epochs": 2, "num_predictive_samples": 4} if args.tiny else {}
-    base = BenchmarkRun(
-        args.benchmark, data_root=args.data_root, progress=False, task_free=args.task_free
-    )
+    try:  # the run checks its options (the task-free batch size among them): one line each
+        base = BenchmarkRun(
+            args.benchmark, data_root=args.data_root, progress=False, task_free=args.task_free
+        )
+    except ValueError as error:
+        parser.error(str(error))
     kept = base.resolved_coreset_size * len(base.task_stream(args.seeds[0]))
     rows = {}
     for label, method in ROWS.items():
@@ -90,13 +91,11 @@ def main(argv: list[str] | None = None) -> None:
         extra = {} if args.task_free is None else task_free_fields(method, kept)
         rows[label] = learning_rate_grid(method, RATES, training, **extra)
         if args.task_free is not None and method == "fsvi":  # or a few of each step's points
-            drawn = {"context": extra["fitter_options"]["context"], "context_draws": DRAWS}
+            drawn = {**extra["fitter_options"], "context_draws": DRAWS}
+            grid = learning_rate_grid(method, RATES, training, fitter_options=drawn)
             rows[label] |= {
-                f"{setting}, {DRAWS} of each earlier step's kept points": {
-                    **fields,
-                    "fitter_options": drawn,
-                }
-                for setting, fields in learning_rate_grid(method, RATES, training).items()
+                f"{setting}, {DRAWS} of each earlier step's kept points": fields
+                for setting, fields in grid.items()
             }
     record = protocol_record(
         args.name + ("" if args.task_free is None else "-task-free"),

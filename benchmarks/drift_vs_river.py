@@ -96,6 +96,8 @@ RIVER_CLASSIFIERS = (
 )  # fmt: skip
 RIVER_REGRESSORS = ("river-linear", "river-hat", "river-arf")
 RIVER_LEARNERS = tuple(dict.fromkeys((*RIVER_CLASSIFIERS, *RIVER_REGRESSORS)))
+#: The river classifiers the accuracy figure draws (the linear models, the tree and the forest).
+FIGURE_RIVER = ("river-logistic", "river-softmax", "river-hat", "river-arf")
 #: The learners named outright (beside ``net-refit-all`` and ``net-refit-W``).
 NAMED_LEARNERS = (*RIVER_LEARNERS, *FAMILIES, *LEARNED, "net-finetune")
 SYNTHETIC_ROWS = 20_000
@@ -646,7 +648,7 @@ def write_stream_record(output: Path, stream: str, name: str, command: str) -> P
     return write_record(record)
 
 
-def _untempered(learner: str) -> tuple[str, str]:
+def _split_variant(learner: str) -> tuple[str, str]:
     """A learner's name without its variant's suffix (tempered, a variance step), and the suffix
     (``""`` if none)."""
     base = learner.partition(TEMPERED)[0].partition(VARIANCE_STEP)[0]
@@ -654,14 +656,14 @@ def _untempered(learner: str) -> tuple[str, str]:
 
 
 def _row_label(learner: str) -> str:
-    base, _ = _untempered(learner)
+    base, _ = _split_variant(learner)
     return f"{learner}: strength chosen online (bank)" if base in FAMILIES else learner
 
 
 def _is_ours(learner: str) -> bool:
     """A pyro_cl learner: a bank, a learnt strength, online VB or a bank's fixed member, each
     tempered or not."""
-    learner = _untempered(learner)[0]
+    learner = _split_variant(learner)[0]
     return learner in LEARNED or learner == "online-vb" or learner.split("-")[0] in FAMILIES
 
 
@@ -703,15 +705,15 @@ def _hindsight(rows: dict) -> list[str]:
     """Each bank's log-likelihood against its best member's, a strength no online learner could
     have chosen (last half of the steps, mean over the seeds the bank ran)."""
     lines = []
-    suffixes = sorted({_untempered(n)[1] for n in rows})
+    suffixes = sorted({_split_variant(n)[1] for n in rows})
     for family, suffix in ((f, s) for f in FAMILIES for s in suffixes):
         bank = f"{family}{suffix}"
         members = [
             n
             for n in rows
-            if _untempered(n)[1] == suffix
+            if _split_variant(n)[1] == suffix
             and n != bank
-            and (_untempered(n)[0] == "online-vb" or n.startswith(f"{family}-"))
+            and (_split_variant(n)[0] == "online-vb" or n.startswith(f"{family}-"))
         ]
         if bank in rows and members:
             seeds = {r["seed"] for r in rows[bank]}
@@ -737,7 +739,7 @@ def _figure(folder: Path, rows: dict) -> None:
     shown = [
         n
         for n in rows
-        if n in (*RIVER_CLASSIFIERS[:3], *RIVER_REGRESSORS, "online-vb", *FAMILIES, *LEARNED)
+        if n in (*FIGURE_RIVER, *RIVER_REGRESSORS, "online-vb", *FAMILIES, *LEARNED)
         or n == "net-finetune"
         or n.startswith("net-refit")
     ]
@@ -749,7 +751,7 @@ def _figure(folder: Path, rows: dict) -> None:
         per_step = np.mean([r[score] for r in rows[name]], axis=0)
         window = max(1, len(per_step) // 20)
         smooth = np.convolve(per_step, np.ones(window) / window, mode="valid")
-        label = f"{name} bank" if _untempered(name)[0] in FAMILIES else name
+        label = f"{name} bank" if _split_variant(name)[0] in FAMILIES else name
         axis.plot(np.arange(len(smooth)) + window, smooth, label=label, lw=1.2)
     axis.axvline(len(per_step) / 2, color="grey", ls=":", lw=1)
     axis.set_xlabel("time step")

@@ -124,7 +124,7 @@ def test_a_tempered_run_gives_our_learners_the_kl_weight_and_folders_of_their_ow
     assert drift_vs_river._variant(parse([])) == ""
     stepped = parse(["--kl-weight", "0.5", "--variance-learning-rate", "0.01"])
     assert drift_vs_river._variant(stepped) == "-tempered-0.5-variance-step-0.01"
-    assert drift_vs_river._untempered("learned-wiener-variance-step-0.01") == (
+    assert drift_vs_river._split_variant("learned-wiener-variance-step-0.01") == (
         "learned-wiener",
         "-variance-step-0.01",
     )
@@ -137,7 +137,10 @@ def test_a_tempered_run_gives_our_learners_the_kl_weight_and_folders_of_their_ow
         assert drift_vs_river._is_ours(ours)
     assert not drift_vs_river._is_ours("net-finetune")
     assert drift_vs_river._row_label("wiener-tempered-0.5").endswith("(bank)")
-    assert drift_vs_river._untempered("wiener-0.1-tempered-0.5") == ("wiener-0.1", "-tempered-0.5")
+    assert drift_vs_river._split_variant("wiener-0.1-tempered-0.5") == (
+        "wiener-0.1",
+        "-tempered-0.5",
+    )
 
 
 def test_a_tempered_bank_is_held_against_its_own_tempered_members_in_hindsight():

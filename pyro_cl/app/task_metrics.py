@@ -6,8 +6,8 @@ thesis's eq. 64-66; :class:`~pyro_cl.app.result.RunResult`).
 A **task-free** stream (:func:`task_free_steps`; Aljundi et al. 2019, "Task-free continual
 learning") hands the learner each task's training data in batches as they arrive, one
 ``observe`` a batch, each its own step, with no task label and no word of where a task ends; the
-metrics still
-measure at the end of each task, so its accuracy matrix reads as a task stream's."""
+metrics still measure at the end of each task, so its accuracy matrix reads as a task
+stream's."""
 
 from __future__ import annotations
 
