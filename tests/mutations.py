@@ -777,6 +777,28 @@ MUTATIONS = [
         "data[domain] = (x[train], y[train], *self.data[domain][2:])",
         ("tests/test_domain_graph.py",),
     ),
+    # Kronecker-factored Laplace propagation (pyro_cl/baselines/kronecker_curvature.py)
+    Mutation(
+        "kfac: the input factor summed, not averaged (eq. 1 without 1/N)",
+        "pyro_cl/baselines/kronecker_curvature.py",
+        "return {name: (g * (n / used), a / used) for name, (g, a) in totals.items()}",
+        "return {name: (g * (n / used), a) for name, (g, a) in totals.items()}",
+        ("tests/test_kronecker_laplace.py",),
+    ),
+    Mutation(
+        "kfac: eq. 3's split with the factors' sizes swapped",
+        "pyro_cl/baselines/kronecker_curvature.py",
+        "alpha = torch.sqrt(len(rows) * spread_a / (len(columns) * spread_g))",
+        "alpha = torch.sqrt(len(columns) * spread_a / (len(rows) * spread_g))",
+        ("tests/test_kronecker_laplace.py",),
+    ),
+    Mutation(
+        "kfac laplace: the matrix normal prior's density added to the MAP loss, not subtracted",
+        "pyro_cl/baselines/laplace.py",
+        "total = total - prior.log_prob(layout.join(values))",
+        "total = total + prior.log_prob(layout.join(values))",
+        ("tests/test_kronecker_laplace.py",),
+    ),
 ]
 
 

@@ -443,6 +443,10 @@ class JointGaussianGuide(MeanFieldGuide):
     def _blocks_of(self, names: Iterable[str]) -> list[str]:
         return list(dict.fromkeys(self._block_of[n] for n in names if n in self._block_of))
 
+    def block_layouts(self, names: Iterable[str]) -> dict[str, BlockLayout]:
+        """``{block key: its layout}`` of the blocks the sites ``names`` belong to."""
+        return {key: self._blocks[key] for key in self._blocks_of(names)}
+
     def joint(self, key: str) -> JointGaussian:
         """``q(θ_B)`` of block ``key``, differentiable in the guide's parameters (its
         ``distribution()`` is the torch distribution)."""
@@ -590,11 +594,17 @@ class JointGaussianGuide(MeanFieldGuide):
                 f"prior ('prior'), not {policy!r}"
             )
         for key in blocks:
-            prior = self.joint_prior(key)
-            for name, value in self._blocks[key].split(prior.loc).items():
-                self.loc[_parameter_key(name)].copy_(value)
-            for group, value in self.covariance.parameters_at(prior).items():
-                getattr(self, group)[key].copy_(value)
+            self.set_joint(key, self.joint_prior(key))
+
+    @torch.no_grad()
+    def set_joint(self, key: str, joint: JointGaussian) -> None:
+        """Make ``q(θ_B)`` of block ``key`` the Gaussian ``joint`` (its mean and the fitted
+        tensors of :meth:`BlockCovariance.parameters_at`): a restart at the prior, or a
+        posterior a fitter computes in closed form (Laplace propagation's)."""
+        for name, value in self._blocks[key].split(joint.loc).items():
+            self.loc[_parameter_key(name)].copy_(value)
+        for group, value in self.covariance.parameters_at(joint).items():
+            getattr(self, group)[key].copy_(value)
 
     def _empty_like(self) -> JointGaussianGuide:
         return JointGaussianGuide(

@@ -25,7 +25,8 @@ checkpoints call; a family that provides them goes wherever those go, whatever i
 The natural-gradient fitters (VOGN, IVON), Laplace propagation and coordinate ascent read more
 (:data:`MEAN_FIELD_MEMBERS`: the Gaussian sites' precisions and the Gamma sites' parameters,
 set in place); they state ``guide_families = ("mean-field",)`` and another family is refused by
-name there.
+name there. Laplace propagation also takes the Kronecker-factored family, whose joint Gaussian
+guide it reads and sets block by block (:data:`JOINT_GAUSSIAN_MEMBERS`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Protocol, runtime_checkable
 import torch
 from pyro.distributions import Distribution
 
-__all__ = ["MEAN_FIELD_MEMBERS", "Guide"]
+__all__ = ["JOINT_GAUSSIAN_MEMBERS", "MEAN_FIELD_MEMBERS", "Guide"]
 
 #: What the mean-field-only fitters read of a mean-field guide beyond :class:`Guide`.
 MEAN_FIELD_MEMBERS = (
@@ -47,6 +48,10 @@ MEAN_FIELD_MEMBERS = (
     "log_shape",
     "log_rate",
 )
+
+#: What Laplace propagation reads and sets of a joint Gaussian guide's blocks beyond
+#: :class:`Guide` (:class:`~pyro_cl.guides.joint_gaussian.JointGaussianGuide`).
+JOINT_GAUSSIAN_MEMBERS = ("block_layouts", "joint_prior", "set_joint")
 
 
 @runtime_checkable

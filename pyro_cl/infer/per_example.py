@@ -39,6 +39,7 @@ __all__ = [
     "ExampleGradientSums",
     "GradientStatistics",
     "example_gradient_sums",
+    "kronecker_factor_sums",
     "layer_statistics",
     "functional_statistics",
     "gradient_statistics",
@@ -145,6 +146,60 @@ def layer_statistics(
         if name not in squared:
             squared[name] = torch.zeros_like(theta[name][0])
     return GradientStatistics(loss.detach(), gradients, {name: squared[name] for name in names})
+
+
+def kronecker_factor_sums(
+    model: SupervisedModel,
+    theta: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    task_id: int,
+    sites: list[str],
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """``{site: (Σ_n G_n, Σ_n A_n)}`` for the weight matrices ``sites`` of linear layers
+    ``s = W a + b`` at ``theta`` (one draw, shape ``(1, *site shape)``), whose Gauss-Newton block
+    (``vec W`` by rows) is ``Σ_n G_n ⊗ A_n``: ``A_n = a_n a_nᵀ`` from the layer's input and
+    ``G_n = Σ_c g_{n,c} g_{n,c}ᵀ`` from the gradients ``g_{n,c}`` of the output ``s`` back-propagated
+    from the columns ``L_c`` of the likelihood's Hessian factor (as :func:`layer_statistics`'
+    ``"ggn"``): KFAC's factors (Martens & Grosse 2015), for nets of pyro_cl layers.
+
+    :raises TypeError: for a site that is not a :class:`~pyro_cl.nn.BayesianLinear`'s weight.
+    """
+    from pyro_cl.nn.linear import BayesianLinear
+
+    site_of = sites_by_layer(model)
+    layer_of = {
+        name: module for (module, attribute), name in site_of.items() if attribute == "weight"
+    }
+    for name in sites:
+        if not isinstance(layer_of.get(name), BayesianLinear):
+            raise TypeError(
+                f"Kronecker factors are those of a linear layer's weight matrix; {name!r} is not "
+                "one (leave it out of the Kronecker-factored guide with sites=...)"
+            )
+    _, records, outputs = _recorded_forward(model, theta, x, task_id)
+    chosen = {layer_of[name]: name for name in sites}
+    used = [(layer, inputs, out) for layer, inputs, out in records if layer in chosen]
+    sums = {}
+    for layer, inputs, _ in used:
+        a = inputs.detach().reshape(-1, inputs.shape[-1])
+        sums[chosen[layer]] = [a.new_zeros(layer.out_features, layer.out_features), a.T @ a]
+    factor = model.likelihood.hessian_factor(outputs.detach())
+    columns = factor.shape[-1]
+    for c in range(columns):
+        seeds = torch.autograd.grad(
+            outputs, [out for _, _, out in used], factor[..., c], retain_graph=c < columns - 1
+        )
+        for (layer, _, _), g in zip(used, seeds, strict=True):
+            g = g.reshape(-1, g.shape[-1])
+            sums[chosen[layer]][0] += g.T @ g
+    for name in sites:  # a head this task does not use: no curvature
+        if name not in sums:
+            shape = theta[name].shape[1:]
+            sums[name] = [
+                theta[name].new_zeros(shape[0], shape[0]),
+                theta[name].new_zeros(shape[1], shape[1]),
+            ]
+    return {name: (rows, columns) for name, (rows, columns) in sums.items()}
 
 
 def functional_statistics(
