@@ -12,7 +12,7 @@ test:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	# two workers, one thread each (measured: 147 s against 244 s for one process on 2 cores)
-	OMP_NUM_THREADS=1 $(PYTHON) -m pytest -q -n 2 --dist loadfile --durations=20
+	OMP_NUM_THREADS=1 $(PYTHON) -m pytest -q -n 2 --dist worksteal --durations=20
 
 # Every table of the results pages rendered from the committed run records (benchmarks/records/);
 # the test suite fails when a committed table differs from its rendering.

@@ -20,8 +20,8 @@ preset's epochs on each batch), with no task label and no task boundary
 each task's end. Every row that keeps points keeps the same total, the preset's points a task
 times the tasks, as a reservoir sample of every point seen (:class:`~pyro_cl.memory.ExperienceReplay`
 with ``budget="total"``): the buffer of replay and VCL's likelihood, and function-space VI's
-context points (all of them at every step, or ``DRAWS`` of each earlier step's, chosen on
-validation with the learning rate). VCL's random coreset, chosen task by task and refit at test
+context points (all of them at every step, ``DRAWS`` of each earlier step's, or ``TOTAL`` of
+them all, a context of fixed size; chosen on validation with the learning rate). VCL's random coreset, chosen task by task and refit at test
 time, has no task-free form and is left out.
 """
 
@@ -40,6 +40,10 @@ RATES = (1e-3, 3e-3)
 #: Task-free function-space VI may also draw this many of each earlier step's kept points at
 #: every step instead of using them all (the KL at every kept point can outweigh a small batch).
 DRAWS = 2
+#: ... or draw this many of all the kept points at every step, a context of fixed size whatever
+#: the number of steps (added after the first test reading of the rows above; chosen on
+#: validation with them).
+TOTAL = 40
 ROWS = {
     "fine-tuning": "finetune",
     "experience replay": "finetune-er",
@@ -95,6 +99,12 @@ def main(argv: list[str] | None = None) -> None:
             grid = learning_rate_grid(method, RATES, training, fitter_options=drawn)
             rows[label] |= {
                 f"{setting}, {DRAWS} of each earlier step's kept points": fields
+                for setting, fields in grid.items()
+            }
+            fixed = {**extra["fitter_options"], "context_total": TOTAL}
+            grid = learning_rate_grid(method, RATES, training, fitter_options=fixed)
+            rows[label] |= {
+                f"{setting}, {TOTAL} of the kept points a step": fields
                 for setting, fields in grid.items()
             }
     record = protocol_record(

@@ -590,8 +590,8 @@ MUTATIONS = [
     Mutation(
         "function space: context_draws ignored (every kept point at every step)",
         "pyro_cl/fitters/function_space.py",
-        "context = FromMemory(context, per_task=context_draws)",
-        "context = FromMemory(context)",
+        "context = FromMemory(context, per_task=context_draws, total=context_total)",
+        "context = FromMemory(context, total=context_total)",
         ("tests/test_function_space.py",),
     ),
     Mutation(
@@ -798,6 +798,13 @@ MUTATIONS = [
         "total = total - prior.log_prob(layout.join(values))",
         "total = total + prior.log_prob(layout.join(values))",
         ("tests/test_kronecker_laplace.py",),
+    ),
+    Mutation(
+        "context points: a fixed-size draw from the last task's kept points only",
+        "pyro_cl/fitters/context_points.py",
+        "return torch.randperm(len(self.points), device=self.points.x.device)[: self.total]",
+        "return len(self.points) - 1 - torch.randperm(10, device=self.points.x.device)[: self.total]",
+        ("tests/test_function_space.py",),
     ),
 ]
 

@@ -192,10 +192,34 @@ def test_context_draws_take_that_many_of_each_tasks_kept_points_per_step():
     assert isinstance(fitter.context, FromMemory) and fitter.context.per_task == 3
     assert fitter.context.per_step
     assert FunctionSpaceFitter(RandomCoreset(10)).context.per_task is None
-    with pytest.raises(ValueError, match="needs a memory"):
+    with pytest.raises(ValueError, match="need a memory"):
         FunctionSpaceFitter(UniformInputs(4), context_draws=3)
     with pytest.raises(ValueError, match="function_kl_scale"):
         FunctionSpaceFitter(RandomCoreset(10), function_kl_scale="mean")
+
+
+def test_a_context_of_fixed_size_draws_that_many_of_all_the_kept_points_per_step():
+    fitter = FunctionSpaceFitter(RandomCoreset(10), context_total=7)
+    context = fitter.context
+    assert context.total == 7 and context.per_task is None and context.per_step
+    assert fitter.hyperparameters()["context_total"] == 7
+    generator = torch.Generator().manual_seed(0)
+    for task in range(3):  # 10 kept of each of three tasks
+        x = torch.randn(20, 2, generator=generator)
+        labels = torch.zeros(20, dtype=torch.long)
+        context.after_task(Points(x, labels, torch.full((20,), task, dtype=torch.long)))
+    torch.manual_seed(0)
+    seen = set()
+    for _ in range(20):
+        rows = context.draw_rows(None)
+        assert len(rows) == 7 and len(set(rows.tolist())) == 7  # without replacement
+        seen |= set(rows.tolist())
+    assert seen == set(range(30))  # from all the kept points, not one task's
+    assert len(context.draw(None)) == 7
+    with pytest.raises(ValueError, match="not both"):
+        FunctionSpaceFitter(RandomCoreset(10), context_draws=3, context_total=7)
+    with pytest.raises(ValueError, match="need a memory"):
+        FunctionSpaceFitter(UniformInputs(4), context_total=7)
 
 
 # ---------------------------------------------------------------- S-FSVI's linearised moments

@@ -83,36 +83,46 @@ class FromMemory(ContextPoints):
     :param per_task: ``None`` uses every kept point at every step; a number draws that many of
         each task's kept points afresh at every step (without replacement; all of a task's if
         it has fewer).
+    :param total: instead, draw this many of all the kept points afresh at every step, whatever
+        the number of tasks (a context of fixed size: on a task-free stream every batch is a
+        step of its own, and ``per_task`` draws grow with their number).
     """
 
     name = "from_memory"
 
-    def __init__(self, memory: Registrable, per_task: int | None = None) -> None:
+    def __init__(
+        self, memory: Registrable, per_task: int | None = None, total: int | None = None
+    ) -> None:
         if getattr(memory, "kind", None) != "memory":
             raise TypeError(f"memory must be a Memory part, got {memory!r}")
+        if per_task is not None and total is not None:
+            raise ValueError("draw per_task points of each task or total points in all, not both")
         self.memory = memory
         self.per_task = None if per_task is None else checked_count(per_task, "per_task")
+        self.total = None if total is None else checked_count(total, "total")
         #: The kept points so far (with their tasks), ``None`` before the first task.
         self.points: Points | None = None
 
     @property
     def per_step(self) -> bool:
-        return self.per_task is not None
+        return self.per_task is not None or self.total is not None
 
     def after_task(self, data: Points) -> None:
         self.points = self.memory.update(self.points, data).points
 
     def draw(self, data: Points) -> Points | None:
-        if self.points is None or self.per_task is None:
+        if self.points is None or not self.per_step:
             return self.points
         return self.points.select(self.draw_rows(data))
 
     def candidates(self) -> Points | None:
-        return self.points if self.per_task is not None else None
+        return self.points if self.per_step else None
 
     def draw_rows(self, data: Points) -> torch.Tensor:  # noqa: ARG002 (the kept points only)
-        """The rows of :meth:`candidates` of one step's draw: ``per_task`` rows of each task's
-        kept points, drawn without replacement."""
+        """The rows of :meth:`candidates` of one step's draw, without replacement: ``total`` of
+        all the kept points, or ``per_task`` of each task's."""
+        if self.total is not None:
+            return torch.randperm(len(self.points), device=self.points.x.device)[: self.total]
         chosen = []
         for task in self.points.tasks():
             rows = torch.nonzero(self.points.task_ids == task).flatten()

@@ -239,6 +239,8 @@ class FunctionSpaceFitter(ELBOFitter):
         the KL times ``N / |X_C|``, each context point weighed as one training point).
     :param context_draws: with a memory as ``context``, draw this many of each task's kept points
         afresh at every step (S-FSVI draws 40 of a 200-point coreset); ``None`` uses them all.
+    :param context_total: with a memory as ``context``, draw this many of all its kept points
+        afresh at every step instead (a context of fixed size, for task-free streams).
     :param kl_weight: the weight of the parameter-space KL after the first task, and on it with
         a function prior (0: S-FSVI).
     :param context_samples: draws of ``q_t`` per step for its moments at the context points.
@@ -270,14 +272,15 @@ class FunctionSpaceFitter(ELBOFitter):
         context_draws: int | None = None,
         function_prior_variance: float | None = None,
         function_prior_points: int = 40,
+        context_total: int | None = None,
     ) -> None:
         super().__init__(heads_in_kl=True, kl_weight=1.0)
         if getattr(context, "kind", None) == "memory":
-            context = FromMemory(context, per_task=context_draws)
-        elif context_draws is not None:
+            context = FromMemory(context, per_task=context_draws, total=context_total)
+        elif context_draws is not None or context_total is not None:
             raise ValueError(
-                f"context_draws needs a memory as context (it draws from its kept points), "
-                f"not {context!r}"
+                "context_draws and context_total need a memory as context (they draw from its "
+                f"kept points), not {context!r}"
             )
         if not isinstance(context, ContextPoints):
             raise TypeError(f"context must be a ContextPoints source or a Memory, got {context!r}")
@@ -312,10 +315,10 @@ class FunctionSpaceFitter(ELBOFitter):
     def hyperparameters(self) -> dict:
         # points drawn from a memory are given as the memory and its draws, as the constructor
         # takes them (FromMemory(memory, per_task) is built from them again)
-        context, draws = self.context, None
+        context, draws, total = self.context, None, None
         if isinstance(context, FromMemory):
-            context, draws = context.memory, context.per_task
-        return {"context": context, "context_draws": draws} | {
+            context, draws, total = context.memory, context.per_task, context.total
+        return {"context": context, "context_draws": draws, "context_total": total} | {
             name: getattr(self, name)
             for name in (
                 "function_kl_weight",
