@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from pyro_cl import VCL, CategoricalLikelihood, MeanFieldGuide, SupervisedModel
+from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.data import split_cifar, split_cifar10
 from pyro_cl.infer.objectives import Minibatch, negative_elbo
 from pyro_cl.infer.site_values import substitute_sites
@@ -144,6 +145,14 @@ def test_split_cifar10_reads_the_npz_layout_and_missing_data_is_named(tmp_path):
     torch.testing.assert_close(
         stream[0].x_train[0, :, 1, 2], torch.tensor(x[0, 1, 2] / 255.0, dtype=torch.float32)
     )
+    # class-incremental: one head over the ten classes, each task's labels its own classes
+    incremental = split_cifar10(tmp_path, class_incremental=True)
+    assert not incremental.multi_head and incremental.num_classes == 10
+    assert sorted(incremental[3].y_train.unique().tolist()) == [6, 7]
+    run = BenchmarkRun(
+        "split-cifar10-class-incremental", data_root=tmp_path, progress=False, num_tasks=2
+    )
+    assert run.task_stream(0).num_classes == 10 and run.build_net(incremental).num_heads == 1
 
 
 def test_the_pyro_routes_particle_plate_equals_the_fast_route_for_a_cnn(monkeypatch):

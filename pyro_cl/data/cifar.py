@@ -107,9 +107,13 @@ def split_cifar(
     return _image_stream(replace(first, name="split CIFAR-10/100", tasks=tasks))
 
 
-def split_cifar10(root: str | Path, download: bool = False) -> TaskStream:
+def split_cifar10(
+    root: str | Path, download: bool = False, class_incremental: bool = False
+) -> TaskStream:
     """Split CIFAR-10: five 2-way tasks (airplane/automobile, bird/cat, ...), one head each — a
-    stand-in for split CIFAR-10/100 where CIFAR-100 is not available."""
+    stand-in for split CIFAR-10/100 where CIFAR-100 is not available (or class-incremental: one
+    head over the ten classes, no task label at test time)."""
     train, test = load_cifar10(root, download)
     pairs = [(2 * k, 2 * k + 1) for k in range(5)]
-    return _image_stream(split_tasks("split CIFAR-10", train, test, pairs))
+    stream = split_tasks("split CIFAR-10", train, test, pairs, class_incremental=class_incremental)
+    return _image_stream(stream)
