@@ -159,6 +159,20 @@ def check_monte_carlo_kl_against_quadrature(mu: float, sigma: float, prior) -> f
     return integral
 
 
+def exact_map_settings() -> dict:
+    """The settings under which Laplace propagation's MAP fit reaches a linear-Gaussian model's
+    exact posterior mean (whole-batch Adam, 1,500 steps): tests/test_baselines.py and
+    tests/test_kronecker_laplace.py."""
+    return {
+        "epochs": 1500,
+        "batch_size": None,
+        "learning_rate": 0.02,
+        "ml_init_epochs": 0,
+        "seed": 0,
+        "progress": False,
+    }
+
+
 def exact_regression_settings(epochs: int = 600, learning_rate: float = 0.05) -> dict:
     """The settings under which a joint Gaussian guide reaches a linear-Gaussian model's exact
     posterior (whole-batch Adam with a decaying rate, 32 particles): tests/test_guide_families.py

@@ -22,7 +22,7 @@ from pyro_cl.infer.objectives import negative_log_likelihood
 from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianLinear, BayesianMLP
-from tests.helpers import load_benchmark_script
+from tests.helpers import exact_map_settings, load_benchmark_script
 
 NOISE = 0.5
 
@@ -45,12 +45,7 @@ def test_laplace_propagation_is_exact_for_bayesian_linear_regression():
         net,
         GaussianLikelihood(NOISE),
         fitter=LaplacePropagation(),
-        epochs=1500,
-        batch_size=None,
-        learning_rate=0.02,
-        ml_init_epochs=0,
-        seed=0,
-        progress=False,
+        **exact_map_settings(),
     )
     precision = torch.ones(3)
     mean = torch.zeros(3)

@@ -15,6 +15,7 @@ from pyro_cl.infer.site_values import substitute_sites
 from pyro_cl.likelihoods import CategoricalLikelihood
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianLinear, BayesianMLP
+from tests.helpers import exact_map_settings
 from tests.test_kronecker_guide import (
     INPUTS,
     NOISE,
@@ -126,12 +127,7 @@ def test_kronecker_laplace_propagation_on_multi_output_regression_is_exact_and_t
         likelihood=GaussianOutputs(NOISE),
         guide=KroneckerFactored(),
         fitter=LaplacePropagation(),
-        epochs=1500,
-        batch_size=None,
-        learning_rate=0.02,
-        ml_init_epochs=0,
-        seed=0,
-        progress=False,
+        **exact_map_settings(),
     )
     data = tasks(1)
     (exact,) = exact_online_posteriors(data)
