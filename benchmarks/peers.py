@@ -624,6 +624,10 @@ def main(argv: list[str] | None = None) -> None:
         args.benchmark, data_root=args.data_root, num_tasks=2 if args.tiny else None,
         progress=False,
     )  # fmt: skip
+    if base.architecture != "mlp":  # the peers run a torch.nn MLP of the preset's widths
+        parser.error(
+            f"the peers run MLP presets; {args.benchmark} builds a {base.architecture} net"
+        )
     commit = current_commit()
     class_incremental = args.benchmark.endswith("-class-incremental")
     measured, selection = select_then_test(

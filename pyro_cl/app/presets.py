@@ -165,15 +165,16 @@ PRESETS: dict[str, Preset] = {
         methods=CLASS_INCREMENTAL_METHODS,
     ),
     "split-cifar10-class-incremental": Preset(
-        "class-incremental split CIFAR-10: the stand-in's five pairs of classes with one head "
-        "over the ten, no task label at test time; 3072-512, minibatches of 256, 5 epochs, 200 "
-        "kept points a task",
+        "class-incremental split CIFAR-10: the stand-in's five pairs of classes and its conv "
+        "net with one head over the ten classes, no task label at test time; minibatches of "
+        "256, 5 epochs, 200 kept points a task",
         lambda root, seed, num_tasks, download: split_cifar10(
             root, download, class_incremental=True
         ),
         hidden_sizes=(512,),
         training={"epochs": 5, "batch_size": 256, "num_particles": 1},
         coreset_size=200,
+        architecture="cnn",
         methods=CLASS_INCREMENTAL_METHODS,
         net_options={"prior_scale": 120**-0.5},
     ),
