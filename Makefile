@@ -11,7 +11,9 @@ test:
 	$(PYTHON) -m pip install -e ".[test]"
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	# two workers, one thread each (measured: 147 s against 244 s for one process on 2 cores)
+	# two workers, one thread each (147 s against 244 s for one process on 2 cores, 523 tests);
+	# tests handed out one by one, not by file: the notebooks of one file no longer queue on one
+	# worker (1,134 tests: 313 s against 325 s by file, docs/lab/speed.md)
 	OMP_NUM_THREADS=1 $(PYTHON) -m pytest -q -n 2 --dist worksteal --durations=20
 
 # Every table of the results pages rendered from the committed run records (benchmarks/records/);
