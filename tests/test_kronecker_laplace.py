@@ -156,5 +156,5 @@ def test_a_kronecker_laplace_classifier_learns_and_asks_for_the_gauss_newton_cur
     assert fitted.evaluate((x, y))["accuracy"] > 0.9
     prior = fitted.guide.joint_prior("block0")
     assert prior.shape == (8, 4) and bool((prior.variance < 1).all())  # below the first prior's
-    with pytest.raises(ValueError, match="curvature='ggn'"):
-        learner("fisher").observe((x, y))
+    with pytest.raises(ValueError, match="curvature='ggn'"):  # when the learner is built
+        learner("fisher")

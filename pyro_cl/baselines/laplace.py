@@ -46,6 +46,7 @@ from pyro_cl.guides.joint_gaussian import JointGaussianGuide
 from pyro_cl.guides.kronecker import MatrixNormal
 from pyro_cl.infer.fit_context import FitContext
 from pyro_cl.infer.fit_problem import FitProblem
+from pyro_cl.infer.parts import Parts
 from pyro_cl.infer.per_example import checked_curvature
 from pyro_cl.posterior import base_distribution, read_priors
 
@@ -104,6 +105,21 @@ class LaplacePropagation(Fitter):
         self.hessian_samples = check_sample_count(hessian_samples, "hessian_samples")
         self.predict = predict
 
+    def check_parts(self, parts: Parts) -> None:
+        """As :meth:`Fitter.check_parts`; and a Kronecker-factored guide takes the Gauss-Newton
+        curvature (KFAC's factors are the Gauss-Newton matrix's), refused otherwise when the
+        learner is built."""
+        super().check_parts(parts)
+        if parts.guide is not None and KroneckerFactored.name in parts.guide.lineage():
+            self._check_kronecker_curvature()
+
+    def _check_kronecker_curvature(self) -> None:
+        if self.curvature != "ggn":
+            raise ValueError(
+                "a Kronecker-factored Laplace posterior takes curvature='ggn' (KFAC's factors "
+                f"are the Gauss-Newton matrix's), not {self.curvature!r}"
+            )
+
     @property
     def predicts_with_mean(self) -> bool:
         return self.predict == "mean"
@@ -119,6 +135,8 @@ class LaplacePropagation(Fitter):
         if len(tasks) != 1:
             raise ValueError(f"Laplace propagation fits one task's points, got tasks {tasks}")
         blocks = guide.block_layouts(sites) if isinstance(guide, JointGaussianGuide) else {}
+        if blocks:
+            self._check_kronecker_curvature()
         in_blocks = {name for layout in blocks.values() for name in layout.names}
         priors = {
             name: base_distribution(prior)
@@ -145,11 +163,6 @@ class LaplacePropagation(Fitter):
                     {n: prior.precisions[n] + self.strength * hessian[n] for n in priors}
                 )
             if blocks:
-                if self.curvature != "ggn":
-                    raise ValueError(
-                        "a Kronecker-factored Laplace posterior takes curvature='ggn' (KFAC's "
-                        f"factors are the Gauss-Newton matrix's), not {self.curvature!r}"
-                    )
                 kfac = kronecker_curvature(*args, tasks[0], sorted(in_blocks), self.hessian_samples)
                 for key, layout in blocks.items():
                     (name,) = layout.names
