@@ -21,8 +21,8 @@ each task's end. Every row that keeps points keeps the same total, the preset's 
 times the tasks, as a reservoir sample of every point seen (:class:`~pyro_cl.memory.ExperienceReplay`
 with ``budget="total"``): the buffer of replay and VCL's likelihood, and function-space VI's
 context points (all of them at every step, ``DRAWS`` of each earlier step's, or ``TOTAL`` of
-them all, a context of fixed size; chosen on validation with the learning rate). VCL's random coreset, chosen task by task and refit at test
-time, has no task-free form and is left out.
+them all, a context of fixed size; chosen on validation with the learning rate). VCL's random
+coreset, chosen task by task and refit at test time, has no task-free form and is left out.
 """
 
 from __future__ import annotations
@@ -94,19 +94,14 @@ def main(argv: list[str] | None = None) -> None:
             continue
         extra = {} if args.task_free is None else task_free_fields(method, kept)
         rows[label] = learning_rate_grid(method, RATES, training, **extra)
-        if args.task_free is not None and method == "fsvi":  # or a few of each step's points
-            drawn = {**extra["fitter_options"], "context_draws": DRAWS}
-            grid = learning_rate_grid(method, RATES, training, fitter_options=drawn)
-            rows[label] |= {
-                f"{setting}, {DRAWS} of each earlier step's kept points": fields
-                for setting, fields in grid.items()
-            }
-            fixed = {**extra["fitter_options"], "context_total": TOTAL}
-            grid = learning_rate_grid(method, RATES, training, fitter_options=fixed)
-            rows[label] |= {
-                f"{setting}, {TOTAL} of the kept points a step": fields
-                for setting, fields in grid.items()
-            }
+        if args.task_free is not None and method == "fsvi":  # or some of the points a step
+            for option, value, text in (
+                ("context_draws", DRAWS, "of each earlier step's kept points"),
+                ("context_total", TOTAL, "of the kept points a step"),
+            ):
+                drawn = {**extra["fitter_options"], option: value}
+                grid = learning_rate_grid(method, RATES, training, fitter_options=drawn)
+                rows[label] |= {f"{setting}, {value} {text}": f for setting, f in grid.items()}
     record = protocol_record(
         args.name + ("" if args.task_free is None else "-task-free"),
         "python benchmarks/class_incremental.py "

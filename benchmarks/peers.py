@@ -11,12 +11,13 @@ head, 40 epochs in minibatches of 64: the demo's) or another single-head task pr
 (``--benchmark``). Rows, each a grid chosen on the held-out tenth of every task's training data:
 
 * ours (:mod:`pyro_cl.app.selection` over benchmark runs): fine-tuning, VCL, Laplace
-  propagation (``lp``, diagonal, and Kronecker-factored with :class:`KroneckerFactored`), IVON (``ivon``), function-space VI at the coreset's points
-  (all of them at every step, or S-FSVI's 40 of each task's drawn at every step), each over
-  Adam's learning rate (IVON: its own; function space: the KL's weighing) as declared below; Laplace propagation also
-  over laplace-torch's prior precisions {1, 10} (a grid widened after the first reading of the
-  test sets had shown the diagonal row behind laplace-torch, whose grid held them: still chosen
-  on validation, but say so where the row is quoted; the KFAC row came later, with that grid);
+  propagation (``lp``, diagonal, and Kronecker-factored with :class:`KroneckerFactored`), IVON
+  (``ivon``), function-space VI at the coreset's points (all of them at every step, or
+  S-FSVI's 40 of each task's drawn at every step), each over Adam's learning rate (IVON: its
+  own; function space: the KL's weighing) as declared below; Laplace propagation also over
+  laplace-torch's prior precisions {1, 10} (a grid widened after the first reading of the test
+  sets had shown the diagonal row behind laplace-torch, whose grid held them: still chosen on
+  validation, but say so where the row is quoted; the KFAC row came later, with that grid);
 * **laplace-torch**, online Laplace, diagonal and Kronecker-factored (KFAC) (its continual-learning
   recipe: after each task ``Laplace(..., hessian_structure="diag" or "kron").fit(task,
   override=False)`` adds the task's Gauss-Newton diagonal or Kronecker factors to the precision

@@ -21,7 +21,7 @@ from pyro_cl.checks import checked_count
 from pyro_cl.infer.per_example import gradient_statistics
 from pyro_cl.model import SupervisedModel
 
-__all__ = ["check_sample_count", "diagonal_curvature"]
+__all__ = ["check_sample_count", "curvature_rows", "diagonal_curvature"]
 
 
 def check_sample_count(value: int | None, name: str) -> int | None:
@@ -30,6 +30,14 @@ def check_sample_count(value: int | None, name: str) -> int | None:
     :raises ValueError: naming ``name`` otherwise.
     """
     return None if value is None else checked_count(value, name)
+
+
+def curvature_rows(n: int, num_samples: int | None, device: torch.device) -> torch.Tensor:
+    """The rows of a task's ``n`` points a curvature is estimated from: all of them, or a
+    random ``num_samples`` drawn from torch's global generator (a learner's seed fixes it)."""
+    if num_samples is not None and num_samples < n:
+        return torch.randperm(n, device=device)[:num_samples]
+    return torch.arange(n, device=device)
 
 
 @torch.no_grad()
@@ -46,9 +54,7 @@ def diagonal_curvature(
     """``{site: C}`` at ``values`` (see the module docstring); the subset is drawn from torch's
     global generator (a learner's seed fixes it)."""
     n = x.shape[0]
-    index = torch.arange(n, device=x.device)
-    if num_samples is not None and num_samples < n:
-        index = torch.randperm(n, device=x.device)[:num_samples]
+    index = curvature_rows(n, num_samples, x.device)
     theta = {name: value.detach().unsqueeze(0) for name, value in values.items()}
     total = {name: torch.zeros_like(value) for name, value in values.items()}
     for start in range(0, len(index), chunk):

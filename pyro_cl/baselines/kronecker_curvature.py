@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from pyro_cl.baselines.curvature import curvature_rows
 from pyro_cl.infer.per_example import kronecker_factor_sums
 from pyro_cl.model import SupervisedModel
 
@@ -62,21 +63,17 @@ def kronecker_curvature(
     (``H_W ≈ N Ḡ ⊗ Ā``), the means over a random subset of ``num_samples`` points (all of them
     by default, drawn from torch's global generator)."""
     n = x.shape[0]
-    index = torch.arange(n, device=x.device)
-    if num_samples is not None and num_samples < n:
-        index = torch.randperm(n, device=x.device)[:num_samples]
+    index = curvature_rows(n, num_samples, x.device)
     theta = {name: value.detach().unsqueeze(0) for name, value in values.items()}
-    totals: dict[str, list[torch.Tensor]] = {}
+    totals: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     for start in range(0, len(index), chunk):
         rows = index[start : start + chunk]
         with torch.enable_grad():
             sums = kronecker_factor_sums(model, theta, x[rows], task_id, list(sites))
         for name, (g, a) in sums.items():
-            if name in totals:
-                totals[name][0] += g
-                totals[name][1] += a
-            else:
-                totals[name] = [g, a]
+            total_g, total_a = totals.setdefault(name, (torch.zeros_like(g), torch.zeros_like(a)))
+            total_g += g
+            total_a += a
     used = len(index)
     return {name: (g * (n / used), a / used) for name, (g, a) in totals.items()}
 

@@ -32,6 +32,7 @@ from torch.func import grad, grad_and_value, vmap
 from pyro_cl.infer.site_values import substitute_sites
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn.effects import RecordLayers
+from pyro_cl.nn.linear import BayesianLinear
 
 __all__ = [
     "CURVATURES",
@@ -164,8 +165,6 @@ def kronecker_factor_sums(
 
     :raises TypeError: for a site that is not a :class:`~pyro_cl.nn.BayesianLinear`'s weight.
     """
-    from pyro_cl.nn.linear import BayesianLinear
-
     site_of = sites_by_layer(model)
     layer_of = {
         name: module for (module, attribute), name in site_of.items() if attribute == "weight"
@@ -184,22 +183,22 @@ def kronecker_factor_sums(
         a = inputs.detach().reshape(-1, inputs.shape[-1])
         sums[chosen[layer]] = [a.new_zeros(layer.out_features, layer.out_features), a.T @ a]
     factor = model.likelihood.hessian_factor(outputs.detach())
-    columns = factor.shape[-1]
-    for c in range(columns):
+    count = factor.shape[-1]
+    for c in range(count if used else 0):
         seeds = torch.autograd.grad(
-            outputs, [out for _, _, out in used], factor[..., c], retain_graph=c < columns - 1
+            outputs, [out for _, _, out in used], factor[..., c], retain_graph=c < count - 1
         )
         for (layer, _, _), g in zip(used, seeds, strict=True):
             g = g.reshape(-1, g.shape[-1])
             sums[chosen[layer]][0] += g.T @ g
     for name in sites:  # a head this task does not use: no curvature
         if name not in sums:
-            shape = theta[name].shape[1:]
+            out_size, in_size = theta[name].shape[1:]
             sums[name] = [
-                theta[name].new_zeros(shape[0], shape[0]),
-                theta[name].new_zeros(shape[1], shape[1]),
+                theta[name].new_zeros(out_size, out_size),
+                theta[name].new_zeros(in_size, in_size),
             ]
-    return {name: (rows, columns) for name, (rows, columns) in sums.items()}
+    return {name: tuple(pair) for name, pair in sums.items()}
 
 
 def functional_statistics(
