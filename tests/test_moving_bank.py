@@ -1,0 +1,108 @@
+"""The moving bank (issue 72): a few learners at neighbouring strengths of a ladder, weighed by
+their own paths' evidence, the window moved a rung toward an end member that leads."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pyro_cl import Wiener
+from pyro_cl.learner.moving_bank import MovingBank
+from tests.test_transitions_drift import assert_same_posterior, drift_data, drift_learner
+
+
+def _bank(start: float, ratio: float = 10.0, members: int = 3, **options) -> MovingBank:
+    return MovingBank(
+        lambda transition: drift_learner(transition), start=start, ratio=ratio,
+        members=members, time_constant=1.0, **options,
+    )  # fmt: skip
+
+
+def _still_data(steps: int, n: int = 24, seed: int = 0):
+    """One boundary at every step: no drift."""
+    generator = torch.Generator().manual_seed(seed)
+    data = []
+    for _ in range(steps):
+        x = torch.randn(n, 2, generator=generator)
+        data.append((x, (x[:, 0] + 0.5 * x[:, 1] > 0).long()))
+    return data
+
+
+def test_the_members_sit_on_consecutive_rungs_around_the_start():
+    bank = _bank(0.01)
+    assert bank.strengths == pytest.approx([0.001, 0.01, 0.1])
+    assert list(bank.members) == ["wiener 0.001", "wiener 0.01", "wiener 0.1"]
+    for strength, member in zip(bank.strengths, bank.members.values(), strict=True):
+        assert isinstance(member.transition, Wiener)
+        assert member.transition.diffusion == pytest.approx(strength)
+    # near an end of the range the window starts inside it
+    assert _bank(1e-4).strengths == pytest.approx([1e-4, 1e-3, 1e-2])
+    assert _bank(100.0).strengths == pytest.approx([1.0, 10.0, 100.0])
+
+
+def test_an_end_member_that_leads_is_copied_a_rung_out_with_its_weight():
+    bank = _bank(0.001)
+    steps = drift_data(6, n=24)
+    bank.observe(steps[0], time=0.0)
+    assert bank.bottom == -1  # identical members after the first step: a tie moves nothing
+    for time, data in enumerate(steps[1:], start=1):
+        bottom, before = bank.bottom, dict(bank.members)
+        bank.observe(data, time=float(time))
+        if bank.bottom == bottom:
+            continue
+        assert bank.bottom == bottom + 1  # the boundary rotates: the strongest leads, upward
+        learners = list(bank.members.values())
+        assert learners[:-1] == list(before.values())[1:]
+        assert learners[-1] is list(before.values())[0]  # the weakest's learner, reused
+        assert_same_posterior(learners[-1], learners[-2])  # ... holding the end's copy
+        assert learners[-1].transition.diffusion == pytest.approx(bank.strengths[-1])
+        assert bank.log_weights[-1] == bank.log_weights[-2]
+        assert float(bank.log_weights.exp().sum()) == pytest.approx(1.0)
+        break
+    else:
+        pytest.fail("the window never moved on a rotating boundary")
+
+
+def test_the_window_climbs_on_a_drifting_stream_and_falls_on_a_still_one():
+    rising, bottoms = _bank(1e-3), []
+    for time, data in enumerate(drift_data(8, n=24)):
+        rising.observe(data, time=float(time))
+        bottoms.append(rising.bottom)
+    assert rising.strength >= 0.1
+    assert all(
+        b - a in (0, 1) for a, b in zip([-1, *bottoms[:-1]], bottoms, strict=True)
+    )  # a rung a step, up
+    falling = _bank(10.0)
+    for time, data in enumerate(_still_data(8)):
+        falling.observe(data, time=float(time))
+    assert falling.strength <= 0.1
+    assert falling.bottom < 0
+
+
+def test_the_window_stops_at_the_ladders_ends():
+    bank = _bank(10.0, high=100.0)
+    for time, data in enumerate(drift_data(6, n=24)):
+        bank.observe(data, time=float(time))
+    assert max(bank.strengths) <= 100.0 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"members": 1}, "two or more members"),
+        ({"ratio": 1.0}, "ratio"),
+        ({"start": 1e3}, "start"),
+        ({"family": "gravity"}, "family must be one of"),
+        ({"family": "bayesian_forgetting", "high": 1.0}, "below 1"),
+        ({"low": 0.1, "high": 0.2, "start": 0.1}, "do not fit"),
+    ],
+)
+def test_bad_settings_are_refused_before_a_learner_is_built(options, message):
+    built = []
+    settings = {"start": 0.01, **options}
+    with pytest.raises(ValueError, match=message):
+        MovingBank(lambda t: built.append(t) or drift_learner(t), **settings)
+    assert not built
+    assert math.isfinite(settings["start"])
