@@ -49,23 +49,29 @@ def test_the_members_sit_on_consecutive_rungs_around_the_start():
 
 
 def test_an_end_member_that_leads_is_copied_a_rung_out_with_its_weight():
+    """Eq. 3: the other end's learner is reused for the end's copy, one rung further out."""
     bank = _bank(0.01)  # room to move either way
     steps = drift_data(6, n=24)
     bank.observe(steps[0], time=0.0)
     assert bank.log_weights.unique().numel() == 1  # twins score the first step alike
     assert bank.bottom == -1  # ... and a tie moves nothing
     for time, data in enumerate(steps[1:], start=1):
-        bottom, before = bank.bottom, dict(bank.members)
+        bottom, before = bank.bottom, list(bank.members.values())
         bank.observe(data, time=float(time))
         if bank.bottom == bottom:
             continue
-        assert bank.bottom == bottom + 1  # the boundary rotates: the strongest leads, upward
         learners = list(bank.members.values())
-        assert learners[:-1] == list(before.values())[1:]
-        assert learners[-1] is list(before.values())[0]  # the weakest's learner, reused
-        assert_same_posterior(learners[-1], learners[-2])  # ... holding the end's copy
-        assert learners[-1].transition.diffusion == pytest.approx(bank.strengths[-1])
-        assert bank.log_weights[-1] == bank.log_weights[-2]
+        if bank.bottom == bottom + 1:  # the strongest led: the weakest's learner reused on top
+            assert learners == [*before[1:], before[0]]
+            new, end = -1, -2
+        else:  # the weakest led: the strongest's learner reused below it
+            assert bank.bottom == bottom - 1
+            assert learners == [before[-1], *before[:-1]]
+            new, end = 0, 1
+        assert_same_posterior(learners[new], learners[end])  # the end member's copy
+        assert learners[new].transition.diffusion == pytest.approx(bank.strengths[new])
+        assert bank.strengths[new] == pytest.approx(bank.strengths[end] * 10.0 ** (-1 - 2 * new))
+        assert bank.log_weights[new] == bank.log_weights[end]
         assert float(bank.log_weights.exp().sum()) == pytest.approx(1.0)
         break
     else:
