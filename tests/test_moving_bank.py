@@ -48,50 +48,50 @@ def test_the_members_sit_on_consecutive_rungs_around_the_start():
     assert _bank(100.0).strengths == pytest.approx([1.0, 10.0, 100.0])
 
 
-def test_an_end_member_that_leads_is_copied_a_rung_out_with_its_weight():
-    """Eq. 3: the other end's learner is reused for the end's copy, one rung further out."""
+def _observe_and_check_the_move(bank: MovingBank, data, time: float) -> int:
+    """Eq. 3 after one step: the other end's learner is reused for the leading end's copy, one
+    rung further out, with its weight; the window's move (-1, 0 or 1) is returned."""
+    bottom, before = bank.bottom, list(bank.members.values())
+    bank.observe(data, time=time)
+    learners = list(bank.members.values())
+    if bank.bottom == bottom:
+        assert learners == before
+        return 0
+    if bank.bottom == bottom + 1:  # the strongest led: the weakest's learner reused on top
+        assert learners == [*before[1:], before[0]]
+        new, end = -1, -2
+    else:  # the weakest led: the strongest's learner reused below it
+        assert bank.bottom == bottom - 1
+        assert learners == [before[-1], *before[:-1]]
+        new, end = 0, 1
+    assert_same_posterior(learners[new], learners[end])  # the end member's copy
+    assert learners[new].transition.diffusion == pytest.approx(bank.strengths[new])
+    assert bank.strengths[new] == pytest.approx(bank.strengths[end] * bank.ratio ** (-1 - 2 * new))
+    assert bank.log_weights[new] == bank.log_weights[end]
+    assert float(bank.log_weights.exp().sum()) == pytest.approx(1.0)
+    return bank.bottom - bottom
+
+
+def test_the_first_step_ties_twins_and_a_tie_moves_nothing():
     bank = _bank(0.01)  # room to move either way
-    steps = drift_data(6, n=24)
-    bank.observe(steps[0], time=0.0)
+    bank.observe(drift_data(1, n=24)[0], time=0.0)
     assert bank.log_weights.unique().numel() == 1  # twins score the first step alike
-    assert bank.bottom == -1  # ... and a tie moves nothing
-    for time, data in enumerate(steps[1:], start=1):
-        bottom, before = bank.bottom, list(bank.members.values())
-        bank.observe(data, time=float(time))
-        if bank.bottom == bottom:
-            continue
-        learners = list(bank.members.values())
-        if bank.bottom == bottom + 1:  # the strongest led: the weakest's learner reused on top
-            assert learners == [*before[1:], before[0]]
-            new, end = -1, -2
-        else:  # the weakest led: the strongest's learner reused below it
-            assert bank.bottom == bottom - 1
-            assert learners == [before[-1], *before[:-1]]
-            new, end = 0, 1
-        assert_same_posterior(learners[new], learners[end])  # the end member's copy
-        assert learners[new].transition.diffusion == pytest.approx(bank.strengths[new])
-        assert bank.strengths[new] == pytest.approx(bank.strengths[end] * 10.0 ** (-1 - 2 * new))
-        assert bank.log_weights[new] == bank.log_weights[end]
-        assert float(bank.log_weights.exp().sum()) == pytest.approx(1.0)
-        break
-    else:
-        pytest.fail("the window never moved on a rotating boundary")
+    assert bank.bottom == -1
 
 
 def test_the_window_climbs_on_a_drifting_stream_and_falls_on_a_still_one():
-    rising, bottoms = _bank(1e-3), []
-    for time, data in enumerate(drift_data(8, n=24)):
-        rising.observe(data, time=float(time))
-        bottoms.append(rising.bottom)
+    rising = _bank(1e-3)
+    moves = [
+        _observe_and_check_the_move(rising, d, float(t)) for t, d in enumerate(drift_data(8, n=24))
+    ]
     assert rising.strength >= 0.1
-    assert all(
-        b - a in (0, 1) for a, b in zip([-1, *bottoms[:-1]], bottoms, strict=True)
-    )  # a rung a step, up
+    assert 1 in moves and -1 not in moves  # the boundary rotates: up, a rung a step
     falling = _bank(10.0)
-    for time, data in enumerate(_still_data(8)):
-        falling.observe(data, time=float(time))
+    moves = [
+        _observe_and_check_the_move(falling, d, float(t)) for t, d in enumerate(_still_data(8))
+    ]
     assert falling.strength <= 0.1
-    assert falling.bottom < 0
+    assert sum(moves) < 0, moves
 
 
 def test_the_window_stops_at_the_ladders_ends():
