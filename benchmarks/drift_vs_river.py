@@ -19,6 +19,10 @@ Learners:
 * pyro_cl, strengths learnt: ``learned-forgetting``, ``learned-wiener``, ``learned-ou``, one
   online VB learner whose transition's strength is learnt before every step from that step's
   one-step-ahead predictive (:class:`~pyro_cl.transitions.LearnedStrength`): no grid;
+* pyro_cl, strengths found by moving banks: ``moving-forgetting``, ``moving-wiener``,
+  ``moving-ou``, three online VB learners at neighbouring rungs of the family's strengths (a
+  factor √10 apart), weighed by their own paths' evidence, the window moved a rung toward an end
+  member that leads (:class:`~pyro_cl.learner.moving_bank.MovingBank`): no grid either;
 * pyro_cl: for each transition family (Bayesian forgetting, Wiener, OU) a bank of learners
   (:class:`pyro_cl.learner.bank.LearnerBank`) whose members are online VB (strength 0) and the
   family at each ``--strengths`` value. Each member is scored on its own (the fixed strengths;
@@ -77,6 +81,7 @@ from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
 from pyro_cl.data.streams import OnlineStream, drift_stream
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.learner.bank import LearnerBank
+from pyro_cl.learner.moving_bank import MovingBank
 from pyro_cl.likelihoods import HeteroscedasticGaussianLikelihood
 from pyro_cl.transitions.base import Identity
 from pyro_cl.transitions.diffusion import OrnsteinUhlenbeck, Wiener
@@ -90,6 +95,13 @@ LEARNED = {
     "learned-wiener": "wiener",
     "learned-ou": "ornstein_uhlenbeck",
 }
+#: Moving banks (MovingBank): a few online VB learners at neighbouring strengths of the family,
+#: the window moved toward the strength their own paths' evidence prefers.
+MOVING = {
+    "moving-forgetting": "bayesian_forgetting",
+    "moving-wiener": "wiener",
+    "moving-ou": "ornstein_uhlenbeck",
+}
 #: The river learners a classification stream runs, and those a regression stream runs.
 RIVER_CLASSIFIERS = (
     "river-logistic", "river-softmax", "river-hat", "river-arf", "river-naive-bayes", "majority"
@@ -99,7 +111,7 @@ RIVER_LEARNERS = tuple(dict.fromkeys((*RIVER_CLASSIFIERS, *RIVER_REGRESSORS)))
 #: The river classifiers the accuracy figure draws (the linear models, the tree and the forest).
 FIGURE_RIVER = ("river-logistic", "river-softmax", "river-hat", "river-arf")
 #: The learners named outright (beside ``net-refit-all`` and ``net-refit-W``).
-NAMED_LEARNERS = (*RIVER_LEARNERS, *FAMILIES, *LEARNED, "net-finetune")
+NAMED_LEARNERS = (*RIVER_LEARNERS, *FAMILIES, *LEARNED, *MOVING, "net-finetune")
 SYNTHETIC_ROWS = 20_000
 #: The random RBF stream's classes and features (those of the gas-sensor drift data set).
 RBF_CLASSES, RBF_FEATURES = 6, 128
@@ -472,6 +484,19 @@ def run(args, stream_name: str, seed: int) -> None:
             )
             learnt = {"strengths": learner.transition.history}
             _write(folder, scores, {**context, "settings": _settings(args), **learnt})
+        elif name in MOVING:
+            torch.manual_seed(seed)
+            bank = MovingBank(
+                lambda transition: _online_learner(stream, args, seed, transition),
+                MOVING[name],
+                discount=args.discount,
+                at_time=args.memory == "none",
+            )
+            scores = one_step_ahead(
+                OnStream(bank, at_time=bank.at_time), stream, progress=_progress(name, stream)
+            )
+            learnt = {"strengths": bank.history}
+            _write(folder, scores, {**context, "settings": _settings(args), **learnt})
         elif name == "net-finetune":
             # the same net and optimiser steps as our learners: --first-iterations passes over
             # the first step, --iterations over each later step's rows alone, warm-started
@@ -664,7 +689,12 @@ def _is_ours(learner: str) -> bool:
     """A pyro_cl learner: a bank, a learnt strength, online VB or a bank's fixed member, each
     tempered or not."""
     learner = _split_variant(learner)[0]
-    return learner in LEARNED or learner == "online-vb" or learner.split("-")[0] in FAMILIES
+    return (
+        learner in LEARNED
+        or learner in MOVING
+        or learner == "online-vb"
+        or learner.split("-")[0] in FAMILIES
+    )
 
 
 def _validation_steps(scores: dict) -> slice:
