@@ -25,7 +25,14 @@ from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.divergence import DivergenceError
 from pyro_cl.infer.fit_problem import FitProblem
-from pyro_cl.learner import VCL, ContinualLearner, GraphVCL, LearnerBank, OnlineClassifier
+from pyro_cl.learner import (
+    VCL,
+    ContinualLearner,
+    GraphVCL,
+    LearnerBank,
+    MovingBank,
+    OnlineClassifier,
+)
 from pyro_cl.likelihoods import (
     BernoulliLikelihood,
     CategoricalLikelihood,
@@ -68,6 +75,7 @@ __all__ = [
     "FitProblem",
     "GraphVCL",
     "LearnerBank",
+    "MovingBank",
     "OnlineClassifier",
     "Fitter",
     "FunctionSpaceFitter",
