@@ -489,6 +489,8 @@ def run(args, stream_name: str, seed: int) -> None:
             bank = MovingBank(
                 lambda transition: _online_learner(stream, args, seed, transition),
                 MOVING[name],
+                ratio=args.moving_ratio,
+                members=args.moving_members,
                 discount=args.discount,
                 at_time=args.memory == "none",
             )
@@ -550,6 +552,7 @@ def _settings(args) -> dict:
     names = ("hidden", "iterations", "first_iterations", "particles", "predictive_samples")
     names += ("memory", "memory_size", "term_samples", "refit_iterations")
     names += ("learning_rate", "variance_learning_rate", "strengths", "discount", "kl_weight")
+    names += ("moving_ratio", "moving_members")
     return {n: getattr(args, n) for n in names}
 
 
@@ -821,6 +824,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--strengths", type=float, nargs="+", default=[0.003, 0.01, 0.03, 0.1])
     parser.add_argument("--discount", type=float, default=1.0)
+    parser.add_argument("--moving-ratio", type=float, default=10**0.5,
+                        help="a moving bank's factor between neighbouring strengths")  # fmt: skip
+    parser.add_argument("--moving-members", type=int, default=3,
+                        help="a moving bank's learners")  # fmt: skip
     parser.add_argument("--hidden", type=int, nargs="*", default=[16, 16])
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--first-iterations", type=int, default=1000)
