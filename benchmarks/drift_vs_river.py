@@ -19,10 +19,12 @@ Learners:
 * pyro_cl, strengths learnt: ``learned-forgetting``, ``learned-wiener``, ``learned-ou``, one
   online VB learner whose transition's strength is learnt before every step from that step's
   one-step-ahead predictive (:class:`~pyro_cl.transitions.LearnedStrength`): no grid;
-* pyro_cl, strengths found by moving banks: ``moving-forgetting``, ``moving-wiener``,
-  ``moving-ou``, three online VB learners at neighbouring rungs of the family's strengths (a
-  factor √10 apart), weighed by their own paths' evidence, the window moved a rung toward an end
-  member that leads (:class:`~pyro_cl.learner.moving_bank.MovingBank`): no grid either;
+* pyro_cl, strengths weighed over the family's whole range: ``moving-forgetting``,
+  ``moving-wiener``, ``moving-ou``, online VB learners at the family's strengths a decade apart
+  (``--moving-ratio``), weighed by their own paths' evidence
+  (:class:`~pyro_cl.learner.moving_bank.MovingBank`); with ``--moving-members M`` fewer than the
+  range holds, a window of ``M`` that moves a rung toward an end member that leads: no grid
+  either;
 * pyro_cl: for each transition family (Bayesian forgetting, Wiener, OU) a bank of learners
   (:class:`pyro_cl.learner.bank.LearnerBank`) whose members are online VB (strength 0) and the
   family at each ``--strengths`` value. Each member is scored on its own (the fixed strengths;
@@ -685,7 +687,11 @@ def _split_variant(learner: str) -> tuple[str, str]:
 
 def _row_label(learner: str) -> str:
     base, _ = _split_variant(learner)
-    return f"{learner}: strength chosen online (bank)" if base in FAMILIES else learner
+    if base in FAMILIES:
+        return f"{learner}: strength chosen online (bank)"
+    if base in MOVING:
+        return f"{learner}: the family's range weighed online (MovingBank)"
+    return learner
 
 
 def _is_ours(learner: str) -> bool:
@@ -824,10 +830,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--strengths", type=float, nargs="+", default=[0.003, 0.01, 0.03, 0.1])
     parser.add_argument("--discount", type=float, default=1.0)
-    parser.add_argument("--moving-ratio", type=float, default=10**0.5,
+    parser.add_argument("--moving-ratio", type=float, default=10.0,
                         help="a moving bank's factor between neighbouring strengths")  # fmt: skip
-    parser.add_argument("--moving-members", type=int, default=3,
-                        help="a moving bank's learners")  # fmt: skip
+    parser.add_argument("--moving-members", type=int,
+                        help="a moving bank's learners (default: every strength of the range)")  # fmt: skip
     parser.add_argument("--hidden", type=int, nargs="*", default=[16, 16])
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--first-iterations", type=int, default=1000)

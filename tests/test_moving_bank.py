@@ -19,7 +19,7 @@ def _twin(transition):
     return drift_learner(transition)
 
 
-def _bank(start: float, ratio: float = 10.0, members: int = 3, **options) -> MovingBank:
+def _bank(start: float, ratio: float = 10.0, members: int | None = 3, **options) -> MovingBank:
     return MovingBank(
         _twin, start=start, ratio=ratio,
         members=members, time_constant=1.0, **options,
@@ -46,6 +46,9 @@ def test_the_members_sit_on_consecutive_rungs_around_the_start():
     # near an end of the range the window starts inside it
     assert _bank(1e-4).strengths == pytest.approx([1e-4, 1e-3, 1e-2])
     assert _bank(100.0).strengths == pytest.approx([1.0, 10.0, 100.0])
+    # by default every rung of the family's range, a decade apart
+    whole = MovingBank(_twin, time_constant=1.0)
+    assert whole.strengths == pytest.approx([1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0])
 
 
 def _observe_and_check_the_move(bank: MovingBank, data, time: float) -> int:
@@ -94,6 +97,13 @@ def test_the_window_climbs_on_a_drifting_stream_and_falls_on_a_still_one():
     assert sum(moves) < 0, moves
 
 
+def test_a_bank_over_the_whole_range_never_moves():
+    bank = _bank(0.1, members=None, low=1e-3, high=10.0)
+    for time, data in enumerate(drift_data(4, n=24)):
+        assert _observe_and_check_the_move(bank, data, float(time)) == 0
+    assert bank.strengths == pytest.approx([1e-3, 1e-2, 0.1, 1.0, 10.0])
+
+
 def test_the_window_stops_at_the_ladders_ends():
     bank = _bank(10.0, high=100.0)
     for time, data in enumerate(drift_data(6, n=24)):
@@ -109,7 +119,7 @@ def test_the_window_stops_at_the_ladders_ends():
         ({"start": 1e3}, "start"),
         ({"family": "gravity"}, "family must be one of"),
         ({"family": "bayesian_forgetting", "high": 1.0}, "below 1"),
-        ({"low": 0.1, "high": 0.2, "start": 0.1}, "do not fit"),
+        ({"low": 0.1, "high": 0.2, "start": 0.1, "members": 3}, "do not fit"),
     ],
 )
 def test_bad_settings_are_refused_before_a_learner_is_built(options, message):
