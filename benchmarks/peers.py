@@ -40,7 +40,10 @@ mean of exemplars), A-GEM, GEM, and LwF (which keeps none, the classic baseline 
 The regularisers that keep nothing (EWC, SI, the Laplace rows, IVON) predict only the last
 task's classes there, as fine-tuning does, and are left out.
 
-The peers run a ``torch.nn`` MLP of the preset's widths at PyTorch's default initialisation.
+The peers run the preset's net in ``torch.nn`` at PyTorch's default initialisation: an MLP of its
+widths, or on ``split-cifar10-class-incremental`` (Avalanche's rows only) the conv net of
+:class:`~pyro_cl.nn.BayesianCNN` with one head over the ten classes; that stream is hours on a
+2-core CPU (``--tiny`` on a small CIFAR file is the check).
 Every row reports ACC, BWT, ECE (%), seconds and the bytes of data it keeps (none here but
 function-space VI's context points; a posterior is not counted).
 """
@@ -257,6 +260,35 @@ def mlp(in_features: int, hidden: list[int], out_features: int) -> nn.Sequential
         layers += [nn.Linear(width, size), nn.ReLU()]
         width = size
     return nn.Sequential(*layers, nn.Linear(width, out_features))
+
+
+def cnn(
+    input_shape: tuple[int, int, int],
+    hidden: list[int],
+    out_features: int,
+    conv_blocks: tuple[tuple[int, int], ...] = ((32, 32), (64, 64)),
+) -> nn.Sequential:
+    """:class:`~pyro_cl.nn.BayesianCNN`'s net in ``torch.nn``: per block a padded and an unpadded
+    3×3 convolution and a 2×2 max pool, ReLU throughout, then the dense layers and one head."""
+    channels, height, width = input_shape
+    layers = []
+    for block in conv_blocks:
+        for padding, size in zip((1, 0), block, strict=True):
+            layers += [nn.Conv2d(channels, size, 3, padding=padding), nn.ReLU()]
+            channels, height, width = size, height + 2 * padding - 2, width + 2 * padding - 2
+        layers.append(nn.MaxPool2d(2))
+        height, width = height // 2, width // 2
+    return nn.Sequential(
+        *layers, nn.Flatten(), *mlp(channels * height * width, hidden, out_features)
+    )
+
+
+def peer_net(base: BenchmarkRun, stream) -> nn.Sequential:
+    """The preset's net in ``torch.nn``, at PyTorch's default initialisation."""
+    hidden = list(base.resolved_hidden_sizes)
+    if base.architecture == "cnn":
+        return cnn(stream.input_shape, hidden, stream.num_classes)
+    return mlp(stream.in_features, hidden, stream.num_classes)
 
 
 def batches(x: torch.Tensor, y: torch.Tensor, size: int | None, generator: torch.Generator):
@@ -570,7 +602,7 @@ def run_peer(
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     settings = {**base.resolved_training(), **training}
-    net = mlp(stream.in_features, list(base.resolved_hidden_sizes), stream.num_classes)
+    net = peer_net(base, stream)
     library = options["library"]
     if library == "laplace":
         learner = OnlineLaplace(
@@ -625,12 +657,16 @@ def main(argv: list[str] | None = None) -> None:
         args.benchmark, data_root=args.data_root, num_tasks=2 if args.tiny else None,
         progress=False,
     )  # fmt: skip
-    if base.architecture != "mlp":  # the peers run a torch.nn MLP of the preset's widths
+    class_incremental = args.benchmark.endswith("-class-incremental")
+    # the peers run the preset's net in torch.nn: an MLP, or a conv net for Avalanche's rows
+    if base.architecture not in ("mlp", "cnn") or (
+        base.architecture == "cnn" and not class_incremental
+    ):
         parser.error(
-            f"the peers run MLP presets; {args.benchmark} builds a {base.architecture} net"
+            f"the peers run MLP presets and class-incremental conv-net presets; "
+            f"{args.benchmark} builds a {base.architecture} net"
         )
     commit = current_commit()
-    class_incremental = args.benchmark.endswith("-class-incremental")
     measured, selection = select_then_test(
         base, ours(training, class_incremental), args.seeds, folder=args.folder
     )

@@ -30,6 +30,7 @@ from pyro_cl.data import split_cifar10
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import vogn_cifar  # noqa: E402
+from peers import cnn  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -80,13 +81,7 @@ ROWS = [
 def plain_net() -> nn.Sequential:
     """The split CIFAR conv net (:class:`~pyro_cl.nn.BayesianCNN`'s defaults, one 2-way head),
     initialised as the fresh VOGN means: ``U(±1/√fan_in)``, PyTorch's default."""
-    return nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3), nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * 6 * 6, 512), nn.ReLU(), nn.Linear(512, 2),
-    )  # fmt: skip
+    return cnn((3, 32, 32), [512], 2)
 
 
 def run_plain(row: PlainRow, task, epochs: int, test_points: int, seed: int) -> tuple[float, float]:
