@@ -140,8 +140,8 @@ def online_ewc_mean(data, strength: float) -> torch.Tensor:
     """The weights our ``OnlineEWC`` (Gauss-Newton curvature) ends at over ``data``."""
     ewc = learner_with(
         PointEstimateFitter(OnlineEWC(strength=strength, fisher_samples=None, curvature="ggn")),
-        epochs=3000,
-        learning_rate=0.02,
+        epochs=600,  # a convex quadratic: Adam at 0.1 is within 1e-6 of its minimum
+        learning_rate=0.1,
     )
     for task, (x, y) in enumerate(data):
         ewc.observe((x, y), task_id=task)
