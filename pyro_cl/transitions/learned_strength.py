@@ -25,6 +25,9 @@ smooth in ``s``. Where a step has no data in view (predicting at a later time,
 posterior.
 
 With a Gaussian random walk of known rate, ``s_k`` recovers it (tests/test_learned_strength.py).
+On a learner's own path the greedy choice can settle far from the best fixed strength (at the
+range's floor on four drift streams, near 1 on elec2: docs/lab/drift.md);
+:class:`~pyro_cl.learner.moving_bank.MovingBank` reads each strength on a path of its own.
 """
 
 from __future__ import annotations
