@@ -288,6 +288,23 @@ def _online_learner(stream: OnlineStream, args, seed: int, transition):
     )
 
 
+def _strength_learner(name: str, stream: OnlineStream, args, seed: int):
+    """A learner whose strength is learnt (``learned-*``) or weighed over the family's range
+    (``moving-*``), and what returns the strength it chose at every step."""
+    if name in LEARNED:
+        learner = _online_learner(stream, args, seed, LearnedStrength(LEARNED[name]))
+        return learner, lambda: learner.transition.history
+    bank = MovingBank(
+        lambda transition: _online_learner(stream, args, seed, transition),
+        MOVING[name],
+        ratio=args.moving_ratio,
+        members=args.moving_members,
+        discount=args.discount,
+        at_time=args.memory == "none",
+    )
+    return bank, lambda: bank.history
+
+
 def _variant(args) -> str:
     """The suffix of our learners' folders in a tempered run (``--kl-weight`` below 1) and in
     one with a variance step of its own (``--variance-learning-rate``), or none."""
@@ -476,30 +493,15 @@ def run(args, stream_name: str, seed: int) -> None:
                 }
                 _write(base / f"{tag}{_variant(args)}" / f"seed{seed}", member, {**extra, **kurle})
             _write(folder, scores, {**extra, "learner": f"{name} bank"})
-        elif name in LEARNED:
+        elif name in LEARNED or name in MOVING:
             torch.manual_seed(seed)
-            learner = _online_learner(stream, args, seed, LearnedStrength(LEARNED[name]))
+            learner, strengths = _strength_learner(name, stream, args, seed)
             scores = one_step_ahead(
                 OnStream(learner, at_time=args.memory == "none"),
                 stream,
                 progress=_progress(name, stream),
             )
-            learnt = {"strengths": learner.transition.history}
-            _write(folder, scores, {**context, "settings": _settings(args), **learnt})
-        elif name in MOVING:
-            torch.manual_seed(seed)
-            bank = MovingBank(
-                lambda transition: _online_learner(stream, args, seed, transition),
-                MOVING[name],
-                ratio=args.moving_ratio,
-                members=args.moving_members,
-                discount=args.discount,
-                at_time=args.memory == "none",
-            )
-            scores = one_step_ahead(
-                OnStream(bank, at_time=bank.at_time), stream, progress=_progress(name, stream)
-            )
-            learnt = {"strengths": bank.history}
+            learnt = {"strengths": strengths()}
             _write(folder, scores, {**context, "settings": _settings(args), **learnt})
         elif name == "net-finetune":
             # the same net and optimiser steps as our learners: --first-iterations passes over
