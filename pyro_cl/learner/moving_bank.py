@@ -57,7 +57,7 @@ from pyro_cl.learner.bank import LearnerBank
 from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.learner.state import LearnerState
 from pyro_cl.transitions.base import Transition, check_time_constant
-from pyro_cl.transitions.learned_strength import FAMILIES
+from pyro_cl.transitions.learned_strength import family_range
 
 __all__ = ["MovingBank"]
 
@@ -96,14 +96,8 @@ class MovingBank(LearnerBank):
         num_samples: int | None = None,
         at_time: bool = True,
     ) -> None:
-        if family not in FAMILIES:
-            raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
-        self._kind, default_low, default_high = FAMILIES[family]
+        self._kind, self.low, self.high = family_range(family, low, high)
         self.family = family
-        self.low = checked_real(default_low if low is None else low, "low", 0, low_open=True)
-        self.high = checked_real(default_high if high is None else high, "high", self.low)
-        if family == "bayesian_forgetting" and not self.high < 1:
-            raise ValueError(f"a forgetting rate is below 1: high must be < 1, got {self.high}")
         self.ratio = checked_real(ratio, "ratio", 1, low_open=True)
         self.time_constant = check_time_constant(time_constant)
         middle = math.sqrt(self.low * self.high) if start is None else start

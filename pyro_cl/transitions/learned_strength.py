@@ -43,7 +43,7 @@ from pyro_cl.transitions.base import Transition, TransitionContext, check_time_c
 from pyro_cl.transitions.diffusion import OrnsteinUhlenbeck, Wiener
 from pyro_cl.transitions.forgetting import BayesianForgetting
 
-__all__ = ["FAMILIES", "LearnedStrength"]
+__all__ = ["FAMILIES", "LearnedStrength", "family_range"]
 
 #: The transitions whose strength can be learnt, and the range searched by default.
 FAMILIES: dict[str, tuple[type[Transition], float, float]] = {
@@ -51,6 +51,25 @@ FAMILIES: dict[str, tuple[type[Transition], float, float]] = {
     "ornstein_uhlenbeck": (OrnsteinUhlenbeck, 1e-4, 1e2),
     "bayesian_forgetting": (BayesianForgetting, 1e-4, 0.999),
 }
+
+
+def family_range(
+    family: str, low: float | None = None, high: float | None = None
+) -> tuple[type[Transition], float, float]:
+    """``family``'s transition class and its strengths' range ``[low, high]`` (the family's own
+    bound where one is not given), checked.
+
+    :raises ValueError: for an unknown family, a range that is empty or not positive, or a
+        forgetting rate's ``high`` of 1 or more.
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
+    kind, default_low, default_high = FAMILIES[family]
+    low = checked_real(default_low if low is None else low, "low", 0, low_open=True)
+    high = checked_real(default_high if high is None else high, "high", low)
+    if family == "bayesian_forgetting" and not high < 1:
+        raise ValueError(f"a forgetting rate is below 1: high must be < 1, got {high}")
+    return kind, low, high
 
 
 class LearnedStrength(Transition):
@@ -77,14 +96,8 @@ class LearnedStrength(Transition):
         discount: float = 1.0,
         time_constant: float | None = None,
     ) -> None:
-        if family not in FAMILIES:
-            raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
-        kind, default_low, default_high = FAMILIES[family]
+        kind, self.low, self.high = family_range(family, low, high)
         self.family = family
-        self.low = checked_real(default_low if low is None else low, "low", 0, low_open=True)
-        self.high = checked_real(default_high if high is None else high, "high", self.low)
-        if family == "bayesian_forgetting" and not self.high < 1:
-            raise ValueError(f"a forgetting rate is below 1: high must be < 1, got {self.high}")
         self.points = checked_count(points, "points")
         self.discount = checked_real(discount, "discount", 0, 1)
         self.time_constant = check_time_constant(time_constant)
