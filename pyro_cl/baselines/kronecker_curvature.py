@@ -71,9 +71,11 @@ def kronecker_curvature(
         with torch.enable_grad():
             sums = kronecker_factor_sums(model, theta, x[rows], task_id, list(sites))
         for name, (g, a) in sums.items():
-            total_g, total_a = totals.setdefault(name, (torch.zeros_like(g), torch.zeros_like(a)))
-            total_g += g
-            total_a += a
+            if name in totals:  # the chunk's sums are fresh tensors: the first is kept as is
+                totals[name][0].add_(g)
+                totals[name][1].add_(a)
+            else:
+                totals[name] = (g, a)
     used = len(index)
     return {name: (g * (n / used), a / used) for name, (g, a) in totals.items()}
 
