@@ -659,9 +659,7 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     class_incremental = args.benchmark.endswith("-class-incremental")
     # the peers run the preset's net in torch.nn: an MLP, or a conv net for Avalanche's rows
-    if base.architecture not in ("mlp", "cnn") or (
-        base.architecture == "cnn" and not class_incremental
-    ):
+    if not (base.architecture == "mlp" or (base.architecture == "cnn" and class_incremental)):
         parser.error(
             f"the peers run MLP presets and class-incremental conv-net presets; "
             f"{args.benchmark} builds a {base.architecture} net"
