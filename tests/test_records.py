@@ -172,6 +172,17 @@ def test_a_table_outside_the_record_blocks_is_found(tmp_path):
     assert records.hand_written_tables(page) == ["page.md:9"]
 
 
+def test_a_table_of_quoted_cells_is_rendered_and_a_number_typed_beside_them_is_found(tmp_path):
+    page = tmp_path / "page.md"
+    cell = "<!-- cell: demo / vcl / ACC -->81.00 ± 1.41<!-- /cell -->"
+    page.write_text(f"| stream (5 tasks) | ours |\n| --- | --- |\n| digits (8x8) | {cell} |\n")
+    assert records.hand_written_tables(page) == []  # a row's name may hold digits
+    page.write_text(f"| stream | ours | paper |\n| --- | --- | --- |\n| digits | {cell} | 79 |\n")
+    assert records.hand_written_tables(page) == ["page.md:1"]
+    page.write_text(f"| a | b | c |\n| --- | --- | --- |\n| x | 1,000 points: {cell} | at 95.1 |\n")
+    assert records.hand_written_tables(page) == ["page.md:1"]  # a decimal typed within prose
+
+
 def _write_demo_record(folder):
     """A record ``demo`` with VCL at 80 and 82 over seeds 0 and 1 (mean 81, sd 1.41)."""
     record = records.make_record(

@@ -57,6 +57,9 @@ RECORDS = Path(__file__).resolve().parents[2] / "benchmarks" / "records"
 #: The format of a record file.
 FORMAT = "pyro_cl.record/1"
 _BLOCK = re.compile(r"(<!-- record: ([\w.-]+) -->\n)(.*?)(<!-- /record -->)", re.DOTALL)
+#: A number typed in a table's cell: the whole cell a number (``81``, ``-0.5 ± 0.1``, ``12%``), or
+#: a decimal number within it (``at 95.1``).
+_TYPED = re.compile(r"^\s*[-−+]?\d[\d,]*(\.\d+)?\s*(%|±.*)?\s*$|\d\.\d")
 #: One number of a record in prose or an advice table: ``<!-- cell: NAME / ROW / METRIC -->``.
 _CELL = re.compile(r"(<!-- cell: ([\w.-]+) / (.+?) / (.+?) -->)(.*?)(<!-- /cell -->)")
 #: A fenced code block: settings in an example, not numbers quoted from a run.
@@ -311,16 +314,26 @@ def typed_numbers(
 
 
 def hand_written_tables(page: str | os.PathLike) -> list[str]:
-    """The Markdown tables of ``page`` outside its record blocks, each as ``page:line`` of its
-    header: a results page whose every table is rendered from a record has none."""
+    """The Markdown tables of ``page`` outside its record blocks that type a number by hand (a
+    body cell after the first column that is a number, or holds a decimal one, once the quoted
+    cells are taken out: "200 points a task" describes a row, "95.1" measures it), each as
+    ``page:line`` of its header: a results page whose every table is rendered from a record, or
+    made of cells quoted from records, has none."""
     text = Path(page).read_text()
     blank = _BLOCK.sub(lambda m: "\n" * m.group(0).count("\n"), text)  # blocks out, lines kept
-    lines = blank.splitlines()
-    return [
-        f"{Path(page).name}:{number}"
-        for number, (line, below) in enumerate(zip(lines, lines[1:], strict=False), start=1)
-        if line.startswith("|") and re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", below.strip())
-    ]
+    lines = _CELL.sub("", blank).splitlines()
+    found = []
+    for number, (line, below) in enumerate(zip(lines, lines[1:], strict=False), start=1):
+        if not (line.startswith("|") and re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", below.strip())):
+            continue
+        body = []
+        for row in lines[number + 1 :]:
+            if not row.startswith("|"):
+                break
+            body.append(row)
+        if any(_TYPED.search(cell) for row in body for cell in row.split("|")[2:]):
+            found.append(f"{Path(page).name}:{number}")
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> None:
