@@ -52,8 +52,10 @@ def main(argv: list[str] | None = None) -> None:
     for i, task in enumerate(stream.tasks):
         learner.observe((task.x_train, task.y_train), task_id=i)
     scores = {"the predictive": [], "the mean logits": []}
+    spread = []  # the logits' sd over the draws, averaged over points and classes
     for i, task in enumerate(stream.tasks):
         draws = learner.predictive_samples(task.x_test, task_id=i, num_samples=100)
+        spread.append(draws.std(0).mean().item())
         for name, probabilities in (
             ("the predictive", torch.softmax(draws, -1).mean(0)),
             ("the mean logits", torch.softmax(draws.mean(0), -1)),
@@ -73,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{name}: accuracy {accuracy:.4f}, mean confidence {confidence:.4f}, "
             f"ECE {calibration:.4f} (means over the tasks)"
         )
+    print(f"the logits' sd over the draws: {sum(spread) / len(spread):.2f}")
 
 
 if __name__ == "__main__":
