@@ -209,6 +209,8 @@ def test_a_recorded_number_typed_in_prose_is_found(tmp_path):
     code = "```python\nbank(strengths=(81.00, 0.1))\n```\n"
     page.write_text(code + "<!-- record: demo -->\n<!-- /record -->\n")
     assert records.typed_numbers(page, tmp_path) == []  # an example's settings, not a quote
+    page.write_text("Set `bank(strengths=(81.00,))`.\n<!-- record: demo -->\n<!-- /record -->\n")
+    assert records.typed_numbers(page, tmp_path) == []  # inline code is a setting too
     page.write_text(code + "and 81.00% after it\n<!-- record: demo -->\n<!-- /record -->\n")
     assert records.typed_numbers(page, tmp_path) == ["page.md: 81.00 (record demo)"]
 

@@ -64,6 +64,8 @@ _TYPED = re.compile(r"^\s*[-−+]?\d[\d,]*(\.\d+)?\s*(%|±.*)?\s*$|\d\.\d")
 _CELL = re.compile(r"(<!-- cell: ([\w.-]+) / (.+?) / (.+?) -->)(.*?)(<!-- /cell -->)")
 #: A fenced code block: settings in an example, not numbers quoted from a run.
 _FENCED = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
+#: Inline code (`init_beta=0.999`): a setting, like a fenced block's.
+_INLINE_CODE = re.compile(r"`[^`\n]+`")
 
 
 def current_commit() -> str:
@@ -289,7 +291,7 @@ def typed_numbers(
     ``[]`` when the prose repeats none. The records checked are those the page renders, or with
     ``every_record`` all of ``folder``'s (for a page that quotes without rendering). Timings
     (:data:`TIMINGS`) are left out: small numbers such as 2.17 s recur by coincidence, and no
-    claim rests on one; so are fenced code blocks (an example's settings) and what follows a
+    claim rests on one; so are code, fenced or inline (an example's settings), and what follows a
     :data:`LAB_NOTES` marker (hand-written notes of other runs, awaiting records of their own).
     """
     text = Path(page).read_text().split(LAB_NOTES)[0]
@@ -297,7 +299,9 @@ def typed_numbers(
     names |= {match.group(2) for match in _CELL.finditer(text)}
     if every_record:
         names |= {path.stem for path in Path(folder).glob("*.json")}
-    prose = _FENCED.sub("", _CELL.sub("", _BLOCK.sub("", text)))  # code is not prose
+    prose = _INLINE_CODE.sub(
+        "", _FENCED.sub("", _CELL.sub("", _BLOCK.sub("", text)))
+    )  # code is not prose
     typed = []
     for name in sorted(names):
         record = load_record(name, folder)
