@@ -299,9 +299,8 @@ def typed_numbers(
     names |= {match.group(2) for match in _CELL.finditer(text)}
     if every_record:
         names |= {path.stem for path in Path(folder).glob("*.json")}
-    prose = _INLINE_CODE.sub(
-        "", _FENCED.sub("", _CELL.sub("", _BLOCK.sub("", text)))
-    )  # code is not prose
+    prose = _CELL.sub("", _BLOCK.sub("", text))
+    prose = _INLINE_CODE.sub("", _FENCED.sub("", prose))  # code is not prose
     typed = []
     for name in sorted(names):
         record = load_record(name, folder)
