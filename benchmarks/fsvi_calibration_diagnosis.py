@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
         draws = learner.predictive_samples(task.x_test, task_id=i, num_samples=100)
         spread.append(draws.std(0).mean().item())
         for name, probabilities in (
-            ("the predictive", torch.softmax(draws, -1).mean(0)),
+            ("the predictive", learner.model.likelihood.predictive_probabilities(draws)),
             ("the mean logits", torch.softmax(draws.mean(0), -1)),
         ):
             top, predicted = probabilities.max(-1)
