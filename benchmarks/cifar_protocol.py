@@ -32,7 +32,7 @@ import sys
 from keeps_learning import GVCL_START, SCHEDULES, VARIANCE_STEP
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
-from pyro_cl.app.selection import protocol_parser, record_rows, rows_named
+from pyro_cl.app.selection import parse_protocol, protocol_parser, record_rows, rows_named
 
 #: Online EWC's λ grid (the VCL paper's appendix D values on its streams).
 EWC_STRENGTHS = (100.0, 1000.0, 10000.0)
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--selection-seeds", type=int, nargs="+", help="default: --seeds")
     parser.add_argument("--schedule", choices=("short", "long"), default="short")
-    args = parser.parse_args(argv)
+    args = parse_protocol(parser, argv)
     training = dict(SCHEDULES[args.schedule]["split-cifar10"])
     if args.tiny:
         training.update(epochs=1, num_predictive_samples=2)

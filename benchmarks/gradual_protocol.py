@@ -36,7 +36,13 @@ from gradual_rotating_mnist import WINDOW, kumar_conv_net, protocol, rotated
 
 from pyro_cl import VCL, Wiener
 from pyro_cl.app.records import make_record, write_record
-from pyro_cl.app.selection import choose_and_test, kept_numbers, protocol_parser, rows_named
+from pyro_cl.app.selection import (
+    choose_and_test,
+    kept_numbers,
+    parse_protocol,
+    protocol_parser,
+    rows_named,
+)
 from pyro_cl.learner.self_training import self_train
 from pyro_cl.nn import make_bayesian
 
@@ -154,7 +160,7 @@ def rows() -> dict[str, dict[str, dict]]:
 def main(argv: list[str] | None = None) -> None:
     parser = protocol_parser(__doc__.split("\n\n")[0], "results/gradual_protocol")
     parser.add_argument("--selection-seeds", type=int, nargs="+", default=[0])
-    args = parser.parse_args(argv)
+    args = parse_protocol(parser, argv)
     settings, sizes = dict(SETTINGS), VALIDATION_SIZES
     if args.tiny:
         settings.update(epochs=1, source_epochs=1, num_predictive_samples=2)

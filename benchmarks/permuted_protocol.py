@@ -31,7 +31,13 @@ from __future__ import annotations
 import sys
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
-from pyro_cl.app.selection import protocol_parser, record_rows, rows_named, select_then_test
+from pyro_cl.app.selection import (
+    parse_protocol,
+    protocol_parser,
+    record_rows,
+    rows_named,
+    select_then_test,
+)
 from pyro_cl.fitters.context_points import GaussianInputs
 
 #: keeps_learning.py's short schedule for permuted MNIST.
@@ -110,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = protocol_parser(
         __doc__.split("\n\n")[0], "results/permuted_protocol", "permuted-mnist-protocol"
     )
-    args = parser.parse_args(argv)
+    args = parse_protocol(parser, argv)
     training = {"epochs": 1, "refit_epochs": 1, "num_particles": 1} if args.tiny else SHORT
     base = BenchmarkRun(
         "permuted-mnist", data_root=args.data_root, num_tasks=2 if args.tiny else None,

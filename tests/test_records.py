@@ -375,3 +375,48 @@ def test_rows_run_apart_then_recorded_together_without_running_again(tmp_path, m
         rows_named(table, [2])
     with pytest.raises(SystemExit):  # the command line's one-line error
         rows_named(table, [-1], parser)
+
+
+def test_a_protocol_resumes_from_its_committed_record_without_running_its_runs(
+    tmp_path, monkeypatch, capsys
+):
+    """A record of some rows, committed, then the whole protocol on a machine without its kept
+    runs (``--resume-from``): only the rows the record lacks run; the record's choice, its
+    validation scores and its test numbers carry over unchanged."""
+    from pyro_cl.app import selection
+    from pyro_cl.app.selection import parse_protocol, protocol_parser, record_rows
+
+    grid = {
+        "lr 1e-3": {"methods": ["vcl"]},
+        "lr 1e-2": {
+            "methods": ["vcl"],
+            "training": {**_tiny_run().training, "learning_rate": 1e-2},
+        },
+    }
+    table = {"vcl": grid, "fine-tuning": {"only": {"methods": ["finetune"]}}}
+    parser = protocol_parser("a check", str(tmp_path / "first"), "check")
+    monkeypatch.setattr(selection, "write_record", lambda r: records.write_record(r, tmp_path))
+    monkeypatch.setattr(selection, "load_record", lambda n: records.load_record(n, tmp_path))
+    args = parse_protocol(parser, ["--seeds", "0", "--rows", "0", "--record", "--name", "alone"])
+    record_rows(args, "x.py", [], _tiny_run(), table, {}, "", [0])
+    alone = records.load_record("alone", tmp_path)
+
+    ran = []
+    real = selection.run_benchmark
+    monkeypatch.setattr(
+        selection, "run_benchmark", lambda run: ran.append(run.methods) or real(run)
+    )
+    elsewhere = ["--folder", str(tmp_path / "elsewhere"), "--resume-from", "alone"]
+    args = parse_protocol(parser, ["--seeds", "0", *elsewhere])
+    assert "kept 3 runs" in capsys.readouterr().out  # two validation scores and a test run
+    record_rows(args, "x.py", [], _tiny_run(), table, {}, "", [0])
+    assert ran == [["finetune"]]
+    both = records.load_record("check", tmp_path)
+    assert both["selection"]["vcl"] == alone["selection"]["vcl"]
+    for metric in ("ACC", "BWT", "ECE", "final per task"):
+        assert both["rows"]["vcl"]["0"][metric] == alone["rows"]["vcl"]["0"][metric]
+    assert set(alone["commit"].split(", ")) <= set(both["commit"].split(", "))
+    assert parse_protocol(parser, ["--seeds", "0", *elsewhere]).resume_from == "alone"
+    assert "kept 0 runs" in capsys.readouterr().out  # what is kept already stays as it is
+    with pytest.raises(SystemExit):  # a record that is not there: the one-line error
+        parse_protocol(parser, ["--resume-from", "nowhere"])

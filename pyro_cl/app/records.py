@@ -169,7 +169,8 @@ def _commits(rows: Mapping[str, Mapping[Any, Mapping[str, Any]]], commit: str) -
     :func:`~pyro_cl.app.selection.kept_numbers` keeps them), in order of first use, then
     ``commit`` where a run kept none."""
     ran = [numbers.get("commit") for per_seed in rows.values() for numbers in per_seed.values()]
-    named = list(dict.fromkeys(c for c in ran if c))
+    # a run kept from a record (restore_kept_runs) names the record's commits, comma-separated
+    named = list(dict.fromkeys(one for c in ran if c for one in c.split(", ")))
     if not all(ran) and commit not in named:
         named.append(commit)
     return ", ".join(named)

@@ -25,7 +25,11 @@ on its learner (:func:`~pyro_cl.app.task_benchmark.kept_bytes`).
 Runs of hours go in pieces: with a ``folder``, every run keeps its numbers in
 ``<folder>/<row>/<setting>/<validation|test>-seed<k>.json`` with the fields it ran with, and a
 checkpoint after every task while it runs; started again, a finished run is read back (refused if
-its fields differ from the grid's now) and a stopped one resumes at its next task.
+its fields differ from the grid's now) and a stopped one resumes at its next task. The kept
+numbers of the project's own protocols are committed under ``benchmarks/runs/<record>/`` (the
+runs' own folders, with their checkpoints, are not), so a protocol of many hours goes on across
+sessions and machines; a record alone also restores its runs (:func:`restore_kept_runs`,
+``--resume-from``).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from typing import Any
 
 from pyro_cl.app.benchmark_run import BenchmarkRun, check_seeds
 from pyro_cl.app.continual_run import file_slug
-from pyro_cl.app.records import current_commit, make_record, write_record
+from pyro_cl.app.records import current_commit, load_record, make_record, write_record
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.runner import run_benchmark
 
@@ -53,8 +57,10 @@ __all__ = [
     "kept_numbers",
     "learning_rate_grid",
     "protocol_parser",
+    "parse_protocol",
     "protocol_record",
     "record_rows",
+    "restore_kept_runs",
     "rows_named",
     "select_then_test",
     "test_numbers",
@@ -225,9 +231,7 @@ def kept_numbers(
 
     :raises ValueError: for a kept run whose fields or validation share differ from these.
     """
-    split = "test" if validation is None else "validation"
-    place = None if folder is None else Path(folder) / file_slug(row) / file_slug(setting)
-    kept = None if place is None else place / f"{split}-seed{seed}.json"
+    kept = None if folder is None else _kept_path(folder, row, setting, seed, validation)
     if kept is not None and kept.exists():
         saved = json.loads(kept.read_text())
         if saved["fields"] != _plain(fields) or saved["validation"] != validation:
@@ -237,13 +241,53 @@ def kept_numbers(
             )
         return saved["numbers"]
     commit = current_commit()  # the code that ran, kept with its numbers (and in the record)
-    numbers = {**run(None if place is None else place / f"{split}-seed{seed}"), "commit": commit}
+    numbers = {**run(None if kept is None else kept.with_suffix("")), "commit": commit}
     if kept is not None:
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        kept.write_text(
-            json.dumps({"fields": _plain(fields), "validation": validation, "numbers": numbers})
-        )
+        _keep(kept, _plain(fields), validation, numbers)
     return numbers
+
+
+def _kept_path(
+    folder: str | Path, row: str, setting: str, seed: int, validation: float | None
+) -> Path:
+    split = "test" if validation is None else "validation"
+    return Path(folder) / file_slug(row) / file_slug(setting) / f"{split}-seed{seed}.json"
+
+
+def _keep(kept: Path, fields: Any, validation: float | None, numbers: Mapping[str, Any]) -> None:
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text(json.dumps({"fields": fields, "validation": validation, "numbers": numbers}))
+
+
+def restore_kept_runs(record: Mapping[str, Any], folder: str | Path, fraction: float = 0.1) -> int:
+    """Keep in ``folder`` every run a protocol record (:func:`protocol_record`) holds, as
+    :func:`kept_numbers` keeps them: each setting's validation score at each seed it was scored
+    at, and each seed's test numbers for the chosen setting. A protocol then resumes from its
+    committed record — on another machine, or with rows added after the record was written —
+    without running those again; a setting whose fields have changed since is refused there as
+    any kept run is. A kept file already in ``folder`` is left as it is.
+
+    :param fraction: the validation share the record's settings were scored on.
+    :returns: the number of runs written.
+    """
+    written = 0
+    for row, chosen in record["selection"].items():
+        runs = [
+            (setting, int(seed), fraction, {"ACC": score})
+            for setting, per_seed in chosen["validation"].items()
+            for seed, score in per_seed.items()
+        ]
+        runs += [
+            (chosen["chosen"], int(seed), None, numbers)
+            for seed, numbers in record["rows"][row].items()
+        ]
+        for setting, seed, validation, numbers in runs:
+            kept = _kept_path(folder, row, setting, seed, validation)
+            if not kept.exists():
+                numbers = {"commit": record["commit"], **numbers}  # the record's, where not kept
+                _keep(kept, chosen["grid"][setting], validation, numbers)
+                written += 1
+    return written
 
 
 def _kept_run(
@@ -328,9 +372,31 @@ def protocol_parser(
         "--record", action="store_true", help="with --rows, write a record of those rows alone"
     )
     parser.add_argument("--tiny", action="store_true", help="a few minutes: a check")
+    parser.add_argument(
+        "--resume-from",
+        metavar="RECORD",
+        help="first keep in --folder the runs of this committed record (benchmarks/records)",
+    )
     if name is not None:
         parser.add_argument("--name", default=name, help="the record's name")
     return parser
+
+
+def parse_protocol(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None = None
+) -> argparse.Namespace:
+    """``parser``'s arguments (:func:`protocol_parser`), with ``--resume-from``'s record's runs
+    kept in ``--folder`` (:func:`restore_kept_runs`) before any run; a missing record is the
+    command line's one-line error."""
+    args = parser.parse_args(argv)
+    if args.resume_from is not None:
+        try:
+            record = load_record(args.resume_from)
+        except (FileNotFoundError, ValueError) as error:
+            parser.error(str(error))
+        written = restore_kept_runs(record, args.folder)
+        print(f"kept {written} runs of record {args.resume_from!r} in {args.folder}")
+    return args
 
 
 def rows_named(
