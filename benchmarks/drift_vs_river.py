@@ -218,8 +218,8 @@ def make_stream(
 
 # ---------------------------------------------------------------------------- learners
 def river_learner(name: str, seed: int, regression: bool = False, classes: int = 2):
-    from river import compose, dummy, forest, linear_model, naive_bayes, preprocessing, tree
-
+    """River's learner ``name`` for the stream's kind; the name is checked before river is
+    imported (a wrong name is the command line's error, with or without river installed)."""
     allowed = RIVER_REGRESSORS if regression else RIVER_CLASSIFIERS
     if name not in allowed:
         kind = "regression" if regression else "classification"
@@ -227,6 +227,15 @@ def river_learner(name: str, seed: int, regression: bool = False, classes: int =
             f"drift_vs_river: {name} does not run on a {kind} stream; river's learners there: "
             + ", ".join(allowed)
         )
+    if name == "river-logistic" and classes > 2:
+        raise SystemExit(
+            f"drift_vs_river: river-logistic takes two classes, this stream has {classes}: "
+            "use river-softmax"
+        )
+    try:
+        from river import compose, dummy, forest, linear_model, naive_bayes, preprocessing, tree
+    except ImportError:
+        raise SystemExit(f"drift_vs_river: {name} needs river: pip install -e '.[river]'") from None
     if regression:
         if name == "river-linear":  # on the stream's inputs, standardised by the first step:
             # river's running scaler divides elec2's Victorian columns, constant for ~17,000
@@ -236,11 +245,6 @@ def river_learner(name: str, seed: int, regression: bool = False, classes: int =
             return tree.HoeffdingAdaptiveTreeRegressor(seed=seed)
         return forest.ARFRegressor(seed=seed)
     if name == "river-logistic":  # two classes
-        if classes > 2:
-            raise SystemExit(
-                f"drift_vs_river: river-logistic takes two classes, this stream has {classes}: "
-                "use river-softmax"
-            )
         return compose.Pipeline(preprocessing.StandardScaler(), linear_model.LogisticRegression())
     if name == "river-softmax":  # any number of classes
         return compose.Pipeline(preprocessing.StandardScaler(), linear_model.SoftmaxRegression())
