@@ -9,8 +9,11 @@ Rows at the same 40 points a task (where a row keeps points): fine-tuning (how m
 setting forgets: in class-incremental learning a net that sees two classes at a time predicts
 only the last two), experience replay (``finetune-er``, what practitioners reach for first), VCL,
 VCL with the replay buffer in every fit's likelihood (``vcl-er``), VCL with a random coreset
-refit at test time (``vcl-random``, Algorithm 1) and function-space VI at the kept points
-(``fsvi``). The split MNIST version is the preset ``split-mnist-class-incremental``
+refit at test time (``vcl-random``, Algorithm 1), function-space VI at the kept points
+(``fsvi``) and function-space VI beside a replay buffer (``fsvi-er``: half the points in the
+buffer, in every fit's likelihood with their labels, half as context points; added after the
+first test reading of the other rows, chosen on validation like them). Function space's rows are
+scored at function KL weights 1 and :data:`FUNCTION_KL_WEIGHTS` too. The split MNIST version is the preset ``split-mnist-class-incremental``
 (``--benchmark split-mnist-class-incremental --data-root DATA``).
 
 ``--task-free B`` runs the **task-free** variant (record ``<name>-task-free``): each task's
@@ -21,8 +24,12 @@ each task's end. Every row that keeps points keeps the same total, the preset's 
 times the tasks, as a reservoir sample of every point seen (:class:`~pyro_cl.memory.ExperienceReplay`
 with ``budget="total"``): the buffer of replay and VCL's likelihood, and function-space VI's
 context points (all of them at every step, ``DRAWS`` of each earlier step's, or ``TOTAL`` of
-them all, a context of fixed size; chosen on validation with the learning rate). VCL's random
-coreset, chosen task by task and refit at test time, has no task-free form and is left out.
+them all, a context of fixed size; chosen on validation with the learning rate), or half of
+them each in a buffer and a context (``fsvi-er``). VCL's random coreset, chosen task by task and
+refit at test time, has no task-free form and is left out.
+
+``--folder`` keeps every run's numbers (to resume); ``--resume-from RECORD`` first keeps there
+the runs a committed record holds, so rows added to a record run alone.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import sys
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.records import write_record
-from pyro_cl.app.selection import learning_rate_grid, protocol_record
+from pyro_cl.app.selection import learning_rate_grid, parse_protocol, protocol_record
 from pyro_cl.memory import ExperienceReplay
 
 #: Adam's learning rates every row is scored at.
@@ -44,6 +51,10 @@ DRAWS = 2
 #: the number of steps (added after the first test reading of the rows above; chosen on
 #: validation with them).
 TOTAL = 40
+#: The function KL's weights function space's rows are scored at besides 1 (added after the first
+#: test reading of these streams, on a probe of seed 0's validation share; chosen on validation
+#: with the learning rate).
+FUNCTION_KL_WEIGHTS = (0.1,)
 ROWS = {
     "fine-tuning": "finetune",
     "experience replay": "finetune-er",
@@ -51,6 +62,7 @@ ROWS = {
     "VCL + replay in the likelihood": "vcl-er",
     "VCL + random coreset": "vcl-random",
     "function-space VI at the kept points": "fsvi",
+    "function-space VI + replay (half the points each)": "fsvi-er",
 }
 
 
@@ -60,7 +72,20 @@ def task_free_fields(method: str, kept: int) -> dict:
         return {"memory_options": {"budget": "total"}, "coreset_size": kept}
     if method == "fsvi":
         return {"fitter_options": {"context": ExperienceReplay(kept)}}
+    if method == "fsvi-er":  # a buffer and a context, half the points each
+        half = {"memory_options": {"budget": "total"}, "coreset_size": kept // 2}
+        return {**half, "fitter_options": {"context": ExperienceReplay(kept // 2)}}
     return {}
+
+
+def weighted(grid: dict[str, dict]) -> dict[str, dict]:
+    """``grid`` and each of its settings at each weight of :data:`FUNCTION_KL_WEIGHTS`."""
+    out = dict(grid)
+    for weight in FUNCTION_KL_WEIGHTS:
+        for setting, fields in grid.items():
+            options = {**fields.get("fitter_options", {}), "function_kl_weight": weight}
+            out[f"{setting}, function KL × {weight:g}"] = {**fields, "fitter_options": options}
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -77,7 +102,10 @@ def main(argv: list[str] | None = None) -> None:
         "--task-free", type=int, metavar="B", help="the task-free variant, in batches of B"
     )
     parser.add_argument("--folder", help="keep every run's numbers here, to resume")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--resume-from", metavar="RECORD", help="first keep in --folder this record's runs"
+    )
+    args = parse_protocol(parser, argv)
     training = {"epochs": 2, "num_predictive_samples": 4} if args.tiny else {}
     try:  # the run checks its options (the task-free batch size among them): one line each
         base = BenchmarkRun(
@@ -92,7 +120,12 @@ def main(argv: list[str] | None = None) -> None:
             continue
         if args.task_free is not None and method == "vcl-random":
             continue
-        extra = {} if args.task_free is None else task_free_fields(method, kept)
+        if args.task_free is not None:
+            extra = task_free_fields(method, kept)
+        elif method == "fsvi-er":  # half the points a task in the buffer, half in the context
+            extra = {"coreset_size": base.resolved_coreset_size // 2}
+        else:
+            extra = {}
         rows[label] = learning_rate_grid(method, RATES, training, **extra)
         if args.task_free is not None and method == "fsvi":  # or some of the points a step
             for option, value, text in (
@@ -102,6 +135,8 @@ def main(argv: list[str] | None = None) -> None:
                 drawn = {**extra["fitter_options"], option: value}
                 grid = learning_rate_grid(method, RATES, training, fitter_options=drawn)
                 rows[label] |= {f"{setting}, {value} {text}": f for setting, f in grid.items()}
+        if method.startswith("fsvi"):
+            rows[label] = weighted(rows[label])
     record = protocol_record(
         args.name + ("" if args.task_free is None else "-task-free"),
         "python benchmarks/class_incremental.py "

@@ -144,3 +144,27 @@ def test_a_class_incremental_split_keeps_class_numbers_in_one_head():
         assert classes == [2 * task.id, 2 * task.id + 1]  # the digits themselves, not 0/1
         assert torch.equal(task.x_train, same.x_train)  # the same images, task by task
         assert torch.equal(task.y_train, same.y_train + 2 * task.id)
+
+
+def test_function_space_with_replay_keeps_each_tasks_context_points_once():
+    """Function-space VI beside a replay buffer (``fsvi-er``): each fit sees the buffer's
+    earlier points, but the context keeps the step's own points only, once — not the replayed
+    ones again, nor the points of the step's second fit (the Gaussian of those that left the
+    buffer)."""
+    from pyro_cl.fitters.function_space import FunctionSpaceFitter
+    from pyro_cl.memory import RandomCoreset
+
+    fitter = FunctionSpaceFitter(RandomCoreset(5), context_samples=2, target_samples=4)
+    learner = VCL(
+        BayesianMLP(4, [8], 2), memory=ExperienceReplay(10, budget="task"), fitter=fitter,
+        ml_init_epochs=0, seed=0, **SMALL,
+    )  # fmt: skip
+    sizes = fitted_sizes(learner)
+    for task, data in enumerate(tasks()):
+        learner.observe(data, time=float(task))
+    assert sizes == [60, 50, 70, 50, 80, 50]  # the buffer is in each fit, as without the context
+    kept = fitter.context.points  # each step's 5, its time on each
+    assert kept.times.tolist() == [0.0] * 5 + [1.0] * 5 + [2.0] * 5
+    for step, (x, _) in enumerate(tasks()):  # each step's context points are its own inputs
+        own = kept.x[kept.times == step]
+        assert all((x == row).all(dim=1).any() for row in own)

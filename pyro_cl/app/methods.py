@@ -283,6 +283,17 @@ for _method in (
         context=RandomCoreset,
     ),
     Method(
+        "fsvi-er",
+        VCL,
+        ExperienceReplay,
+        FunctionSpaceFitter,
+        description="function-space VI beside a replay buffer: the buffer's points (the coreset "
+        "size a task) in every fit's likelihood, with their labels, and the function KL at "
+        "context points of each task (the coreset size, kept apart: twice the points in all)",
+        context=RandomCoreset,
+        memory_defaults={"budget": "task"},
+    ),
+    Method(
         "fsvi-uniform",
         VCL,
         None,

@@ -389,6 +389,8 @@ def parse_protocol(
     kept in ``--folder`` (:func:`restore_kept_runs`) before any run; a missing record is the
     command line's one-line error."""
     args = parser.parse_args(argv)
+    if args.resume_from is not None and args.folder is None:
+        parser.error("--resume-from keeps a record's runs in --folder: give --folder")
     if args.resume_from is not None:
         try:
             record = load_record(args.resume_from)

@@ -67,6 +67,7 @@ points.) ``|X_C|`` is the step's number of context points, all tasks' together.
 from __future__ import annotations
 
 import math
+import weakref
 
 import torch
 
@@ -311,6 +312,7 @@ class FunctionSpaceFitter(ELBOFitter):
         self.function_prior_points = checked_count(function_prior_points, "function_prior_points")
         self._task_data = None
         self._first_task = True
+        self._step = None  # the fit context of the step whose fit added context points
 
     def hyperparameters(self) -> dict:
         # points drawn from a memory are given as the memory and its draws, as the constructor
@@ -335,13 +337,20 @@ class FunctionSpaceFitter(ELBOFitter):
 
     def prepare(self, context, guide, data, task_id, sites, first_task) -> None:
         super().prepare(context, guide, data, task_id, sites, first_task)
-        self._task_data = data  # the step's data: its fit adds context points when it succeeds
+        # the step's first fit adds context points when it succeeds; a later fit of the same step
+        # (a replay buffer's Gaussian of the points that left it) adds none
+        later = self._step is not None and self._step() is context
+        self._task_data = None if later else data
         self._first_task = first_task
 
     def fit(self, context, guide, problem) -> list[float]:
         history = super().fit(context, guide, problem)
         if problem.data is self._task_data:  # a task's step, not a coreset refit
-            self.context.after_task(problem.data)
+            # the step's own points, the latest: a replay buffer's in the data are earlier
+            # steps', in the context since their own
+            own = problem.data.times == problem.data.times.max()
+            self.context.after_task(problem.data.select(own))
+            self._step = weakref.ref(context)
             self._task_data, self._first_task = None, False  # a coreset refit regularises too
         return history
 
