@@ -284,7 +284,9 @@ def restore_kept_runs(record: Mapping[str, Any], folder: str | Path, fraction: f
         for setting, seed, validation, numbers in runs:
             kept = _kept_path(folder, row, setting, seed, validation)
             if not kept.exists():
-                numbers = {"commit": record["commit"], **numbers}  # the record's, where not kept
+                # the record's commits and bytes kept, where its runs did not keep their own
+                bytes_kept = record.get("storage_bytes", {}).get(row)
+                numbers = {"commit": record["commit"], "kept bytes": bytes_kept, **numbers}
                 _keep(kept, chosen["grid"][setting], validation, numbers)
                 written += 1
     return written
