@@ -214,9 +214,10 @@ def main(argv: list[str] | None = None) -> None:
 
     # the share marks a validation run: the validation stream is the labelled source's own
     measured, selection = choose_and_test(
-        table, args.seeds, run_one, fraction=1.0, selection_seeds=args.selection_seeds
-    )
-    if args.rows is not None and not args.record:
+        table, args.seeds, run_one, fraction=1.0, selection_seeds=args.selection_seeds,
+        test=not args.validation_only,
+    )  # fmt: skip
+    if args.validation_only or (args.rows is not None and not args.record):
         return
     record = make_record(
         "gradual-rotating-mnist" + ("-tiny" if args.tiny else ""),

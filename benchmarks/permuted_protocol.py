@@ -127,8 +127,9 @@ def main(argv: list[str] | None = None) -> None:
     grid = {FSVI: {name: _fsvi_at(setup, CORESET, training) for name, setup in SETUPS.items()}}
     # the set-up, chosen on seed 0's validation share first: every function-space row takes it
     _, chosen = select_then_test(
-        base, grid, args.seeds[:1], folder=args.folder, selection_seeds=args.seeds[:1]
-    )
+        base, grid, args.seeds[:1], folder=args.folder, selection_seeds=args.seeds[:1],
+        test=not args.validation_only,
+    )  # fmt: skip
     setup = SETUPS[chosen[FSVI]["chosen"]]
     print(f"function-space VI's set-up, chosen on validation: {chosen[FSVI]['chosen']}")
     table = rows(training, setup, features)

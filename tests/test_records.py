@@ -424,3 +424,50 @@ def test_a_protocol_resumes_from_its_committed_record_without_running_its_runs(
     assert "kept 0 runs" in capsys.readouterr().out  # what is kept already stays as it is
     with pytest.raises(SystemExit):  # a record that is not there: the one-line error
         parse_protocol(parser, ["--resume-from", "nowhere"])
+
+
+def test_validation_only_scores_the_grid_and_reads_no_test_set(tmp_path, monkeypatch):
+    """``--validation-only``: a second process's share of a long row's validation runs; it runs
+    no test set and writes no record, and the full run then reads its scores back."""
+    from pyro_cl.app import selection
+    from pyro_cl.app.selection import parse_protocol, protocol_parser, record_rows
+
+    grid = {
+        "lr 1e-3": {"methods": ["vcl"]},
+        "lr 1e-2": {
+            "methods": ["vcl"],
+            "training": {**_tiny_run().training, "learning_rate": 1e-2},
+        },
+    }
+    parser = protocol_parser("a check", str(tmp_path / "runs"), "check")
+    real = selection.run_benchmark
+    splits = []
+
+    def validation_only(run):
+        splits.append(run.validation)
+        assert run.validation is not None, "a test set was read"
+        return real(run)
+
+    monkeypatch.setattr(selection, "run_benchmark", validation_only)
+    monkeypatch.setattr(selection, "write_record", lambda r: records.write_record(r, tmp_path))
+    args = parse_protocol(parser, ["--seeds", "0", "--validation-only"])
+    assert record_rows(args, "x.py", [], _tiny_run(), {"vcl": grid}, {}, "", [1]) is None
+    assert splits == [0.1, 0.1] and not list(tmp_path.glob("*.json"))  # no record
+    kept = sorted(p.parent.name for p in (tmp_path / "runs").glob("*/*/validation-seed1.json"))
+    assert kept == ["lr_1e-2", "lr_1e-3"]
+    splits.clear()
+    monkeypatch.setattr(
+        selection, "run_benchmark", lambda run: splits.append(run.validation) or real(run)
+    )
+    record_rows(
+        parse_protocol(parser, ["--seeds", "0"]),
+        "x.py",
+        [],
+        _tiny_run(),
+        {"vcl": grid},
+        {},
+        "",
+        [1],
+    )
+    assert splits == [None]  # the kept scores read back; the chosen setting's test set, once
+    assert records.load_record("check", tmp_path)["selection"]["vcl"]["scored at"] == [1]

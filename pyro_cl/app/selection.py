@@ -145,6 +145,7 @@ def choose_and_test(
     run_one: Callable[[str, str, Any, int, float | None], dict[str, Any]],
     fraction: float = 0.1,
     selection_seeds: Sequence[int] | None = None,
+    test: bool = True,
 ) -> tuple[dict[str, dict[int, dict[str, Any]]], dict[str, dict[str, Any]]]:
     """The protocol over any runner: for each row, every setting of its grid scored on
     validation (``run_one(row, setting, fields, seed, fraction)``'s ``"ACC"``; not for a grid of
@@ -153,8 +154,10 @@ def choose_and_test(
     libraries' methods (benchmarks/peers.py) passes its own ``run_one``.
 
     :param selection_seeds: the seeds a setting is scored at (default: ``seeds``).
-    :returns: ``{row: {seed: test numbers}}`` and ``{row: {"grid", "validation", "chosen",
-        "scored at"}}``.
+    :param test: ``False`` scores the grids on validation and reads no test set (a share of a
+        long protocol run beside the rest: the choices and test runs come from a run with it).
+    :returns: ``{row: {seed: test numbers}}`` (empty without ``test``) and ``{row: {"grid",
+        "validation", "chosen", "scored at"}}``.
     :raises ValueError: for an empty grid or repeated seeds.
     """
     seeds = list(seeds)
@@ -184,9 +187,10 @@ def choose_and_test(
             "chosen": chosen,
             "scored at": scored_at if scores else [],
         }
-        measured[label] = {  # the test sets, read once, for the chosen setting
-            seed: run_one(label, chosen, grid[chosen], seed, None) for seed in seeds
-        }
+        if test:  # the test sets, read once, for the chosen setting
+            measured[label] = {
+                seed: run_one(label, chosen, grid[chosen], seed, None) for seed in seeds
+            }
     return measured, selection
 
 
@@ -197,9 +201,10 @@ def select_then_test(
     fraction: float = 0.1,
     folder: str | Path | None = None,
     selection_seeds: Sequence[int] | None = None,
+    test: bool = True,
 ) -> tuple[dict[str, dict[int, dict[str, Any]]], dict[str, dict[str, Any]]]:
     """Choose each row's setting on validation, then run it once per seed on the test sets
-    (module docstring; :func:`choose_and_test` over benchmark runs).
+    (module docstring; :func:`choose_and_test` over benchmark runs, ``test`` as there).
 
     :param folder: where each run keeps its numbers and checkpoints, to resume (module
         docstring); ``None`` keeps nothing.
@@ -212,7 +217,7 @@ def select_then_test(
     def run_one(row: str, setting: str, fields: Mapping, seed: int, validation: float | None):
         return _kept_run(base, fields, seed, validation, folder, row, setting)
 
-    return choose_and_test(rows, seeds, run_one, fraction, selection_seeds)
+    return choose_and_test(rows, seeds, run_one, fraction, selection_seeds, test)
 
 
 def kept_numbers(
@@ -364,7 +369,9 @@ def protocol_parser(
     """The options of a benchmark run through the protocol: ``--seeds``, ``--data-root``,
     ``--folder`` (the kept runs, to resume), ``--rows`` (some rows, by index: two processes on
     two cores run different rows into one folder), ``--record`` (with ``--rows``, a record of
-    those alone), ``--tiny`` (a check) and, with a default ``name``, ``--name`` (the record's)."""
+    those alone), ``--tiny`` (a check), ``--validation-only`` (a second process's share of one
+    row's validation runs, e.g. at other ``--selection-seeds``), ``--resume-from`` (a committed
+    record's runs first) and, with a default ``name``, ``--name`` (the record's)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--data-root", default="data")
@@ -374,6 +381,12 @@ def protocol_parser(
         "--record", action="store_true", help="with --rows, write a record of those rows alone"
     )
     parser.add_argument("--tiny", action="store_true", help="a few minutes: a check")
+    parser.add_argument(
+        "--validation-only",
+        action="store_true",
+        help="score the grids on validation and read no test set (a second process's share of "
+        "the validation runs, in the same --folder)",
+    )
     parser.add_argument(
         "--resume-from",
         metavar="RECORD",
@@ -437,15 +450,17 @@ def record_rows(
 ) -> Path | None:
     """Run the rows of ``table`` that ``args.rows`` names (:func:`protocol_parser`) through the
     protocol and write their record (:func:`protocol_record`, named ``args.name``), or, for
-    some rows without ``args.record``, only run them (the record is a run of every row's).
+    some rows without ``args.record``, only run them (the record is a run of every row's), or
+    with ``args.validation_only`` only score their grids on validation.
 
     :returns: the record's path (``None`` when only run).
     """
     table = rows_named(table, args.rows)
-    if args.rows is not None and not args.record:
+    if args.validation_only or (args.rows is not None and not args.record):
         select_then_test(
-            base, table, args.seeds, folder=args.folder, selection_seeds=selection_seeds
-        )
+            base, table, args.seeds, folder=args.folder, selection_seeds=selection_seeds,
+            test=not args.validation_only,
+        )  # fmt: skip
         print(f"ran {list(table)}; the record is written by a run of every row")
         return None
     record = protocol_record(
