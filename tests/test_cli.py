@@ -434,3 +434,19 @@ def test_num_tasks_on_a_fixed_stream_runs_its_first_tasks(tmp_path, capsys):
     assert "split digits: 2 tasks" in capsys.readouterr().out
     (run,) = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert len(run["step_names"]) == 2 and len(run["matrices"]["accuracy"]) == 2
+
+
+def test_cli_runs_function_space_beside_replay_keeping_both_sets_of_points(tmp_path):
+    """``fsvi-er``: the coreset size a task in the buffer and as many as context points, each
+    measured in the bytes the learner keeps (the two sets, two tasks of 5 points each)."""
+    out = tmp_path / "fsvi-er"
+    argv = ["run", "--benchmark", "split-digits", "--hidden", "8", "--epochs", "1"]
+    argv += ["--particles", "1", "--predictive-samples", "2", "--no-progress", "--seeds", "0"]
+    argv += ["--ml-init-epochs", "0"]
+    argv += ["--methods", "fsvi-er,finetune-er", "--coreset-size", "5", "--num-tasks", "2"]
+    argv += ["--output", str(out)]
+    assert main(argv) == 0
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    kept = {r["method"]: r["details"]["kept_bytes"] for r in runs}
+    point = 64 * 4 + 3 * 8  # float32 inputs, an int64 label, task id and time
+    assert kept == {"fsvi-er": 2 * 10 * point, "finetune-er": 10 * point}  # buffer and context
