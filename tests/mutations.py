@@ -174,6 +174,20 @@ MUTATIONS = [
         ("tests/test_function_space.py",),
     ),
     Mutation(
+        "function space beside replay: the replayed points added to the context again",
+        "pyro_cl/fitters/function_space.py",
+        "            self.context.after_task(problem.data.select(own))\n",
+        "            self.context.after_task(problem.data)\n",
+        ("tests/test_experience_replay.py",),
+    ),
+    Mutation(
+        "function space beside replay: the step's second fit adds context points too",
+        "pyro_cl/fitters/function_space.py",
+        "later = self._step is not None and self._step() is context",
+        "later = False",
+        ("tests/test_experience_replay.py",),
+    ),
+    Mutation(
         "geodesic domains: the fractions k/K instead of k/(K+1)",
         "pyro_cl/data/geodesic.py",
         "torch.lerp(start, end, k / (steps + 1))",
