@@ -158,7 +158,11 @@ def rows() -> dict[str, dict[str, dict]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = protocol_parser(__doc__.split("\n\n")[0], "results/gradual_protocol")
+    # its kept runs hold the schedule beside each setting, which its record does not: no
+    # --resume-from (it resumes from its --folder)
+    parser = protocol_parser(
+        __doc__.split("\n\n")[0], "results/gradual_protocol", from_record=False
+    )
     parser.add_argument("--selection-seeds", type=int, nargs="+", default=[0])
     args = parse_protocol(parser, argv)
     settings, sizes = dict(SETTINGS), VALIDATION_SIZES

@@ -424,6 +424,10 @@ def test_a_protocol_resumes_from_its_committed_record_without_running_its_runs(
     assert "kept 0 runs" in capsys.readouterr().out  # what is kept already stays as it is
     with pytest.raises(SystemExit):  # a record that is not there: the one-line error
         parse_protocol(parser, ["--resume-from", "nowhere"])
+    drift = {**alone, "name": "drift", "selection": {"vcl": {"grid": ["a", "b"], "chosen": "a"}}}
+    with pytest.raises(ValueError, match="not written by the selection protocol"):
+        selection.restore_kept_runs(drift, tmp_path / "third")
+    assert not (tmp_path / "third").exists()  # nothing written
 
 
 def test_validation_only_scores_the_grid_and_reads_no_test_set(tmp_path, monkeypatch):

@@ -274,7 +274,20 @@ def restore_kept_runs(record: Mapping[str, Any], folder: str | Path, fraction: f
 
     :param fraction: the validation share the record's settings were scored on.
     :returns: the number of runs written.
+    :raises ValueError: for a record whose rows were not chosen through this protocol (a drift
+        record's selection, say), before anything is written.
     """
+    for row, chosen in record.get("selection", {}).items():
+        grid = chosen.get("grid")
+        if (
+            not isinstance(grid, dict)
+            or chosen.get("chosen") not in grid
+            or row not in record["rows"]
+        ):
+            raise ValueError(
+                f"record {record.get('name')!r} was not written by the selection protocol (row "
+                f"{row!r} has no grid of settings with its choice): it has no runs to resume"
+            )
     written = 0
     for row, chosen in record["selection"].items():
         runs = [
@@ -364,14 +377,15 @@ def protocol_record(
 
 
 def protocol_parser(
-    description: str, folder: str, name: str | None = None
+    description: str, folder: str, name: str | None = None, from_record: bool = True
 ) -> argparse.ArgumentParser:
     """The options of a benchmark run through the protocol: ``--seeds``, ``--data-root``,
     ``--folder`` (the kept runs, to resume), ``--rows`` (some rows, by index: two processes on
     two cores run different rows into one folder), ``--record`` (with ``--rows``, a record of
     those alone), ``--tiny`` (a check), ``--validation-only`` (a second process's share of one
     row's validation runs, e.g. at other ``--selection-seeds``), ``--resume-from`` (a committed
-    record's runs first) and, with a default ``name``, ``--name`` (the record's)."""
+    record's runs first; not with ``from_record=False``, for a protocol whose kept runs hold
+    more than its record's grids) and, with a default ``name``, ``--name`` (the record's)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--data-root", default="data")
@@ -387,11 +401,12 @@ def protocol_parser(
         help="score the grids on validation and read no test set (a second process's share of "
         "the validation runs, in the same --folder)",
     )
-    parser.add_argument(
-        "--resume-from",
-        metavar="RECORD",
-        help="first keep in --folder the runs of this committed record (benchmarks/records)",
-    )
+    if from_record:  # a protocol whose kept runs' fields its record's grids hold
+        parser.add_argument(
+            "--resume-from",
+            metavar="RECORD",
+            help="first keep in --folder the runs of this committed record (benchmarks/records)",
+        )
     if name is not None:
         parser.add_argument("--name", default=name, help="the record's name")
     return parser
@@ -404,15 +419,15 @@ def parse_protocol(
     kept in ``--folder`` (:func:`restore_kept_runs`) before any run; a missing record is the
     command line's one-line error."""
     args = parser.parse_args(argv)
-    if args.resume_from is not None and args.folder is None:
+    if getattr(args, "resume_from", None) is None:
+        return args
+    if args.folder is None:
         parser.error("--resume-from keeps a record's runs in --folder: give --folder")
-    if args.resume_from is not None:
-        try:
-            record = load_record(args.resume_from)
-        except (FileNotFoundError, ValueError) as error:
-            parser.error(str(error))
-        written = restore_kept_runs(record, args.folder)
-        print(f"kept {written} runs of record {args.resume_from!r} in {args.folder}")
+    try:
+        written = restore_kept_runs(load_record(args.resume_from), args.folder)
+    except (FileNotFoundError, ValueError) as error:
+        parser.error(str(error))
+    print(f"kept {written} runs of record {args.resume_from!r} in {args.folder}")
     return args
 
 
