@@ -28,8 +28,9 @@ them all, a context of fixed size; chosen on validation with the learning rate),
 them each in a buffer and a context (``fsvi-er``). VCL's random coreset, chosen task by task and
 refit at test time, has no task-free form and is left out.
 
-``--folder`` keeps every run's numbers (to resume); ``--resume-from RECORD`` first keeps there
-the runs a committed record holds, so rows added to a record run alone.
+``--folder`` keeps every run's numbers (to resume; the project's in
+``benchmarks/runs/<record>``, committed); ``--resume-from RECORD`` first keeps there the runs a
+committed record holds, so rows added to a record run alone.
 """
 
 from __future__ import annotations
