@@ -23,8 +23,8 @@ setting once on the test sets. Every run keeps its numbers (and a checkpoint aft
 under ``--folder``, so the command resumes where it stopped; ``--rows`` runs some rows (two
 processes on two cores, one folder), and ``--rows 2 --validation-only --selection-seeds 2``
 beside ``--rows 2`` takes some of GVCL's validation runs on the other core. The project keeps
-its runs in ``--folder benchmarks/runs/split-cifar10-protocol`` (committed). At the short schedule a GVCL run is about half an hour here,
-an online EWC run a quarter of one.
+its runs in ``--folder benchmarks/runs/split-cifar10-protocol`` (committed). At the short
+schedule a GVCL run is about half an hour here, an online EWC run a quarter of one.
 """
 
 from __future__ import annotations

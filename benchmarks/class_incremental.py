@@ -13,8 +13,9 @@ refit at test time (``vcl-random``, Algorithm 1), function-space VI at the kept 
 (``fsvi``) and function-space VI beside a replay buffer (``fsvi-er``: half the points in the
 buffer, in every fit's likelihood with their labels, half as context points; added after the
 first test reading of the other rows, chosen on validation like them). Function space's rows are
-scored at function KL weights 1 and :data:`FUNCTION_KL_WEIGHTS` too. The split MNIST version is the preset ``split-mnist-class-incremental``
-(``--benchmark split-mnist-class-incremental --data-root DATA``).
+scored at function KL weights 1 and :data:`FUNCTION_KL_WEIGHTS` too. The split MNIST version is
+the preset ``split-mnist-class-incremental`` (``--benchmark split-mnist-class-incremental
+--data-root DATA``).
 
 ``--task-free B`` runs the **task-free** variant (record ``<name>-task-free``): each task's
 training data reaches the learner in shuffled batches of ``B``, one ``observe`` each (the

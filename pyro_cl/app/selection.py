@@ -290,6 +290,11 @@ def restore_kept_runs(record: Mapping[str, Any], folder: str | Path, fraction: f
             )
     written = 0
     for row, chosen in record["selection"].items():
+        # the record's commits and bytes kept, where its runs did not keep their own
+        missing = {
+            "commit": record["commit"],
+            "kept bytes": record.get("storage_bytes", {}).get(row),
+        }
         runs = [
             (setting, int(seed), fraction, {"ACC": score})
             for setting, per_seed in chosen["validation"].items()
@@ -302,10 +307,7 @@ def restore_kept_runs(record: Mapping[str, Any], folder: str | Path, fraction: f
         for setting, seed, validation, numbers in runs:
             kept = _kept_path(folder, row, setting, seed, validation)
             if not kept.exists():
-                # the record's commits and bytes kept, where its runs did not keep their own
-                bytes_kept = record.get("storage_bytes", {}).get(row)
-                numbers = {"commit": record["commit"], "kept bytes": bytes_kept, **numbers}
-                _keep(kept, chosen["grid"][setting], validation, numbers)
+                _keep(kept, chosen["grid"][setting], validation, {**missing, **numbers})
                 written += 1
     return written
 
