@@ -31,7 +31,9 @@ refit at test time, has no task-free form and is left out.
 
 ``--folder`` keeps every run's numbers (to resume; the project's in
 ``benchmarks/runs/<record>``, committed); ``--resume-from RECORD`` first keeps there the runs a
-committed record holds, so rows added to a record run alone.
+committed record holds, so rows added to a record run alone; ``--validation-only`` (with
+``--selection-seeds``) scores the grids into ``--folder`` and reads no test set, a second
+process's share of a long row's validation runs.
 """
 
 from __future__ import annotations
@@ -41,7 +43,12 @@ import sys
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.records import write_record
-from pyro_cl.app.selection import learning_rate_grid, parse_protocol, protocol_record
+from pyro_cl.app.selection import (
+    learning_rate_grid,
+    parse_protocol,
+    protocol_record,
+    select_then_test,
+)
 from pyro_cl.memory import ExperienceReplay
 
 #: Adam's learning rates every row is scored at.
@@ -107,7 +114,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--resume-from", metavar="RECORD", help="first keep in --folder this record's runs"
     )
+    parser.add_argument(
+        "--validation-only",
+        action="store_true",
+        help="score the grids on validation and read no test set (a second process's share of "
+        "the validation runs, in the same --folder)",
+    )
+    parser.add_argument("--selection-seeds", type=int, nargs="+", help="default: --seeds")
     args = parse_protocol(parser, argv)
+    if args.validation_only and args.folder is None:
+        parser.error("--validation-only keeps its runs for a later run: give --folder")
     training = {"epochs": 2, "num_predictive_samples": 4} if args.tiny else {}
     try:  # the run checks its options (the task-free batch size among them): one line each
         base = BenchmarkRun(
@@ -139,6 +155,13 @@ def main(argv: list[str] | None = None) -> None:
                 rows[label] |= {f"{setting}, {value} {text}": f for setting, f in grid.items()}
         if method.startswith("fsvi"):
             rows[label] = weighted(rows[label])
+    if args.validation_only:
+        select_then_test(
+            base, rows, args.seeds, folder=args.folder, selection_seeds=args.selection_seeds,
+            test=False,
+        )  # fmt: skip
+        print(f"scored {list(rows)} on validation; the record is written by a run with the tests")
+        return
     record = protocol_record(
         args.name + ("" if args.task_free is None else "-task-free"),
         "python benchmarks/class_incremental.py "
@@ -148,6 +171,7 @@ def main(argv: list[str] | None = None) -> None:
         args.seeds,
         training,
         folder=args.folder,
+        selection_seeds=args.selection_seeds,
         notes="No task label at test time."
         + (
             ""
