@@ -16,11 +16,11 @@ import argparse
 import peers
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
-from pyro_cl.app.selection import _kept_run
+from pyro_cl.app.selection import run_setting
 
 
 def ours(fields: dict):
-    return lambda base, seed: _kept_run(base, fields, seed, 0.1, None, "row", "setting")
+    return lambda base, seed: run_setting(base, fields, seed, validation=0.1)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -231,6 +231,28 @@ def test_a_grid_of_one_setting_is_not_scored_on_validation(monkeypatch):
     assert selection["vcl"]["validation"] == {} and selection["vcl"]["scored at"] == []
 
 
+def test_one_setting_runs_on_a_validation_share_without_reading_a_test_label(monkeypatch):
+    """``run_setting`` (a timing's run, say): on a validation share no test label is read and
+    the numbers are the share's; on the test sets they are read."""
+    from pyro_cl.app.selection import run_setting
+
+    original = BenchmarkRun.task_stream
+
+    def unreadable_tests(self, seed):
+        stream = original(self, seed)
+        tasks = [
+            dataclasses.replace(task, y_test=task.y_test.clone().as_subclass(_Unreadable))
+            for task in stream.tasks
+        ]
+        return dataclasses.replace(stream, tasks=tasks)
+
+    monkeypatch.setattr(BenchmarkRun, "task_stream", unreadable_tests)
+    numbers = run_setting(_tiny_run(), {"methods": ["vcl"]}, seed=0, validation=0.5)
+    assert 0 <= numbers["ACC"] <= 100 and numbers["seconds"] > 0
+    with pytest.raises(AssertionError, match="a test label was read"):
+        run_setting(_tiny_run(), {"methods": ["vcl"]}, seed=0)
+
+
 def test_kept_runs_are_read_back_and_a_changed_setting_is_refused(tmp_path, monkeypatch):
     grid = {
         "lr 1e-3": {"methods": ["vcl"]},

@@ -61,6 +61,7 @@ __all__ = [
     "protocol_record",
     "record_rows",
     "restore_kept_runs",
+    "run_setting",
     "rows_named",
     "select_then_test",
     "test_numbers",
@@ -312,6 +313,28 @@ def restore_kept_runs(record: Mapping[str, Any], folder: str | Path, fraction: f
     return written
 
 
+def run_setting(
+    base: BenchmarkRun,
+    fields: Mapping[str, Any],
+    seed: int,
+    validation: float | None = None,
+    output: Path | None = None,
+) -> dict[str, Any]:
+    """One run of ``base`` with a grid setting's ``fields`` at ``seed``, timed: its
+    :func:`test_numbers` on the held-out ``validation`` share of the training data, or on the
+    test sets for ``None``. Nothing is kept (:func:`select_then_test` keeps its runs); a timing
+    of one setting, say, runs it on a validation share so that no test set is read.
+
+    :param output: the run's folder, resumable there; ``None`` writes nothing.
+    """
+    benchmark = dataclasses.replace(
+        base, **fields, seeds=[seed], validation=validation, output=output,
+        resumable=output is not None,
+    )  # fmt: skip
+    start = time.perf_counter()
+    return test_numbers(_one_result(benchmark), time.perf_counter() - start)
+
+
 def _kept_run(
     base: BenchmarkRun,
     fields: Mapping[str, Any],
@@ -321,16 +344,11 @@ def _kept_run(
     row: str,
     setting: str,
 ) -> dict[str, Any]:
-    """One benchmark run's numbers (:func:`test_numbers`; ACC on the held-out share with
-    ``validation``), kept in ``folder`` (:func:`kept_numbers`), resumable there while it runs."""
+    """:func:`run_setting`'s numbers, kept in ``folder`` (:func:`kept_numbers`), resumable there
+    while it runs."""
 
     def run(place: Path | None) -> dict[str, Any]:
-        benchmark = dataclasses.replace(
-            base, **fields, seeds=[seed], validation=validation, output=place,
-            resumable=place is not None,
-        )  # fmt: skip
-        start = time.perf_counter()
-        return test_numbers(_one_result(benchmark), time.perf_counter() - start)
+        return run_setting(base, fields, seed, validation, place)
 
     return kept_numbers(folder, row, setting, fields, seed, validation, run)
 
