@@ -55,7 +55,14 @@ past one-step predictions as its noise.
     python benchmarks/drift_vs_river.py --table results/drift_vs_river   # the tables, the figure
 
 One folder per stream, learner and seed, each with its ``scores.json`` (skipped when present, so
-a stopped run resumes).
+a stopped run resumes). ``--table DIR --record NAME`` writes each stream's record
+``NAME-<stream>``; with ``--resume-from NAME`` the rows of the committed records ``NAME-<stream>``
+that ``DIR`` has no runs of are kept in it, with their validation scores, so that rows added to
+a stream run alone (the choice is then made over the old rows and the new)::
+
+    OMP_NUM_THREADS=1 python benchmarks/drift_vs_river.py --stream weather --seeds 0 1 2 \\
+        --learners wiener --kl-weight 0.5 --data-root ../shared/data --output NEW
+    python benchmarks/drift_vs_river.py --table NEW --record drift --resume-from drift
 """
 
 from __future__ import annotations
@@ -79,6 +86,7 @@ from pyro_cl.app.one_step_ahead import (
     one_step_ahead,
     summary,
 )
+from pyro_cl.app.records import load_record
 from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
 from pyro_cl.data.streams import OnlineStream, drift_stream
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
@@ -626,10 +634,17 @@ def table(output: Path) -> str:
     return "\n".join(lines)
 
 
-def write_stream_record(output: Path, stream: str, name: str, command: str) -> Path:
+def write_stream_record(
+    output: Path, stream: str, name: str, command: str, previous: dict | None = None
+) -> Path:
     """A run record (:mod:`pyro_cl.app.records`) of one stream's finished runs: every learner
     that ran on every seed any learner ran, its last-half accuracy, log-likelihood, ECE and
-    seconds a step per seed."""
+    seconds a step per seed.
+
+    :param previous: a committed record of the same stream (``--resume-from``): its rows that
+        have no runs in ``output`` are kept from it, with their validation scores, so that rows
+        added to a stream run alone (:func:`kept_rows`); the choice is made over both.
+    """
     from pyro_cl.app.records import make_record, write_record
 
     folder = output / stream
@@ -650,38 +665,78 @@ def write_stream_record(output: Path, stream: str, name: str, command: str) -> P
             seed: {label: per[seed]["summary"][key] for label, key in metrics.items()}
             for seed in seeds
         }
-        for learner, per in sorted(
-            complete.items(),
-            key=lambda item: -np.mean([r["summary"]["log_likelihood"] for r in item[1].values()]),
-        )
+        for learner, per in complete.items()
     }
-    selection, chosen = validation_choice(complete)
+    # runs of one record may come from several commits (rows added later): name them all
+    commits = {run.get("commit") or "unknown" for per in complete.values() for run in per.values()}
+    schedule, commands, earlier = first.get("settings", {}), [first.get("command") or command], {}
+    if previous is not None:
+        old_rows, earlier = kept_rows(previous, complete, seeds, first, list(metrics))
+        rows |= old_rows
+        commits |= set(previous["commit"].split(", "))
+        schedule, commands = previous["schedule"], [previous["command"], *commands]
+    rows = dict(sorted(rows.items(), key=lambda item: -_mean(item[1], "log-likelihood")))
+    selection, chosen = validation_choice(complete, earlier)
     if chosen is not None:
         label = "ours, chosen on validation"
         rows = {label: rows[_row_label(chosen)], **rows}
         selection = {label: selection}
-    # runs of one record may come from several commits (rows added later): name them all
-    commits = sorted(
-        {run.get("commit") or "unknown" for per in complete.values() for run in per.values()}
-    )
     record = make_record(
         name,
-        command=first.get("command") or command,
+        command="; then ".join(commands),
         seeds=seeds,
-        schedule=first.get("settings", {}),
+        schedule=schedule,
         data=f"{stream}, {first['steps']} steps, scored one step ahead over the last half",
         rows=rows,
         metrics=list(metrics),
         selection=selection,
-        commit=", ".join(commits),
+        commit=", ".join(sorted(commits)),
         digits=3,
         notes="no setting of these rows was tuned on the scored steps: the strengths are learnt "
         "online (learned-*) or weighed online (banks), the rest at fixed defaults; the row "
         "'ours, chosen on validation' is the Bayesian learner with the best mean log-likelihood "
         "over the validation steps (the second quarter of the scored steps, before the scored "
-        "half), scored on the last half like every row",
-    )
+        "half), scored on the last half like every row"
+        + ("" if previous is None else "; rows with no runs of this command's are kept from "
+           f"the record {previous['name']!r} as it was, with their validation scores"),
+    )  # fmt: skip
     return write_record(record)
+
+
+def _mean(per_seed: dict, metric: str) -> float:
+    return float(np.mean([numbers[metric] for numbers in per_seed.values()]))
+
+
+def kept_rows(
+    previous: dict, runs: dict, seeds: list[int], first: dict, metrics: list[str]
+) -> tuple[dict, dict[str, dict[int, float]]]:
+    """The rows of a committed stream record that ``runs`` does not hold, and the validation
+    scores of those of them that were candidates, for :func:`write_stream_record`.
+
+    :raises ValueError: for a record of other seeds, steps, metrics or kind of stream, or one
+        without a validation choice to carry over.
+    """
+    data = f"{previous['data'].partition(',')[0]}, {first['steps']} steps"
+    if not previous["data"].startswith(data):
+        raise ValueError(f"record {previous['name']!r} is of {previous['data']!r}, not {data}")
+    if sorted(previous["seeds"]) != seeds:
+        raise ValueError(f"record {previous['name']!r} has seeds {previous['seeds']}, not {seeds}")
+    if list(previous["metrics"]) != metrics:
+        raise ValueError(f"record {previous['name']!r} has metrics {previous['metrics']}")
+    choice = previous.get("selection", {}).get("ours, chosen on validation")
+    window = _validation_steps({"log_likelihood": [0] * first["steps"]})
+    expected = f"scored steps {window.start} to {window.stop - 1} of {first['steps']}"
+    if choice is None or not choice.get("window", "").startswith(expected):
+        raise ValueError(f"record {previous['name']!r} has no validation choice over {expected}")
+    rows, earlier = {}, {}
+    for label, per_seed in previous["rows"].items():
+        learner = label.split(": ")[0]
+        if label == "ours, chosen on validation" or learner in runs:
+            continue
+        rows[label] = {int(seed): numbers for seed, numbers in per_seed.items()}
+        if learner in choice["validation"]:
+            earlier[learner] = {int(k): v for k, v in choice["validation"][learner].items()}
+    return rows, earlier
 
 
 def _split_variant(learner: str) -> tuple[str, str]:
@@ -718,27 +773,35 @@ def _validation_steps(scores: dict) -> slice:
     return slice(steps // 4, steps // 2)
 
 
-def validation_choice(runs: dict[str, dict[int, dict]]) -> tuple[dict, str | None]:
+def validation_choice(
+    runs: dict[str, dict[int, dict]], earlier: dict[str, dict[int, float]] | None = None
+) -> tuple[dict, str | None]:
     """Of our learners in ``runs`` (``{learner: {seed: scores}}``), the one with the best mean
     log-likelihood over the validation steps: the second quarter of the scored steps, which
     precede the last half that every row is scored on (so the choice reads none of the scored
     steps). Returns the selection (grid, validation per seed, window) and the chosen name
-    (``None`` without candidates)."""
-    candidates = sorted(name for name in runs if _is_ours(name))
-    if not candidates:
-        return {}, None
+    (``None`` without candidates).
+
+    :param earlier: ``{learner: {seed: validation score}}`` of candidates kept from a record
+        (:func:`kept_rows`), chosen among with those of ``runs``.
+    """
     validation = {
         name: {
             seed: float(np.mean(scores["log_likelihood"][_validation_steps(scores)]))
-            for seed, scores in runs[name].items()
+            for seed, scores in per_seed.items()
         }
-        for name in candidates
+        for name, per_seed in runs.items()
+        if _is_ours(name)
     }
-    chosen = max(candidates, key=lambda name: np.mean(list(validation[name].values())))
-    first = next(iter(runs[chosen].values()))
+    validation |= {name: dict(per) for name, per in (earlier or {}).items() if name not in runs}
+    if not validation:
+        return {}, None
+    validation = dict(sorted(validation.items()))
+    chosen = max(validation, key=lambda name: np.mean(list(validation[name].values())))
+    first = next(iter(next(iter(runs.values())).values()))
     window, steps = _validation_steps(first), len(first["log_likelihood"])
     selection = {
-        "grid": candidates,
+        "grid": list(validation),
         "validation": validation,
         "chosen": chosen,
         "window": f"scored steps {window.start} to {window.stop - 1} of {steps} (log-likelihood)",
@@ -904,18 +967,38 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --table: write each stream's runs as the record NAME-<stream> "
         "(benchmarks/records/)",
     )
+    parser.add_argument(
+        "--resume-from",
+        metavar="NAME",
+        help="with --record: keep the rows of each stream's committed record NAME-<stream> that "
+        "the folder has no runs of, with their validation scores (rows added to a stream run "
+        "alone)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.resume_from is not None and (args.table is None or args.record is None):
+        parser.error(
+            "--resume-from keeps a record's rows in a new record: give --table and --record"
+        )
     if args.table is not None:
         print(table(args.table))
         for stream in sorted(p.name for p in args.table.iterdir() if p.is_dir()):
             if args.record:
                 command = "python benchmarks/drift_vs_river.py " + " ".join(argv or sys.argv[1:])
-                print(write_stream_record(args.table, stream, f"{args.record}-{stream}", command))
+                previous = None
+                try:
+                    if args.resume_from is not None:
+                        previous = load_record(f"{args.resume_from}-{stream}")
+                    path = write_stream_record(
+                        args.table, stream, f"{args.record}-{stream}", command, previous
+                    )
+                except (FileNotFoundError, ValueError) as error:
+                    parser.error(str(error))
+                print(path)
         return 0
     global COMMIT
     from pyro_cl.app.records import current_commit

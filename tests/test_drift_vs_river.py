@@ -1,6 +1,7 @@
 """benchmarks/drift_vs_river.py's refitted point net: its window, and its learner names."""
 
 import argparse
+import json
 
 import numpy as np
 import pytest
@@ -177,3 +178,67 @@ def test_the_rbf_stream_has_many_features_and_classes_and_river_softmax_scores_t
     assert len(scores.accuracy) == 2 and scores.accuracy[-1] > 1 / 6  # above chance
     with pytest.raises(SystemExit, match="river-logistic takes two classes, this stream has 6"):
         drift_vs_river.river_learner("river-logistic", 0, classes=6)
+
+
+def _fake_runs(folder, learners: dict[str, tuple[float, float]], seeds=(0, 1), steps=20):
+    """Runs as drift_vs_river keeps them: each learner's log-likelihood over the validation
+    steps (the second quarter) and over the scored last half."""
+    for learner, (validation, scored) in learners.items():
+        for seed in seeds:
+            ll = [-9.0] * (steps // 4) + [validation] * (steps // 4) + [scored] * (steps // 2)
+            summary = {"accuracy": 0.5, "log_likelihood": scored, "calibration_error": 0.1}
+            run = {
+                "summary": {**summary, "seconds_per_step": 1.0},
+                "log_likelihood": ll,
+                "steps": steps,
+                "settings": {"hidden": [4]},
+                "command": f"run {learner}",
+                "commit": f"commit-{learner}",
+            }
+            place = folder / "s" / learner / f"seed{seed}"
+            place.mkdir(parents=True)
+            (place / "scores.json").write_text(json.dumps(run))
+
+
+def test_rows_added_to_a_stream_run_alone_and_the_choice_is_made_over_the_record_s_too(
+    tmp_path, monkeypatch
+):
+    """``--resume-from``: a committed stream record's rows with no runs in the folder are kept
+    from it with their validation scores; the choice is made over the old and the new
+    candidates (here an old one, though a new one scores best on the last half); a record of
+    other seeds or steps is refused."""
+    from pyro_cl.app import records
+
+    written = {}
+
+    def keep(record, folder=None):
+        written[record["name"]] = record
+        return tmp_path / f"{record['name']}.json"
+
+    monkeypatch.setattr(records, "write_record", keep)
+    _fake_runs(tmp_path / "first", {"wiener": (-0.3, -0.4), "river-arf": (-0.1, -0.2)})
+    drift_vs_river.write_stream_record(tmp_path / "first", "s", "old", "first command")
+    old = json.loads(json.dumps(written["old"]))  # as committed
+    assert old["selection"]["ours, chosen on validation"]["chosen"] == "wiener"
+
+    _fake_runs(tmp_path / "second", {"online-vb-tempered-0.5": (-0.5, -0.01)})
+    drift_vs_river.write_stream_record(tmp_path / "second", "s", "new", "second command", old)
+    new = written["new"]
+    bank = "wiener: strength chosen online (bank)"
+    assert set(new["rows"]) == {"ours, chosen on validation", bank, "river-arf",
+                                "online-vb-tempered-0.5"}  # fmt: skip
+    assert new["rows"][bank] == old["rows"][bank]
+    selection = new["selection"]["ours, chosen on validation"]
+    assert selection["grid"] == ["online-vb-tempered-0.5", "wiener"]
+    assert selection["validation"]["wiener"][1] == pytest.approx(-0.3)
+    assert selection["chosen"] == "wiener"  # the validation steps choose, not the scored ones
+    assert new["rows"]["ours, chosen on validation"] == new["rows"][bank]
+    assert "commit-wiener" in new["commit"] and "commit-online-vb-tempered-0.5" in new["commit"]
+    assert new["command"] == "run river-arf; then run online-vb-tempered-0.5"
+
+    _fake_runs(tmp_path / "seeds", {"online-vb": (-0.5, -0.5)}, seeds=(0, 1, 2))
+    with pytest.raises(ValueError, match="seeds"):
+        drift_vs_river.write_stream_record(tmp_path / "seeds", "s", "x", "c", old)
+    _fake_runs(tmp_path / "steps", {"online-vb": (-0.5, -0.5)}, steps=40)
+    with pytest.raises(ValueError, match="20 steps"):
+        drift_vs_river.write_stream_record(tmp_path / "steps", "s", "x", "c", old)
