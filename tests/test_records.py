@@ -43,7 +43,8 @@ def _tiny_run() -> BenchmarkRun:
     )
 
 
-def test_the_selection_step_never_reads_a_test_label_and_the_test_step_does(monkeypatch):
+def _unreadable_test_labels(monkeypatch) -> None:
+    """Every task's test labels raise when read (:class:`_Unreadable`)."""
     original = BenchmarkRun.task_stream
 
     def unreadable_tests(self, seed):
@@ -55,6 +56,10 @@ def test_the_selection_step_never_reads_a_test_label_and_the_test_step_does(monk
         return dataclasses.replace(stream, tasks=tasks)
 
     monkeypatch.setattr(BenchmarkRun, "task_stream", unreadable_tests)
+
+
+def test_the_selection_step_never_reads_a_test_label_and_the_test_step_does(monkeypatch):
+    _unreadable_test_labels(monkeypatch)
     grid = {
         "lr 1e-3": {
             "methods": ["vcl"],
@@ -236,17 +241,7 @@ def test_one_setting_runs_on_a_validation_share_without_reading_a_test_label(mon
     the numbers are the share's; on the test sets they are read."""
     from pyro_cl.app.selection import run_setting
 
-    original = BenchmarkRun.task_stream
-
-    def unreadable_tests(self, seed):
-        stream = original(self, seed)
-        tasks = [
-            dataclasses.replace(task, y_test=task.y_test.clone().as_subclass(_Unreadable))
-            for task in stream.tasks
-        ]
-        return dataclasses.replace(stream, tasks=tasks)
-
-    monkeypatch.setattr(BenchmarkRun, "task_stream", unreadable_tests)
+    _unreadable_test_labels(monkeypatch)
     numbers = run_setting(_tiny_run(), {"methods": ["vcl"]}, seed=0, validation=0.5)
     assert 0 <= numbers["ACC"] <= 100 and numbers["seconds"] > 0
     with pytest.raises(AssertionError, match="a test label was read"):
