@@ -669,7 +669,10 @@ def write_stream_record(
     }
     # runs of one record may come from several commits (rows added later): name them all
     commits = {run.get("commit") or "unknown" for per in complete.values() for run in per.values()}
-    schedule, commands, earlier = first.get("settings", {}), [first.get("command") or command], {}
+    ran = sorted(
+        {run.get("command") or command for per in complete.values() for run in per.values()}
+    )
+    schedule, commands, earlier = first.get("settings", {}), ran, {}
     if previous is not None:
         old_rows, earlier = kept_rows(previous, complete, seeds, first, list(metrics))
         rows |= old_rows
@@ -724,8 +727,8 @@ def kept_rows(
     if list(previous["metrics"]) != metrics:
         raise ValueError(f"record {previous['name']!r} has metrics {previous['metrics']}")
     choice = previous.get("selection", {}).get("ours, chosen on validation")
-    window = _validation_steps({"log_likelihood": [0] * first["steps"]})
-    expected = f"scored steps {window.start} to {window.stop - 1} of {first['steps']}"
+    window, scored = _validation_steps(first), len(first["log_likelihood"])
+    expected = f"scored steps {window.start} to {window.stop - 1} of {scored}"
     if choice is None or not choice.get("window", "").startswith(expected):
         raise ValueError(f"record {previous['name']!r} has no validation choice over {expected}")
     rows, earlier = {}, {}

@@ -190,7 +190,7 @@ def _fake_runs(folder, learners: dict[str, tuple[float, float]], seeds=(0, 1), s
             run = {
                 "summary": {**summary, "seconds_per_step": 1.0},
                 "log_likelihood": ll,
-                "steps": steps,
+                "steps": steps + 1,  # the first step is learnt, not scored
                 "settings": {"hidden": [4]},
                 "command": f"run {learner}",
                 "commit": f"commit-{learner}",
@@ -234,11 +234,11 @@ def test_rows_added_to_a_stream_run_alone_and_the_choice_is_made_over_the_record
     assert selection["chosen"] == "wiener"  # the validation steps choose, not the scored ones
     assert new["rows"]["ours, chosen on validation"] == new["rows"][bank]
     assert "commit-wiener" in new["commit"] and "commit-online-vb-tempered-0.5" in new["commit"]
-    assert new["command"] == "run river-arf; then run online-vb-tempered-0.5"
+    assert new["command"] == "run river-arf; then run wiener; then run online-vb-tempered-0.5"
 
     _fake_runs(tmp_path / "seeds", {"online-vb": (-0.5, -0.5)}, seeds=(0, 1, 2))
     with pytest.raises(ValueError, match="seeds"):
         drift_vs_river.write_stream_record(tmp_path / "seeds", "s", "x", "c", old)
     _fake_runs(tmp_path / "steps", {"online-vb": (-0.5, -0.5)}, steps=40)
-    with pytest.raises(ValueError, match="20 steps"):
+    with pytest.raises(ValueError, match="41 steps"):
         drift_vs_river.write_stream_record(tmp_path / "steps", "s", "x", "c", old)
