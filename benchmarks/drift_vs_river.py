@@ -131,6 +131,9 @@ REGRESSION = {"elec2-demand": ("elec2", 2)}
 #: RMSE on regression streams).
 SCORES = {"accuracy": "accuracy", "rmse": "RMSE", "log_likelihood": "log-likelihood",
           "calibration_error": "ECE"}  # fmt: skip
+#: Settings a learner's name says (its variant's suffix), so that rows run at other values of
+#: them may join a record (:func:`kept_rows`).
+NAMED_SETTINGS = {"kl_weight", "variance_learning_rate"}
 #: What a tempered learner's name ends in, before its KL weight β.
 TEMPERED = "-tempered-"
 #: What the name of a learner with a variance step of its own ends in, before the step.
@@ -677,7 +680,8 @@ def write_stream_record(
         old_rows, earlier = kept_rows(previous, complete, seeds, first, list(metrics))
         rows |= old_rows
         commits |= set(previous["commit"].split(", "))
-        schedule, commands = previous["schedule"], [previous["command"], *commands]
+        schedule = previous["schedule"]
+        commands = list(dict.fromkeys([*previous["command"].split("; then "), *commands]))
     rows = dict(sorted(rows.items(), key=lambda item: -_mean(item[1], "log-likelihood")))
     selection, chosen = validation_choice(complete, earlier)
     if chosen is not None:
@@ -716,8 +720,9 @@ def kept_rows(
     """The rows of a committed stream record that ``runs`` does not hold, and the validation
     scores of those of them that were candidates, for :func:`write_stream_record`.
 
-    :raises ValueError: for a record of other seeds, steps, metrics or kind of stream, or one
-        without a validation choice to carry over.
+    :raises ValueError: for a record of other seeds, steps, metrics or kind of stream, runs at
+        other settings than the record's (but those :data:`NAMED_SETTINGS`), or a record without
+        a validation choice to carry over.
     """
     data = f"{previous['data'].partition(',')[0]}, {first['steps']} steps"
     if not previous["data"].startswith(data):
@@ -726,6 +731,18 @@ def kept_rows(
         raise ValueError(f"record {previous['name']!r} has seeds {previous['seeds']}, not {seeds}")
     if list(previous["metrics"]) != metrics:
         raise ValueError(f"record {previous['name']!r} has metrics {previous['metrics']}")
+    for learner, per_seed in runs.items():  # a variant's settings show in its name
+        settings = next(iter(per_seed.values())).get("settings", {})
+        differ = sorted(
+            key
+            for key in set(settings) & set(previous["schedule"]) - NAMED_SETTINGS
+            if settings[key] != previous["schedule"][key]
+        )
+        if differ:
+            raise ValueError(
+                f"{learner} ran with other {differ} than record {previous['name']!r}: its rows "
+                "would not be like for like"
+            )
     choice = previous.get("selection", {}).get("ours, chosen on validation")
     window, scored = _validation_steps(first), len(first["log_likelihood"])
     expected = f"scored steps {window.start} to {window.stop - 1} of {scored}"

@@ -180,7 +180,9 @@ def test_the_rbf_stream_has_many_features_and_classes_and_river_softmax_scores_t
         drift_vs_river.river_learner("river-logistic", 0, classes=6)
 
 
-def _fake_runs(folder, learners: dict[str, tuple[float, float]], seeds=(0, 1), steps=20):
+def _fake_runs(
+    folder, learners: dict[str, tuple[float, float]], seeds=(0, 1), steps=20, settings=None
+):
     """Runs as drift_vs_river keeps them: each learner's log-likelihood over the validation
     steps (the second quarter) and over the scored last half."""
     for learner, (validation, scored) in learners.items():
@@ -191,7 +193,7 @@ def _fake_runs(folder, learners: dict[str, tuple[float, float]], seeds=(0, 1), s
                 "summary": {**summary, "seconds_per_step": 1.0},
                 "log_likelihood": ll,
                 "steps": steps + 1,  # the first step is learnt, not scored
-                "settings": {"hidden": [4]},
+                "settings": settings or {"hidden": [4]},
                 "command": f"run {learner}",
                 "commit": f"commit-{learner}",
             }
@@ -242,3 +244,9 @@ def test_rows_added_to_a_stream_run_alone_and_the_choice_is_made_over_the_record
     _fake_runs(tmp_path / "steps", {"online-vb": (-0.5, -0.5)}, steps=40)
     with pytest.raises(ValueError, match="41 steps"):
         drift_vs_river.write_stream_record(tmp_path / "steps", "s", "x", "c", old)
+    _fake_runs(tmp_path / "net", {"online-vb": (-0.5, -0.5)}, settings={"hidden": [8]})
+    with pytest.raises(ValueError, match="other \\['hidden'\\]"):
+        drift_vs_river.write_stream_record(tmp_path / "net", "s", "x", "c", old)
+    tempered = {"hidden": [4], "kl_weight": 0.5}  # the variant's name says its β
+    _fake_runs(tmp_path / "named", {"online-vb-tempered-0.5": (-0.5, -0.5)}, settings=tempered)
+    drift_vs_river.write_stream_record(tmp_path / "named", "s", "y", "c", old)
