@@ -44,6 +44,7 @@ import sys
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.records import write_record
 from pyro_cl.app.selection import (
+    add_validation_only,
     learning_rate_grid,
     parse_protocol,
     protocol_record,
@@ -114,12 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--resume-from", metavar="RECORD", help="first keep in --folder this record's runs"
     )
-    parser.add_argument(
-        "--validation-only",
-        action="store_true",
-        help="score the grids on validation and read no test set (a second process's share of "
-        "the validation runs, in the same --folder)",
-    )
+    add_validation_only(parser)
     parser.add_argument("--selection-seeds", type=int, nargs="+", help="default: --seeds")
     args = parse_protocol(parser, argv)
     if args.validation_only and args.folder is None:

@@ -744,9 +744,8 @@ def kept_rows(
                 "would not be like for like"
             )
     choice = previous.get("selection", {}).get("ours, chosen on validation")
-    window, scored = _validation_steps(first), len(first["log_likelihood"])
-    expected = f"scored steps {window.start} to {window.stop - 1} of {scored}"
-    if choice is None or not choice.get("window", "").startswith(expected):
+    expected = _validation_window(first)
+    if choice is None or choice.get("window") != expected:
         raise ValueError(f"record {previous['name']!r} has no validation choice over {expected}")
     rows, earlier = {}, {}
     for label, per_seed in previous["rows"].items():
@@ -793,6 +792,12 @@ def _validation_steps(scores: dict) -> slice:
     return slice(steps // 4, steps // 2)
 
 
+def _validation_window(scores: dict) -> str:
+    """The validation steps of a run like ``scores``, as a record's selection names them."""
+    window, steps = _validation_steps(scores), len(scores["log_likelihood"])
+    return f"scored steps {window.start} to {window.stop - 1} of {steps} (log-likelihood)"
+
+
 def validation_choice(
     runs: dict[str, dict[int, dict]], earlier: dict[str, dict[int, float]] | None = None
 ) -> tuple[dict, str | None]:
@@ -818,13 +823,11 @@ def validation_choice(
         return {}, None
     validation = dict(sorted(validation.items()))
     chosen = max(validation, key=lambda name: np.mean(list(validation[name].values())))
-    first = next(iter(next(iter(runs.values())).values()))
-    window, steps = _validation_steps(first), len(first["log_likelihood"])
     selection = {
         "grid": list(validation),
         "validation": validation,
         "chosen": chosen,
-        "window": f"scored steps {window.start} to {window.stop - 1} of {steps} (log-likelihood)",
+        "window": _validation_window(next(iter(next(iter(runs.values())).values()))),
     }
     return selection, chosen
 

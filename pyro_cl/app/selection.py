@@ -50,6 +50,7 @@ from pyro_cl.app.result import RunResult
 from pyro_cl.app.runner import run_benchmark
 
 __all__ = [
+    "add_validation_only",
     "choose",
     "choose_and_test",
     "fitter_option_grid",
@@ -415,12 +416,7 @@ def protocol_parser(
         "--record", action="store_true", help="with --rows, write a record of those rows alone"
     )
     parser.add_argument("--tiny", action="store_true", help="a few minutes: a check")
-    parser.add_argument(
-        "--validation-only",
-        action="store_true",
-        help="score the grids on validation and read no test set (a second process's share of "
-        "the validation runs, in the same --folder)",
-    )
+    add_validation_only(parser)
     if from_record:  # a protocol whose kept runs' fields its record's grids hold
         parser.add_argument(
             "--resume-from",
@@ -430,6 +426,17 @@ def protocol_parser(
     if name is not None:
         parser.add_argument("--name", default=name, help="the record's name")
     return parser
+
+
+def add_validation_only(parser: argparse.ArgumentParser) -> None:
+    """``--validation-only``: a second process's share of a long row's validation runs, into
+    the same ``--folder``, reading no test set (:func:`select_then_test` with ``test=False``)."""
+    parser.add_argument(
+        "--validation-only",
+        action="store_true",
+        help="score the grids on validation and read no test set (a second process's share of "
+        "the validation runs, in the same --folder)",
+    )
 
 
 def parse_protocol(
