@@ -28,6 +28,7 @@ import numpy as np
 
 from pyro_cl import VCL, ELBOFitter, FunctionSpaceFitter, Wiener
 from pyro_cl.app.domain_benchmark import SETTINGS, rotating_digits
+from pyro_cl.app.task_benchmark import kept_bytes
 from pyro_cl.baselines import FineTuning, OnlineEWC
 from pyro_cl.fitters import GaussianInputs, PointEstimateFitter
 from pyro_cl.memory import RandomCoreset
@@ -63,7 +64,8 @@ def learner(domains, seed: int, variant: dict, film_tasks: int = 0) -> VCL:
 
 
 def run_variant(domains, seed: int, variant: dict) -> dict:
-    """Just-fitted accuracies of the sources and the targets' accuracies at the chain's end."""
+    """Just-fitted accuracies of the sources, the targets' accuracies at the chain's end and the
+    bytes the learner keeps beside its posterior."""
     film = len(domains.sources) if variant.get("film") else 0
     chain = learner(domains, seed, variant, film)
     just_fitted = []
@@ -75,7 +77,7 @@ def run_variant(domains, seed: int, variant: dict) -> dict:
     targets = [
         chain.evaluate(domains.data[t][2:], task_id=last)["accuracy"] for t in domains.targets
     ]
-    return {"just_fitted": just_fitted, "targets": targets}
+    return {"just_fitted": just_fitted, "targets": targets, "kept bytes": kept_bytes(chain)}
 
 
 def fresh_fits(domains, seed: int) -> dict:
