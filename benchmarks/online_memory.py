@@ -23,6 +23,7 @@ import numpy as np
 
 from pyro_cl.app.cli import command_line_errors
 from pyro_cl.app.methods import method_names
+from pyro_cl.app.records import make_record, write_record
 from pyro_cl.app.stream_benchmark import StreamRun, run_stream_benchmark, stream_table
 from pyro_cl.app.stream_presets import STREAM_PRESETS
 from pyro_cl.metrics import sample_sd
@@ -62,13 +63,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--output", type=Path, default=Path("results/online"))
+    parser.add_argument(
+        "--record",
+        metavar="NAME",
+        help="write the run record benchmarks/records/NAME.json (one stream, one memory size)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--debug", action="store_true")
     return parser
 
 
 def build_runs(argv: list[str]) -> list[StreamRun]:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.record and (len(args.streams) > 1 or len(args.memory_sizes or [0]) > 1):
+        parser.error("--record keeps one table: give one stream and at most one memory size")
     schedule = dict(SCHEDULES[args.schedule])
     if args.term_samples is not None:
         schedule["term_samples"] = args.term_samples
@@ -104,16 +113,61 @@ def paper_comparison(stream: str, results) -> str:
     return "\n".join(lines)
 
 
+#: A record's row label for each method of the online streams.
+ROW_LABELS = {
+    "none": "online VB, no memory",
+    "random": "random memory",
+    "kcenter": "k-center memory",
+    "grs": "Gaussian residual scoring (GRS)",
+}
+
+
+def stream_record(name: str, run: StreamRun, results, command: str) -> dict:
+    """A run record of one stream's methods (rows) over its seeds: the test LML over the last
+    tenth of the steps, the one-step-ahead LML, seconds a step, and the memory's bytes."""
+    rows: dict[str, dict[int, dict]] = {}
+    kept: dict[str, int] = {}
+    for result in results:
+        label = ROW_LABELS.get(result.method, result.method)
+        summary = result.summary()
+        rows.setdefault(label, {})[result.seed] = {
+            "test LML": summary["test_lml"],
+            "one-step-ahead LML": summary["one_step_ahead_lml"],
+            "seconds a step": summary["seconds_per_step"],
+        }
+        kept[label] = max(kept.get(label, 0), result.details.get("kept_bytes", 0))
+    paper = dict(zip(("grs", "kcenter", "random"), PAPER_TABLE_1.get(run.stream, ()), strict=False))
+    cited = "; ".join(f"{ROW_LABELS[m]} {v[0]:.3f} ± {v[1]:.3f}" for m, v in paper.items())
+    return make_record(
+        name,
+        command=command,
+        seeds=list(run.seeds),
+        schedule=run.settings() | {"precision_floor": run.precision_floor},
+        data=f"{run.stream} (Kurle et al. 2020's table 2 stream)",
+        rows=rows,
+        metrics=["test LML", "one-step-ahead LML", "seconds a step"],
+        storage_bytes=kept,
+        digits=3,
+        notes="The paper's methods and settings at the record's schedule (no grid, nothing "
+        "chosen); test LML over the last 10% of the steps."
+        + (f" Kurle et al. 2020, table 1 (16 runs, their schedule): {cited}." if cited else ""),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
     with command_line_errors("online_memory.py", debug):
         runs = build_runs(argv)
+        record = build_parser().parse_args(argv).record
         rows = []
         for run in runs:
             results = run_stream_benchmark(run)
             print(f"## {run.stream}\n{stream_table(results)}")
             rows.append(paper_comparison(run.stream, results))
+            if record:
+                command = "python benchmarks/online_memory.py " + " ".join(argv)
+                print(f"wrote {write_record(stream_record(record, run, results, command))}")
         header = "| stream | method | ours: test LML (seeds) | paper |\n| --- | --- | --- | --- |\n"
         table = header + "\n".join(r for r in rows if r) + "\n"
         runs[0].output.parent.mkdir(parents=True, exist_ok=True)

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import numpy as np
@@ -338,6 +339,28 @@ def test_online_benchmark_script_builds_one_run_per_stream():
     )
     assert paper[0].settings()["iterations"] == 10_000
     assert paper[0].settings()["term_samples"] == 50_000
+
+
+def test_online_benchmark_record_rows_are_the_methods_with_their_memory_bytes(
+    tmp_path, capsys, monkeypatch
+):
+    script = load_benchmark_script("online_memory")
+    monkeypatch.setitem(script.PAPER_TABLE_1, "rotating", ((1.25, 0.5), (0.0, 0.1), (-1.5, 0.25)))
+    argv = ["--streams", "rotating", "--methods", "none,random", "--seeds", "0", "1",
+            "--num-steps", "3", "--term-samples", "20", "--memory-sizes", "5",
+            "--no-progress", "--output", str(tmp_path)]  # fmt: skip
+    (run,) = script.build_runs(argv)
+    run = dataclasses.replace(run, first_iterations=5, iterations=2, train_samples=2)
+    results = script.run_stream_benchmark(run)
+    record = script.stream_record("scratch", run, results, "a command")
+    assert list(record["rows"]) == ["online VB, no memory", "random memory"]
+    assert sorted(record["rows"]["random memory"]) == ["0", "1"]
+    point = 2 * 4 + 4 + 8 + 8  # two float32 inputs, a float32 target, its task id, its time
+    assert record["storage_bytes"] == {"online VB, no memory": 0, "random memory": 5 * point}
+    assert "random memory -1.500 ± 0.250" in record["notes"]  # the paper's number, its row
+    with pytest.raises(SystemExit):
+        script.build_runs(["--streams", "energy", "yacht", "--record", "two"])
+    assert "one stream" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

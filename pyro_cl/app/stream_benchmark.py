@@ -24,6 +24,7 @@ from pyro_cl.app.part_options import accepted
 from pyro_cl.app.plotting import plot_memory_snapshots, plot_memory_sweep, plot_online_lml
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
+from pyro_cl.app.task_benchmark import kept_bytes
 from pyro_cl.data.streams import OnlineStream
 from pyro_cl.metrics import sample_sd
 from pyro_cl.transitions.base import Transition
@@ -165,17 +166,17 @@ def run_stream_benchmark(run: StreamRun, metrics: Sequence[Metric] = ()) -> list
                 if stream.in_features == 2 and method == "grs" and seed == run.seeds[0]:
                     extra.insert(0, MemorySnapshots(stream, snapshots))
                 name = f"{method}_M{memory_size}_seed{seed}"
-                results.append(
-                    run_online(
-                        learner,
-                        stream,
-                        method,
-                        seed,
-                        progress=run.progress,
-                        metrics=extra,
-                        loggers=run_loggers(run.log_dir, name, run.tensorboard),
-                    )
+                result = run_online(
+                    learner,
+                    stream,
+                    method,
+                    seed,
+                    progress=run.progress,
+                    metrics=extra,
+                    loggers=run_loggers(run.log_dir, name, run.tensorboard),
                 )
+                result.details["kept_bytes"] = kept_bytes(learner)  # the memory's, at the end
+                results.append(result)
     if output is not None:
         _write(run, settings, results, snapshots, output)
     return results
