@@ -98,6 +98,40 @@ def weighted(grid: dict[str, dict]) -> dict[str, dict]:
     return out
 
 
+def grids(
+    methods: list[str],
+    base: BenchmarkRun,
+    training: dict,
+    task_free: int | None = None,
+    kept: int = 0,
+) -> dict[str, dict[str, dict]]:
+    """The grids of ``methods``' rows (labels of :data:`ROWS`): Adam's rate for every row,
+    function space's KL weights and, task-free, its draws of the context (module docstring);
+    ``kept``: the points a task-free row keeps in all. benchmarks/peers.py runs the same grids."""
+    rows = {}
+    for label, method in ROWS.items():
+        if method not in methods or (task_free is not None and method == "vcl-random"):
+            continue
+        if task_free is not None:
+            extra = task_free_fields(method, kept)
+        elif method == "fsvi-er":  # half the points a task in the buffer, half in the context
+            extra = {"coreset_size": base.resolved_coreset_size // 2}
+        else:
+            extra = {}
+        rows[label] = learning_rate_grid(method, RATES, training, **extra)
+        if task_free is not None and method == "fsvi":  # or some of the points a step
+            for option, value, text in (
+                ("context_draws", DRAWS, "of each earlier step's kept points"),
+                ("context_total", TOTAL, "of the kept points a step"),
+            ):
+                drawn = {**extra["fitter_options"], option: value}
+                grid = learning_rate_grid(method, RATES, training, fitter_options=drawn)
+                rows[label] |= {f"{setting}, {value} {text}": f for setting, f in grid.items()}
+        if method.startswith("fsvi"):
+            rows[label] = weighted(rows[label])
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -128,29 +162,8 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as error:
         parser.error(str(error))
     kept = base.resolved_coreset_size * len(base.task_stream(args.seeds[0]))
-    rows = {}
-    for label, method in ROWS.items():
-        if args.methods is not None and method not in args.methods:
-            continue
-        if args.task_free is not None and method == "vcl-random":
-            continue
-        if args.task_free is not None:
-            extra = task_free_fields(method, kept)
-        elif method == "fsvi-er":  # half the points a task in the buffer, half in the context
-            extra = {"coreset_size": base.resolved_coreset_size // 2}
-        else:
-            extra = {}
-        rows[label] = learning_rate_grid(method, RATES, training, **extra)
-        if args.task_free is not None and method == "fsvi":  # or some of the points a step
-            for option, value, text in (
-                ("context_draws", DRAWS, "of each earlier step's kept points"),
-                ("context_total", TOTAL, "of the kept points a step"),
-            ):
-                drawn = {**extra["fitter_options"], option: value}
-                grid = learning_rate_grid(method, RATES, training, fitter_options=drawn)
-                rows[label] |= {f"{setting}, {value} {text}": f for setting, f in grid.items()}
-        if method.startswith("fsvi"):
-            rows[label] = weighted(rows[label])
+    methods = [m for m in ROWS.values() if args.methods is None or m in args.methods]
+    rows = grids(methods, base, training, args.task_free, kept)
     if args.validation_only:
         select_then_test(
             base, rows, args.seeds, folder=args.folder, selection_seeds=args.selection_seeds,

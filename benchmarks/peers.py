@@ -83,19 +83,16 @@ from pyro_cl.metrics import expected_calibration_error
 RATES = (1e-3, 3e-3)
 
 
-def ours(training: dict, class_incremental: bool = False) -> dict[str, dict[str, dict]]:
+def ours(
+    training: dict, class_incremental: bool = False, base: BenchmarkRun | None = None
+) -> dict[str, dict[str, dict]]:
     """Our rows' grids (fields of :class:`BenchmarkRun`); on a class-incremental stream those
-    that keep points (a row that keeps none predicts only the last task's classes there)."""
+    that keep points (a row that keeps none predicts only the last task's classes there), with
+    benchmarks/class_incremental.py's grids and labels (so its kept runs serve here too)."""
     if class_incremental:
-        return {
-            "fine-tuning": learning_rate_grid("finetune", RATES, training),
-            "experience replay, the coreset's points": learning_rate_grid(
-                "finetune-er", RATES, training
-            ),
-            # over Adam's rate, as replay's (the KL summed, eq. 9: its weighing per point
-            # scored ~30% on validation here)
-            "function-space VI, the coreset's points": learning_rate_grid("fsvi", RATES, training),
-        }
+        from class_incremental import grids
+
+        return grids(["finetune", "finetune-er", "fsvi"], base, training)
     return {
         "fine-tuning": learning_rate_grid("finetune", RATES, training),
         "VCL": learning_rate_grid("vcl", RATES, training),
@@ -244,6 +241,12 @@ def _lwf() -> dict[str, dict]:
                          "alpha": alpha}
         for alpha in (0.5, 1.0)
     }  # fmt: skip
+
+
+def _kind(grid: Mapping[str, Mapping]) -> str:
+    """A peer row's strategy (Avalanche's) or library (the others)."""
+    options = next(iter(grid.values()))
+    return options.get("kind", options["library"])
 
 
 def _avalanche(kind: str, options: dict) -> dict[str, dict]:
@@ -651,6 +654,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--folder", help="keep every run's numbers here, to resume (none: keep none)"
     )
+    parser.add_argument(
+        "--peers",
+        nargs="+",
+        metavar="KIND",
+        help="only these peer rows, by Avalanche strategy or library (e.g. replay der icarl "
+        "naive; default: every peer row)",
+    )
     args = parser.parse_args(argv)
     training = {"epochs": 1, "num_predictive_samples": 4} if args.tiny else {}
     base = BenchmarkRun(
@@ -664,9 +674,16 @@ def main(argv: list[str] | None = None) -> None:
             f"the peers run MLP presets and class-incremental conv-net presets; "
             f"{args.benchmark} builds a {base.architecture} net"
         )
+    stream = base.task_stream(args.seeds[0])
+    memory = base.resolved_coreset_size * len(stream)
+    grids = peers(memory, len(stream), class_incremental)
+    if args.peers:
+        grids = {row: grid for row, grid in grids.items() if _kind(grid) in args.peers}
+        if not grids:
+            parser.error(f"no peer row is one of {args.peers}")
     commit = current_commit()
     measured, selection = select_then_test(
-        base, ours(training, class_incremental), args.seeds, folder=args.folder
+        base, ours(training, class_incremental, base), args.seeds, folder=args.folder
     )
 
     def run_one(row: str, setting: str, options: Mapping, seed: int, validation: float | None):
@@ -677,9 +694,6 @@ def main(argv: list[str] | None = None) -> None:
 
     folder = None if args.folder is None else f"{args.folder}/peers"
 
-    stream = base.task_stream(args.seeds[0])
-    memory = base.resolved_coreset_size * len(stream)
-    grids = peers(memory, len(stream), class_incremental)
     theirs, their_selection = choose_and_test(grids, args.seeds, run_one)
     libraries = ("laplace-torch", "ivon-opt", "avalanche-lib", "posteriors", "tyxe", "torch")
     versions = {name: metadata.version(name) for name in libraries}

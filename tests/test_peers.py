@@ -28,3 +28,25 @@ def test_the_online_laplace_penalty_is_the_precisions_quadratic_form(structure):
     (gradient,) = torch.autograd.grad(penalty, theta)
     torch.testing.assert_close(gradient, dense @ delta, rtol=1e-4, atol=1e-4)
     assert torch.count_nonzero(dense - torch.diag(torch.diag(dense))) > 0 or structure == "diag"
+
+
+def test_class_incremental_rows_are_class_incremental_py_s_so_kept_runs_serve_both(monkeypatch):
+    from pathlib import Path
+
+    from pyro_cl.app.benchmark_run import BenchmarkRun
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent.parent / "benchmarks"))
+    base = BenchmarkRun("split-digits-class-incremental", progress=False)
+    class_incremental = load_benchmark_script("class_incremental")
+    ours = peers.ours({}, class_incremental=True, base=base)
+    theirs = class_incremental.grids(["finetune", "finetune-er", "fsvi"], base, {})
+    assert ours == theirs and list(ours) == [
+        "fine-tuning",
+        "experience replay",
+        "function-space VI at the kept points",
+    ]
+    grids = peers.peers(200, 5, class_incremental=True)
+    kinds = {row: peers._kind(grid) for row, grid in grids.items()}
+    assert kinds["Avalanche Replay, 200 points in all"] == "replay"
+    assert kinds["Avalanche DER, 200 points in all"] == "der"
+    assert sorted(set(kinds.values())) == ["agem", "der", "gem", "icarl", "lwf", "naive", "replay"]
