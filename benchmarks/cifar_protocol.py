@@ -30,12 +30,9 @@ schedule a GVCL run is about half an hour here, an online EWC run a quarter of o
 
 from __future__ import annotations
 
-import sys
-
 from keeps_learning import GVCL_START, SCHEDULES, VARIANCE_STEP
 
-from pyro_cl.app.benchmark_run import BenchmarkRun
-from pyro_cl.app.selection import parse_protocol, protocol_parser, record_rows, rows_named
+from pyro_cl.app.selection import parse_protocol, protocol_parser, record_at_schedule
 
 #: Online EWC's λ grid (the VCL paper's appendix D values on its streams).
 EWC_STRENGTHS = (100.0, 1000.0, 10000.0)
@@ -91,18 +88,16 @@ def main(argv: list[str] | None = None) -> None:
     training = dict(SCHEDULES[args.schedule]["split-cifar10"])
     if args.tiny:
         training.update(epochs=1, num_predictive_samples=2)
-    base = BenchmarkRun(
-        "split-cifar10", data_root=args.data_root, num_tasks=2 if args.tiny else None,
-        progress=False,
-    )  # fmt: skip
-    selection_seeds = args.selection_seeds or args.seeds
-    table = rows(training)
-    rows_named(table, args.rows, parser)  # before any run
-    notes = (
-        f"The {args.schedule} schedule; settings scored on validation at seeds {selection_seeds}."
+    record_at_schedule(
+        parser,
+        args,
+        "cifar_protocol.py",
+        argv,
+        "split-cifar10",
+        rows(training),
+        training,
+        args.schedule,
     )
-    argv = sys.argv[1:] if argv is None else argv
-    record_rows(args, "cifar_protocol.py", argv, base, table, training, notes, selection_seeds)
 
 
 if __name__ == "__main__":

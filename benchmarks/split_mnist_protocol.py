@@ -29,18 +29,14 @@ here, a VCL run three, a fine-tuning run half of one.
 
 from __future__ import annotations
 
-import sys
-
 from keeps_learning import SCHEDULES
 
-from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.selection import (
     fitter_option_grid,
     learning_rate_grid,
     parse_protocol,
     protocol_parser,
-    record_rows,
-    rows_named,
+    record_at_schedule,
 )
 
 #: Adam's learning rates every Adam row is scored at: S-FSVI's and twice it.
@@ -86,19 +82,15 @@ def main(argv: list[str] | None = None) -> None:
     training = dict(SCHEDULE[args.schedule])
     if args.tiny:
         training.update(epochs=1, num_particles=1, num_predictive_samples=2)
-    base = BenchmarkRun(
-        "split-mnist", data_root=args.data_root, num_tasks=2 if args.tiny else None,
-        progress=False,
-    )  # fmt: skip
-    selection_seeds = args.selection_seeds or args.seeds
-    table = rows(training)
-    rows_named(table, args.rows, parser)  # before any run
-    notes = (
-        f"The {args.schedule} schedule; settings scored on validation at seeds {selection_seeds}."
-    )
-    argv = sys.argv[1:] if argv is None else argv
-    record_rows(
-        args, "split_mnist_protocol.py", argv, base, table, training, notes, selection_seeds
+    record_at_schedule(
+        parser,
+        args,
+        "split_mnist_protocol.py",
+        argv,
+        "split-mnist",
+        rows(training),
+        training,
+        args.schedule,
     )
 
 

@@ -38,6 +38,7 @@ import argparse
 import dataclasses
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -519,3 +520,27 @@ def record_rows(
     path = write_record(record)
     print(f"wrote {path}")
     return path
+
+
+def record_at_schedule(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    script: str,
+    argv: Sequence[str] | None,
+    benchmark: str,
+    table: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    training: Mapping[str, Any],
+    schedule: str,
+) -> Path | None:
+    """A protocol script's last step at a named ``schedule`` (benchmarks/cifar_protocol.py,
+    split_mnist_protocol.py): ``benchmark``'s run (two tasks with ``--tiny``), the rows
+    ``--rows`` names checked before any run, then :func:`record_rows` with the seeds the grids
+    are scored at (``--selection-seeds``, default ``--seeds``) named in the record's notes."""
+    base = BenchmarkRun(
+        benchmark, data_root=args.data_root, num_tasks=2 if args.tiny else None, progress=False
+    )
+    selection_seeds = args.selection_seeds or args.seeds
+    rows_named(table, args.rows, parser)  # before any run
+    notes = f"The {schedule} schedule; settings scored on validation at seeds {selection_seeds}."
+    argv = sys.argv[1:] if argv is None else argv
+    return record_rows(args, script, argv, base, table, training, notes, selection_seeds)
