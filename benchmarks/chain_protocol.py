@@ -30,10 +30,8 @@ import statistics
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
-import torch
 from domain_chain import fresh_fits, run_variant
 
 from pyro_cl import ELBOFitter, FunctionSpaceFitter, Wiener
@@ -88,20 +86,6 @@ def variant(fields: Mapping[str, Any]) -> dict[str, Any]:
     return parts
 
 
-def validation_domains(domains: Domains, seed: int, fraction: float) -> Domains:
-    """The sources of ``domains`` alone (no target), each one's test set a ``fraction`` of its
-    training data (drawn from ``seed``) and the rest its training data: a chain scored here
-    reads no test image and no target."""
-    generator = torch.Generator().manual_seed(seed)
-    data = {}
-    for source in domains.sources:
-        x, y = domains.data[source][:2]
-        order = torch.randperm(len(y), generator=generator)
-        held, kept = order[: int(fraction * len(y))], order[int(fraction * len(y)) :]
-        data[source] = (x[kept], y[kept], x[held], y[held])
-    return replace(domains, metadata=domains.metadata[: domains.num_sources], data=data)
-
-
 def add_gap_to_fresh(measured: dict[str, dict[int, dict[str, Any]]]) -> None:
     """Give each row's seeds their ``"gap to fresh"``: the fresh fit's just-fitted accuracy
     minus the row's, averaged over the sources (positive: the chain learns less)."""
@@ -141,8 +125,8 @@ def main(argv: list[str] | None = None) -> None:
     def run_one(row: str, setting: str, fields: Mapping, seed: int, validation: float | None):
         def run(place):
             domains = rotating_digits(seed)
-            if validation is not None:
-                domains = validation_domains(domains, seed, validation)
+            if validation is not None:  # the sources alone, a share of each its test set
+                domains = domains.held_out(0, seed, share=validation)
             return chain_numbers(domains, seed, fields)
 
         return kept_numbers(args.folder, row, setting, fields, seed, validation, run)

@@ -26,6 +26,17 @@ def load_benchmark_script(name: str):
     return module
 
 
+def importable_benchmark_script(name: str):
+    """``benchmarks/<name>.py`` with ``benchmarks/`` on ``sys.path`` while it is in use (for a
+    script that imports another script): a fixture's body, ``yield from`` it."""
+    folder = str(Path(__file__).parent.parent / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        yield load_benchmark_script(name)
+    finally:
+        sys.path.remove(folder)
+
+
 def loss_and_gradients(loss_fn, module: torch.nn.Module):
     """``loss_fn()`` and the gradients it leaves on ``module``'s parameters (those it reaches)."""
     module.zero_grad(set_to_none=True)

@@ -2,24 +2,18 @@
 read no test label and no target, and the gap to a fresh fit has the sign its page says."""
 
 import dataclasses
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from pyro_cl.app.domain_benchmark import SETTINGS, rotating_digits
-from tests.helpers import load_benchmark_script
+from tests.helpers import importable_benchmark_script
 from tests.test_records import _Unreadable
 
 
 @pytest.fixture(scope="module")
 def script():
-    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
-    try:
-        yield load_benchmark_script("chain_protocol")
-    finally:
-        sys.path.remove(str(Path(__file__).parent.parent / "benchmarks"))
+    yield from importable_benchmark_script("chain_protocol")
 
 
 def unreadable_tests(domains):
@@ -33,7 +27,7 @@ def unreadable_tests(domains):
 
 def test_validation_domains_hold_out_source_digits_and_drop_the_targets(script):
     domains = rotating_digits(0, per_domain=50)
-    held = script.validation_domains(domains, seed=3, fraction=0.2)
+    held = domains.held_out(0, seed=3, share=0.2)
     assert held.targets == [] and held.sources == domains.sources
     for source in domains.sources:
         x, y = domains.data[source][:2]
@@ -44,7 +38,7 @@ def test_validation_domains_hold_out_source_digits_and_drop_the_targets(script):
         assert (
             fitted | scored <= rows and not fitted & scored
         )  # two disjoint parts of the train set
-    again = script.validation_domains(domains, seed=3, fraction=0.2)
+    again = domains.held_out(0, seed=3, share=0.2)
     assert torch.equal(again.data[0][2], held.data[0][2])  # drawn from the seed
 
 
@@ -53,7 +47,7 @@ def test_a_validation_chain_reads_no_test_label_and_a_test_chain_does(script, mo
         monkeypatch.setitem(SETTINGS, key, value)
     domains = unreadable_tests(rotating_digits(0, per_domain=30))
     fields = {"variant": "vcl", "wiener": 0.3}
-    numbers = script.chain_numbers(script.validation_domains(domains, 0, 0.2), 0, fields)
+    numbers = script.chain_numbers(domains.held_out(0, 0, share=0.2), 0, fields)
     assert 0 <= numbers["ACC"] <= 100 and len(numbers["just fitted"]) == len(domains.sources)
     assert not [k for k in numbers if k.endswith("°")]  # no target scored
     with pytest.raises(AssertionError, match="a test label was read"):

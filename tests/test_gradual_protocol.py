@@ -1,23 +1,16 @@
 """benchmarks/gradual_protocol.py: the validation stream that chooses the transition is made of
 the labelled source alone, in the real stream's geometry."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
-from tests.helpers import load_benchmark_script
+from tests.helpers import importable_benchmark_script
 
 
 @pytest.fixture(scope="module")
 def script():
-    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
-    try:
-        yield load_benchmark_script("gradual_protocol")
-    finally:
-        sys.path.remove(str(Path(__file__).parent.parent / "benchmarks"))
+    yield from importable_benchmark_script("gradual_protocol")
 
 
 def labelled_source(count: int = 60):
