@@ -14,6 +14,7 @@ from pyro_cl.app import records
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.continual_run import file_slug
 from pyro_cl.app.selection import choose, choose_and_test, select_then_test
+from pyro_cl.infer.divergence import DivergenceError
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Pages whose tables are rendered from committed records.
@@ -316,6 +317,34 @@ def test_any_runner_goes_through_the_protocol_and_the_test_sets_come_last():
     assert calls[:4] == [("a", 0, 0.1), ("a", 1, 0.1), ("b", 0, 0.1), ("b", 1, 0.1)]
     assert calls[4:] == [("b", 0, None), ("b", 1, None)]
     assert selection["peer"]["chosen"] == "b" and measured["peer"][1]["ACC"] == 103.0
+
+
+def test_a_setting_that_diverges_on_validation_is_not_chosen_and_the_record_says_so(capsys):
+    """A bad learning rate that blows a fit up is a bad setting, not a failed protocol: the
+    others are chosen among, its score is kept as ``None``; every setting diverging, or the
+    chosen one diverging on the test sets, is an error."""
+
+    def run_one(row, setting, options, seed, validation):
+        if options["diverges"] and (validation or options.get("on test")) and seed in options["at"]:
+            raise DivergenceError(f"{setting} blew up\nmore detail")
+        return {"ACC": options["score"] + seed}
+
+    grid = {
+        "lr big": {"score": 9.0, "diverges": True, "at": [1]},  # best where it does not diverge
+        "lr small": {"score": 2.0, "diverges": False},
+        "lr smaller": {"score": 1.0, "diverges": False},
+    }
+    measured, selection = choose_and_test({"row": grid}, [0, 1], run_one)
+    assert selection["row"]["chosen"] == "lr small"
+    assert selection["row"]["validation"]["lr big"] == {"0": 9.0, "1": None}
+    assert measured["row"][1]["ACC"] == 3.0
+    assert "row, lr big, seed 1, diverged on validation" in capsys.readouterr().out
+    every = {k: {**v, "diverges": True, "at": [0, 1]} for k, v in grid.items()}
+    with pytest.raises(ValueError, match="every setting diverged"):
+        choose_and_test({"row": every}, [0, 1], run_one)
+    test_fails = {"only": {"score": 1.0, "diverges": True, "at": [0], "on test": True}}
+    with pytest.raises(DivergenceError):  # one setting: no validation run, the test run fails
+        choose_and_test({"row": test_fails}, [0], run_one)
 
 
 def test_a_number_quoted_from_a_record_is_rendered_and_checked(tmp_path):

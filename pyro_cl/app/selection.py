@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import statistics
 import sys
@@ -49,6 +50,7 @@ from pyro_cl.app.continual_run import file_slug
 from pyro_cl.app.records import current_commit, load_record, make_record, write_record
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.runner import run_benchmark
+from pyro_cl.infer.divergence import DivergenceError
 
 __all__ = [
     "add_validation_only",
@@ -119,10 +121,30 @@ def kept_bytes_by_row(measured: Mapping[str, Mapping[int, Mapping[str, Any]]]) -
     }
 
 
-def choose(scores: Mapping[str, Mapping[int, float]]) -> str:
-    """The setting of the best mean score over seeds (the first given on a tie)."""
-    means = {setting: statistics.mean(per_seed.values()) for setting, per_seed in scores.items()}
+def choose(scores: Mapping[str, Mapping[int, float | None]]) -> str:
+    """The setting of the best mean score over seeds (the first given on a tie); a setting that
+    diverged at any seed (a score of ``None``) is not chosen.
+
+    :raises ValueError: when every setting diverged.
+    """
+    means = {
+        setting: statistics.mean(per_seed.values())
+        for setting, per_seed in scores.items()
+        if None not in per_seed.values()
+    }
+    if not means:
+        raise ValueError(f"every setting diverged on validation: {sorted(scores)}")
     return max(means, key=lambda setting: (means[setting], -list(means).index(setting)))
+
+
+def _validation_score(run: Callable[[], dict[str, Any]], what: str) -> float | None:
+    """``run()``'s ``"ACC"``, or ``None`` (said in one line) when its fit diverged: a setting
+    that diverges is a bad setting, not a failed protocol."""
+    try:
+        return run()["ACC"]
+    except DivergenceError as error:
+        print(f"{what} diverged on validation, so it is not chosen: {str(error).splitlines()[0]}")
+        return None
 
 
 def test_numbers(result: RunResult, seconds: float) -> dict[str, Any]:
@@ -152,8 +174,9 @@ def choose_and_test(
 ) -> tuple[dict[str, dict[int, dict[str, Any]]], dict[str, dict[str, Any]]]:
     """The protocol over any runner: for each row, every setting of its grid scored on
     validation (``run_one(row, setting, fields, seed, fraction)``'s ``"ACC"``; not for a grid of
-    one), the best mean chosen, then ``run_one(row, chosen, fields, seed, None)`` on the test sets
-    for each seed. :func:`select_then_test` is this over benchmark runs; a benchmark of other
+    one), the best mean chosen (a setting whose fit diverged at a seed is scored ``None`` there
+    and not chosen), then ``run_one(row, chosen, fields, seed, None)`` on the test sets for each
+    seed. :func:`select_then_test` is this over benchmark runs; a benchmark of other
     libraries' methods (benchmarks/peers.py) passes its own ``run_one``.
 
     :param selection_seeds: the seeds a setting is scored at (default: ``seeds``).
@@ -161,7 +184,7 @@ def choose_and_test(
         long protocol run beside the rest: the choices and test runs come from a run with it).
     :returns: ``{row: {seed: test numbers}}`` (empty without ``test``) and ``{row: {"grid",
         "validation", "chosen", "scored at"}}``.
-    :raises ValueError: for an empty grid or repeated seeds.
+    :raises ValueError: for an empty grid, repeated seeds, or a row whose every setting diverged.
     """
     seeds = list(seeds)
     check_seeds(seeds)
@@ -180,7 +203,10 @@ def choose_and_test(
         if len(grid) > 1:
             for setting, fields in grid.items():
                 scores[setting] = {
-                    seed: run_one(label, setting, fields, seed, fraction)["ACC"]
+                    seed: _validation_score(
+                        functools.partial(run_one, label, setting, fields, seed, fraction),
+                        f"{label}, {setting}, seed {seed},",
+                    )
                     for seed in scored_at
                 }
         chosen = choose(scores) if scores else next(iter(grid))
