@@ -64,6 +64,8 @@ def test_gap_to_fresh_is_the_fresh_fit_minus_the_chain(script):
     assert measured["VCL"][0]["gap to fresh"] == pytest.approx(5.0)
     assert measured["fine-tuning"][0]["gap to fresh"] == pytest.approx(-2.0)
     assert measured[script.FRESH][0]["gap to fresh"] == 0.0
+    assert measured["VCL"][0]["just fitted"] == 80.0  # the mean; the sources' own kept beside
+    assert measured["VCL"][0]["per source"] == [90.0, 70.0]
 
 
 def test_every_grid_builds_the_learner_parts_it_names(script):
