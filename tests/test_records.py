@@ -219,6 +219,15 @@ def test_a_recorded_number_typed_in_prose_is_found(tmp_path):
     assert records.typed_numbers(page, tmp_path) == []  # inline code is a setting too
     page.write_text(code + "and 81.00% after it\n<!-- record: demo -->\n<!-- /record -->\n")
     assert records.typed_numbers(page, tmp_path) == ["page.md: 81.00 (record demo)"]
+    paper = "a paper's <!-- paper: Doe 2020, table 1 -->81.00 ± 0.1<!-- /paper --> beside "
+    page.write_text(paper + "<!-- record: demo -->\n<!-- /record -->\n")
+    assert records.typed_numbers(page, tmp_path) == []  # quoted with its source
+    page.write_text(paper + "ours, 81.00\n<!-- record: demo -->\n<!-- /record -->\n")
+    assert records.typed_numbers(page, tmp_path) == ["page.md: 81.00 (record demo)"]
+    page.write_text(
+        "<!-- paper: -->81.00<!-- /paper -->\n<!-- record: demo -->\n<!-- /record -->\n"
+    )
+    assert records.typed_numbers(page, tmp_path) == ["page.md: 81.00 (record demo)"]  # no source
 
 
 def test_a_grid_of_one_setting_is_not_scored_on_validation(monkeypatch):

@@ -20,7 +20,10 @@ from its rendering. One number in a sentence or an advice table is quoted the sa
     ACC <!-- cell: demo-protocol / VCL / ACC -->71.14 ± 4.20<!-- /cell -->
 
 A number on a page that has a record is therefore never typed by hand. Each cell is the mean ±
-the sample standard deviation (ddof 1) over the seeds, which the table names.
+the sample standard deviation (ddof 1) over the seeds, which the table names. A paper's number
+is typed, checked against the paper's text, and marked with its source::
+
+    <!-- paper: Kurle et al. 2020, table 1 -->−0.216 ± 0.016<!-- /paper -->
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ _CELL = re.compile(r"(<!-- cell: ([\w.-]+) / (.+?) / (.+?) -->)(.*?)(<!-- /cell 
 _FENCED = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
 #: Inline code (`init_beta=0.999`): a setting, like a fenced block's.
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
+#: A paper's number, typed with its source: ``<!-- paper: SOURCE -->NUMBER<!-- /paper -->``.
+_PAPER = re.compile(r"<!-- paper: [^>]+? -->.*?<!-- /paper -->", re.DOTALL)
 
 
 def current_commit() -> str:
@@ -292,8 +297,9 @@ def typed_numbers(
     ``[]`` when the prose repeats none. The records checked are those the page renders, or with
     ``every_record`` all of ``folder``'s (for a page that quotes without rendering). Timings
     (:data:`TIMINGS`) are left out: small numbers such as 2.17 s recur by coincidence, and no
-    claim rests on one; so are code, fenced or inline (an example's settings), and what follows a
-    :data:`LAB_NOTES` marker (hand-written notes of other runs, awaiting records of their own).
+    claim rests on one; so are code, fenced or inline (an example's settings), a paper's number
+    marked with its source (module docstring), and what follows a :data:`LAB_NOTES` marker
+    (hand-written notes of other runs, awaiting records of their own).
     """
     text = Path(page).read_text().split(LAB_NOTES)[0]
     names = {match.group(2) for match in _BLOCK.finditer(text)}
@@ -302,6 +308,7 @@ def typed_numbers(
         names |= {path.stem for path in Path(folder).glob("*.json")}
     prose = _CELL.sub("", _BLOCK.sub("", text))
     prose = _INLINE_CODE.sub("", _FENCED.sub("", prose))  # code is not prose
+    prose = _PAPER.sub("", prose)  # a paper's number, quoted with its source
     typed = []
     for name in sorted(names):
         record = load_record(name, folder)
