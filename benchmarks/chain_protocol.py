@@ -32,15 +32,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from domain_chain import fresh_fits, run_variant
+from domain_chain import VARIANTS, _online_ewc, fresh_fits, run_variant
 
-from pyro_cl import ELBOFitter, FunctionSpaceFitter, Wiener
+from pyro_cl import ELBOFitter, Wiener
 from pyro_cl.app.domain_benchmark import SETTINGS, Domains, rotating_digits
 from pyro_cl.app.records import make_record, write_record
 from pyro_cl.app.selection import choose_and_test, kept_bytes_by_row, kept_numbers
-from pyro_cl.baselines import FineTuning, OnlineEWC
-from pyro_cl.fitters import PointEstimateFitter
-from pyro_cl.memory import RandomCoreset
+from pyro_cl.baselines import FineTuning
 
 #: Tempered VCL's KL weights β (0.01 added after the record's first reading had chosen 0.03,
 #: the grid's end; still chosen on validation).
@@ -74,12 +72,11 @@ def variant(fields: Mapping[str, Any]) -> dict[str, Any]:
     """domain_chain.py's variant (the learner's parts) for a setting's ``fields``."""
     kind = fields["variant"]
     if kind == "fine-tuning":
-        return {"learner": FineTuning}
+        return VARIANTS["fine-tuning"]
     if kind == "online-ewc":
-        strength = fields["strength"]
-        return {"learner": FineTuning, "fitter": lambda: PointEstimateFitter(OnlineEWC(strength))}
+        return {"learner": FineTuning, "fitter": lambda: _online_ewc(fields["strength"])}
     if kind == "fsvi":
-        return {"fitter": lambda: FunctionSpaceFitter(RandomCoreset(40))}
+        return VARIANTS["fsvi (40 context points a source)"]
     parts: dict[str, Any] = {}
     if "kl_weight" in fields:
         parts["fitter"] = lambda: ELBOFitter(kl_weight=fields["kl_weight"])

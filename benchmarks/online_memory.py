@@ -74,8 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_runs(argv: list[str]) -> list[StreamRun]:
+    """The runs the command line ``argv`` describes, one per stream."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    return runs_from(parser, parser.parse_args(argv))
+
+
+def runs_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[StreamRun]:
+    """:func:`build_runs` of parsed arguments (``parser``'s, for its one-line errors)."""
     if args.record and (len(args.streams) > 1 or len(args.memory_sizes or [0]) > 1):
         parser.error("--record keeps one table: give one stream and at most one memory size")
     schedule = dict(SCHEDULES[args.schedule])
@@ -98,12 +103,15 @@ def build_runs(argv: list[str]) -> list[StreamRun]:
     ]
 
 
+def paper_numbers(stream: str) -> dict[str, tuple[float, float]]:
+    """Table 1's ``{method: (mean, std)}`` for ``stream`` (empty where the paper has none)."""
+    return dict(zip(("grs", "kcenter", "random"), PAPER_TABLE_1.get(stream, ()), strict=False))
+
+
 def paper_comparison(stream: str, results) -> str:
     """Rows of table 1: ours (mean ± std over seeds) beside the paper's."""
     lines = []
-    for method, paper in zip(
-        ("grs", "kcenter", "random"), PAPER_TABLE_1.get(stream, ()), strict=False
-    ):
+    for method, paper in paper_numbers(stream).items():
         ours = np.array([r.summary()["test_lml"] for r in results if r.method == method])
         if len(ours):
             lines.append(
@@ -136,7 +144,7 @@ def stream_record(name: str, run: StreamRun, results, command: str) -> dict:
             "seconds a step": summary["seconds_per_step"],
         }
         kept[label] = max(kept.get(label, 0), result.details.get("kept_bytes", 0))
-    paper = dict(zip(("grs", "kcenter", "random"), PAPER_TABLE_1.get(run.stream, ()), strict=False))
+    paper = paper_numbers(run.stream)
     cited = "; ".join(f"{ROW_LABELS[m]} {v[0]:.3f} ± {v[1]:.3f}" for m, v in paper.items())
     return make_record(
         name,
@@ -158,8 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
     with command_line_errors("online_memory.py", debug):
-        runs = build_runs(argv)
-        record = build_parser().parse_args(argv).record
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        runs = runs_from(parser, args)
+        record = args.record
         rows = []
         for run in runs:
             results = run_stream_benchmark(run)
