@@ -581,6 +581,20 @@ MUTATIONS = [
         ("tests/test_drift_data.py",),
     ),
     Mutation(
+        "drift streams: a column that varies late keeps its raw scale (left at 1)",
+        "pyro_cl/data/streams.py",
+        "scales[column] = values.std()",
+        "scales[column] = 1.0",
+        ("tests/test_drift_data.py",),
+    ),
+    Mutation(
+        "drift streams: a late column scaled by every row from its first varying step on",
+        "pyro_cl/data/streams.py",
+        "values = x[start:end, column]",
+        "values = x[start:, column]",
+        ("tests/test_drift_data.py",),
+    ),
+    Mutation(
         "function prior: the outputs' prior variance taken as 1, not v",
         "pyro_cl/fitters/function_space.py",
         "x.new_tensor(self.function_prior_variance)",

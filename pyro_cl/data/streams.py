@@ -74,14 +74,38 @@ class OnlineStream:
         return self.steps[index]
 
 
-def _scales(mean: np.ndarray, std: np.ndarray) -> np.ndarray:
-    """Each column's standard deviation, or 1 where the column is constant: its standard
-    deviation 0 or only rounding (a constant 0.415 has one of ~10⁻¹⁷ in float64; dividing by it
-    would blow later values up to ~10¹⁶, as elec2's Victorian columns, constant for its first
-    ~17,000 rows, did)."""
+def _constant(mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """Where a column is constant: its standard deviation 0 or only rounding (a constant 0.415
+    has one of ~10⁻¹⁷ in float64)."""
     precision = std.dtype if np.issubdtype(std.dtype, np.floating) else np.float64
-    rounding = 64 * np.finfo(precision).eps * np.maximum(np.abs(mean), 1.0)
-    return np.where(std > rounding, std, 1.0)
+    return ~(std > 64 * np.finfo(precision).eps * np.maximum(np.abs(mean), 1.0))
+
+
+def _scales(mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """Each column's standard deviation, or 1 where the column is constant (dividing by the
+    rounding of a constant would blow later values up to ~10¹⁶, as elec2's Victorian columns,
+    constant for its first ~17,000 rows, did)."""
+    return np.where(_constant(mean, std), 1.0, std)
+
+
+def _late_scales(x: np.ndarray, bounds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The first step's means and scales, except that a column constant over the first step is
+    scaled by its standard deviation over the first later step in which it varies, read from
+    that step's inputs alone (no label, no later row: what a learner has when it predicts the
+    step); 1 if it never varies. Centred by the first step's constant, such a column is 0 until
+    it varies and then on the scale of the other columns, not of its raw units (elec2's
+    Victorian columns are constant for ~17,000 rows, then vary by 0.01-0.15 in raw units, where
+    a net whose prior is scaled for standardised inputs makes little use of them)."""
+    first = x[: bounds[1]]
+    mean, std = first.mean(0), first.std(0)
+    scales = _scales(mean, std)
+    for column in np.flatnonzero(_constant(mean, std)):
+        for start, end in zip(bounds[1:-1], bounds[2:], strict=True):
+            values = x[start:end, column]
+            if not _constant(values.mean(keepdims=True), values.std(keepdims=True))[0]:
+                scales[column] = values.std()
+                break
+    return mean, scales
 
 
 def _standardised(train: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -191,14 +215,15 @@ def drift_stream(
     """A classification (or regression) stream in the rows' own (time) order (section 6.2,
     table 2): ``N_{t_0}`` rows, then ``N_{t_1:K}`` rows per step. A step's time is its last row's
     time stamp (row index when ``times`` is ``None``), so time lags follow the data. Inputs are
-    standardised with the mean and standard deviation of the first step alone: nothing after a
-    step shapes its inputs.
+    standardised with the mean and standard deviation of the first step (a column constant there
+    by the first step in which it varies): no label and nothing after a step shapes its inputs.
     There is no test set (:attr:`OnlineStream.test` is ``None``): score it one step ahead.
 
     :param y: integer class labels from 0, or real targets with ``regression``.
     :param standardise: ``False`` keeps the inputs as given, for tables already on a common
-        scale (MOA's elec2, all in [0, 1]). Standardising only centres a column constant over
-        the first step, so its later values keep their raw scale while the others are rescaled.
+        scale (MOA's elec2, all in [0, 1]). A column constant over the first step is centred by
+        its constant and scaled by its standard deviation over the first step in which it
+        varies (that step's inputs alone, which a learner has when it predicts the step).
     :param regression: a regression stream: real targets, standardised (with ``standardise``)
         by the first step's mean and standard deviation as the inputs are.
     """
@@ -228,7 +253,8 @@ def drift_stream(
             "statistics (mean or standard deviation over the first step): rescale or drop it"
         )
     if standardise:
-        x = (x - mean) / _scales(mean, std)
+        mean, scales = _late_scales(x, bounds)
+        x = (x - mean) / scales
     if regression:
         if standardise:
             head = y[: bounds[1]]
@@ -247,7 +273,8 @@ def batched_stream(
 ) -> OnlineStream:
     """A classification stream of the batches a user has (a batch a month, a file a day), one
     step each, at ``times`` (default 0, 1, ...); inputs standardised by the first batch's mean
-    and standard deviation alone, as :func:`drift_stream` does. Score it one step ahead.
+    and standard deviation (a column constant there by the first batch in which it varies), as
+    :func:`drift_stream` does. Score it one step ahead.
 
     :raises ValueError: naming the batch at fault (no rows, inputs and labels of other lengths,
         another number of features, times that are not finite and increasing).
@@ -276,8 +303,8 @@ def batched_stream(
     y = _class_labels(np.concatenate([y for _, y in batches]))
     bounds = np.cumsum([0, *(len(b[1]) for b in batches)]).tolist()
     if standardise:
-        first = x[: bounds[1]]
-        x = (x - first.mean(0)) / _scales(first.mean(0), first.std(0))
+        mean, scales = _late_scales(x, bounds)
+        x = (x - mean) / scales
     steps = _time_steps(x, y, bounds, times, torch.long)
     return OnlineStream(name, steps, None, features, int(y.max()) + 1, False)
 
