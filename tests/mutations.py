@@ -576,8 +576,8 @@ MUTATIONS = [
     Mutation(
         "drift streams: a column constant up to rounding divided by its rounding",
         "pyro_cl/data/streams.py",
-        "return np.where(std > rounding, std, 1.0)",
-        "return np.where(std > 0, std, 1.0)",
+        "return ~(std > 64 * np.finfo(precision).eps * np.maximum(np.abs(mean), 1.0))",
+        "return ~(std > 0)",
         ("tests/test_drift_data.py",),
     ),
     Mutation(
