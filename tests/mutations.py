@@ -595,6 +595,27 @@ MUTATIONS = [
         ("tests/test_drift_data.py",),
     ),
     Mutation(
+        "learned strength per layer: sites grouped by their last name part, not their layer",
+        "pyro_cl/transitions/learned_strength.py",
+        'return site.rsplit(".", 1)[0] if self.per == "layer" else site',
+        'return site.rsplit(".", 1)[-1] if self.per == "layer" else site',
+        ("tests/test_learned_strength.py",),
+    ),
+    Mutation(
+        "learned strength per layer (eq. 3): every group carried at the largest strength",
+        "pyro_cl/transitions/learned_strength.py",
+        "carried |= self._at(strengths.get(group, self.low))(sites, context)",
+        "carried |= self._at(max(strengths.values(), default=self.low))(sites, context)",
+        ("tests/test_learned_strength.py",),
+    ),
+    Mutation(
+        "learned strength per layer (eq. 3): one evidence gathered for every group",
+        "pyro_cl/transitions/learned_strength.py",
+        "gathered = self.discount * self.evidences.get(group, 0.0)",
+        "gathered = self.discount * sum(self.evidences.values(), torch.zeros(self.points))",
+        ("tests/test_learned_strength.py",),
+    ),
+    Mutation(
         "function prior: the outputs' prior variance taken as 1, not v",
         "pyro_cl/fitters/function_space.py",
         "x.new_tensor(self.function_prior_variance)",

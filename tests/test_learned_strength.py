@@ -150,3 +150,80 @@ def test_the_learners_evidence_is_the_one_step_predictive_of_the_steps_data():
     exact = Normal(x @ mean, (x.square() @ variance + NOISE**2).sqrt()).log_prob(y).sum()
     assert evidence(prior) == pytest.approx(float(exact), abs=0.5)
     assert evidence(prior) == evidence(prior)  # the same draws for every candidate
+
+
+def _learn_per(per: str, steps: int = 60, rate: float = 0.3) -> LearnedStrength:
+    """The exact diagonal recursion of a regression on two layers' weights, ``a`` taking a
+    random walk of ``rate`` and ``b`` fixed, with the strengths learnt per ``per``."""
+    sizes = {"a.weight": 2, "b.weight": 2}
+    initial = {
+        site: Normal(torch.zeros(n, dtype=torch.float64), torch.ones(n, dtype=torch.float64))
+        for site, n in sizes.items()
+    }
+    transition = LearnedStrength("wiener", time_constant=1.0, per=per)
+    generator = torch.Generator().manual_seed(4)
+    weight = torch.randn(4, generator=generator, dtype=torch.float64)
+    posterior = initial
+    for step in range(steps):
+        weight[:2] += rate * torch.randn(2, generator=generator, dtype=torch.float64)
+        x = torch.randn(200, 4, generator=generator, dtype=torch.float64)
+        y = x @ weight + NOISE * torch.randn(200, generator=generator, dtype=torch.float64)
+
+        def evidence(prior, x=x, y=y):
+            mean = torch.cat([prior[s].loc for s in sizes])
+            variance = torch.cat([prior[s].scale.square() for s in sizes])
+            scale = (x.square() @ variance + NOISE**2).sqrt()
+            return float(Normal(x @ mean, scale).log_prob(y).sum())
+
+        if step:
+            context = TransitionContext(1.0, float(step), initial, torch.nn.Module(), 1.0, evidence)
+            posterior = transition(posterior, context)
+        loc = torch.cat([posterior[s].loc for s in sizes])
+        scale = torch.cat([posterior[s].scale for s in sizes])
+        precision = torch.diag(scale**-2) + x.T @ x / NOISE**2
+        mean = torch.linalg.solve(precision, loc / scale**2 + x.T @ y / NOISE**2)
+        sd = torch.diagonal(precision) ** -0.5
+        posterior = {"a.weight": Normal(mean[:2], sd[:2]), "b.weight": Normal(mean[2:], sd[2:])}
+    return transition
+
+
+def test_per_layer_a_drifting_layer_and_a_still_one_each_find_their_rate():
+    """Eq. (3): the layer whose weights walk at 0.3 learns about 0.3, the still one a strength
+    far below it (not the floor: the mean-field posterior of the still layer takes up some of
+    the drifting one's change); one strength for the net settles between them, and the evidence
+    gathered per layer is higher than the one strength's."""
+    per_layer = _learn_per("layer")
+    assert set(per_layer.strengths) == {"a", "b"}
+    assert all(h["a"] == pytest.approx(0.3, rel=0.3) for h in per_layer.history[-20:])
+    assert all(h["b"] < min(0.06, h["a"] / 5) for h in per_layer.history[-20:])
+    shared = _learn_per("net")
+    assert 0.01 < shared.strength < per_layer.strengths["a"]
+    assert per_layer.evidences["b"].max() > shared.evidence.max()  # eq. (3) ends after b
+    assert _learn_per("site").strengths.keys() == {"a.weight", "b.weight"}
+    with pytest.raises(AttributeError, match="strengths"):
+        _ = per_layer.strength
+
+
+def test_per_layer_strengths_save_load_and_refuse_what_they_cannot_carry(tmp_path):
+    learnt = _learn_per("layer", steps=5)
+    again = LearnedStrength("wiener", time_constant=1.0, per="layer")
+    again.load_state_dict(learnt.state_dict())
+    assert again.strengths == learnt.strengths and again.history == learnt.history
+    assert all(torch.equal(again.evidences[g], learnt.evidences[g]) for g in learnt.evidences)
+    with pytest.raises(ValueError, match="per layer"):
+        LearnedStrength("wiener").load_state_dict(learnt.state_dict())
+    with pytest.raises(ValueError, match="per"):
+        LearnedStrength("wiener", per="weight")
+    with pytest.raises(TypeError, match="mean-field"):
+        learnt.gaussian_step(torch.zeros(2), torch.ones(2), None)
+    forgetting = LearnedStrength("bayesian_forgetting", per="layer")
+    with pytest.raises(TypeError, match="memory"):
+        forgetting.likelihood_weights(torch.ones(3), TransitionContext(1.0, 1.0, {}, None, 1.0))
+    assert learnt.likelihood_weights(torch.ones(3), None) is None  # Wiener weighs no point
+    from pyro_cl.guides import FullCovariance
+
+    with pytest.raises(ValueError, match="mean-field"):
+        VCL(
+            BayesianLinear(2, 1), likelihood=GaussianLikelihood(NOISE), guide=FullCovariance(),
+            transition=LearnedStrength("wiener", per="layer"), progress=False,
+        )  # fmt: skip
