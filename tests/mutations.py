@@ -492,15 +492,15 @@ MUTATIONS = [
     Mutation(
         "learned strength: the evidence of earlier steps not gathered (eq. 2 as eq. 1 alone)",
         "pyro_cl/transitions/learned_strength.py",
-        "self.evidence = self.discount * self.evidence + torch.tensor(scores).double()",
-        "self.evidence = torch.tensor(scores).double()",
+        "self.evidences[group] = gathered + torch.tensor(scores).double()",
+        "self.evidences[group] = torch.tensor(scores).double()",
         ("tests/test_learned_strength.py",),
     ),
     Mutation(
         "learned strength: the weakest strength taken instead of the most likely",
         "pyro_cl/transitions/learned_strength.py",
-        "self.grid[int(torch.argmax(self.evidence))]",
-        "self.grid[int(torch.argmin(self.evidence))]",
+        "self.grid[int(torch.argmax(self.evidences[group]))]",
+        "self.grid[int(torch.argmin(self.evidences[group]))]",
         ("tests/test_learned_strength.py",),
     ),
     Mutation(
