@@ -18,7 +18,8 @@ Learners:
   stream) and ``net-refit-W`` (on the last W rows);
 * pyro_cl, strengths learnt: ``learned-forgetting``, ``learned-wiener``, ``learned-ou``, one
   online VB learner whose transition's strength is learnt before every step from that step's
-  one-step-ahead predictive (:class:`~pyro_cl.transitions.LearnedStrength`): no grid;
+  one-step-ahead predictive (:class:`~pyro_cl.transitions.LearnedStrength`): no grid; with
+  ``-per-layer`` (``learned-wiener-per-layer``), a strength per layer;
 * pyro_cl, strengths weighed over the family's whole range: ``moving-forgetting``,
   ``moving-wiener``, ``moving-ou``, online VB learners at the family's strengths a decade apart
   (``--moving-ratio``), weighed by their own paths' evidence
@@ -105,6 +106,8 @@ LEARNED = {
     "learned-wiener": "wiener",
     "learned-ou": "ornstein_uhlenbeck",
 }
+#: The same, a strength per layer (``LearnedStrength(per="layer")``, eq. 3).
+LEARNED |= {f"{name}-per-layer": family for name, family in LEARNED.items()}
 #: Moving banks (MovingBank): a few online VB learners at neighbouring strengths of the family,
 #: the window moved toward the strength their own paths' evidence prefers.
 MOVING = {
@@ -307,7 +310,8 @@ def _strength_learner(name: str, stream: OnlineStream, args, seed: int):
     """A learner whose strength is learnt (``learned-*``) or weighed over the family's range
     (``moving-*``), and what returns the strength it chose at every step."""
     if name in LEARNED:
-        learner = _online_learner(stream, args, seed, LearnedStrength(LEARNED[name]))
+        per = "layer" if name.endswith("-per-layer") else "net"
+        learner = _online_learner(stream, args, seed, LearnedStrength(LEARNED[name], per=per))
         return learner, lambda: learner.transition.history
     bank = MovingBank(
         lambda transition: _online_learner(stream, args, seed, transition),
