@@ -33,7 +33,9 @@ refit at test time, has no task-free form and is left out.
 ``benchmarks/runs/<record>``, committed); ``--resume-from RECORD`` first keeps there the runs a
 committed record holds, so rows added to a record run alone; ``--validation-only`` (with
 ``--selection-seeds``) scores the grids into ``--folder`` and reads no test set, a second
-process's share of a long row's validation runs.
+process's share of a long row's validation runs. ``--more-function-space RATE:WEIGHT ...`` adds
+settings to function space's grid at the kept points (a widening after a reading: the record's
+command says so, and the page says it where the row is quoted).
 """
 
 from __future__ import annotations
@@ -88,14 +90,45 @@ def task_free_fields(method: str, kept: int) -> dict:
     return {}
 
 
-def weighted(grid: dict[str, dict]) -> dict[str, dict]:
-    """``grid`` and each of its settings at each weight of :data:`FUNCTION_KL_WEIGHTS`."""
+def weighted(
+    grid: dict[str, dict], weights: tuple[float, ...] = FUNCTION_KL_WEIGHTS
+) -> dict[str, dict]:
+    """``grid`` and each of its settings at each of the function KL's ``weights``."""
     out = dict(grid)
-    for weight in FUNCTION_KL_WEIGHTS:
+    for weight in weights:
         for setting, fields in grid.items():
             options = {**fields.get("fitter_options", {}), "function_kl_weight": weight}
             out[f"{setting}, function KL × {weight:g}"] = {**fields, "fitter_options": options}
     return out
+
+
+def more_settings(values: list[str]) -> tuple[tuple[float, float], ...]:
+    """``RATE:WEIGHT`` pairs of the command line, checked (a bad one is the parser's error)."""
+    pairs = []
+    for value in values:
+        try:
+            rate, weight = (float(part) for part in value.split(":"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not RATE:WEIGHT, e.g. 0.001:10"
+            ) from None
+        if not (rate > 0 and weight > 0):
+            raise argparse.ArgumentTypeError(f"{value!r}: the rate and weight must be positive")
+        pairs.append((rate, weight))
+    return tuple(pairs)
+
+
+def add_more_function_space(parser: argparse.ArgumentParser) -> None:
+    """``--more-function-space RATE:WEIGHT ...``: settings added to function space's grid."""
+    parser.add_argument(
+        "--more-function-space",
+        nargs="+",
+        default=(),
+        metavar="RATE:WEIGHT",
+        type=lambda value: more_settings([value])[0],
+        help="(Adam's rate, function KL weight) settings added to function space's grid at the "
+        "kept points (a widening: say so where the row is quoted)",
+    )
 
 
 def grids(
@@ -104,10 +137,13 @@ def grids(
     training: dict,
     task_free: int | None = None,
     kept: int = 0,
+    more: tuple[tuple[float, float], ...] = (),
 ) -> dict[str, dict[str, dict]]:
     """The grids of ``methods``' rows (labels of :data:`ROWS`): Adam's rate for every row,
     function space's KL weights and, task-free, its draws of the context (module docstring);
-    ``kept``: the points a task-free row keeps in all. benchmarks/peers.py runs the same grids."""
+    ``kept``: the points a task-free row keeps in all; ``more``: (rate, KL weight) settings
+    added to function space's grid at the kept points (``--more-function-space``).
+    benchmarks/peers.py runs the same grids."""
     rows = {}
     for label, method in ROWS.items():
         if method not in methods or (task_free is not None and method == "vcl-random"):
@@ -129,6 +165,10 @@ def grids(
                 rows[label] |= {f"{setting}, {value} {text}": f for setting, f in grid.items()}
         if method.startswith("fsvi"):
             rows[label] = weighted(rows[label])
+        if method == "fsvi":
+            for rate, weight in more:
+                grid = learning_rate_grid(method, (rate,), training, **extra)
+                rows[label] |= {k: v for k, v in weighted(grid, (weight,)).items() if k not in grid}
     return rows
 
 
@@ -151,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     add_validation_only(parser)
     parser.add_argument("--selection-seeds", type=int, nargs="+", help="default: --seeds")
+    add_more_function_space(parser)
     args = parse_protocol(parser, argv)
     if args.validation_only and args.folder is None:
         parser.error("--validation-only keeps its runs for a later run: give --folder")
@@ -163,7 +204,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(error))
     kept = base.resolved_coreset_size * len(base.task_stream(args.seeds[0]))
     methods = [m for m in ROWS.values() if args.methods is None or m in args.methods]
-    rows = grids(methods, base, training, args.task_free, kept)
+    rows = grids(methods, base, training, args.task_free, kept, args.more_function_space)
     if args.validation_only:
         select_then_test(
             base, rows, args.seeds, folder=args.folder, selection_seeds=args.selection_seeds,

@@ -84,15 +84,19 @@ RATES = (1e-3, 3e-3)
 
 
 def ours(
-    training: dict, class_incremental: bool = False, base: BenchmarkRun | None = None
+    training: dict,
+    class_incremental: bool = False,
+    base: BenchmarkRun | None = None,
+    more: tuple[tuple[float, float], ...] = (),
 ) -> dict[str, dict[str, dict]]:
     """Our rows' grids (fields of :class:`BenchmarkRun`); on a class-incremental stream those
     that keep points (a row that keeps none predicts only the last task's classes there), with
-    benchmarks/class_incremental.py's grids and labels (so its kept runs serve here too)."""
+    benchmarks/class_incremental.py's grids and labels (so its kept runs serve here too), and
+    its ``--more-function-space`` settings."""
     if class_incremental:
         from class_incremental import grids
 
-        return grids(["finetune", "finetune-er", "fsvi"], base, training)
+        return grids(["finetune", "finetune-er", "fsvi"], base, training, more=more)
     return {
         "fine-tuning": learning_rate_grid("finetune", RATES, training),
         "VCL": learning_rate_grid("vcl", RATES, training),
@@ -663,7 +667,12 @@ def main(argv: list[str] | None = None) -> None:
         help="only these peer rows, by Avalanche strategy or library (e.g. replay der icarl "
         "naive; default: every peer row)",
     )
+    from class_incremental import add_more_function_space
+
+    add_more_function_space(parser)
     args = parser.parse_args(argv)
+    if args.more_function_space and not args.benchmark.endswith("-class-incremental"):
+        parser.error("--more-function-space widens a class-incremental stream's grid")
     training = {"epochs": 1, "num_predictive_samples": 4} if args.tiny else {}
     base = BenchmarkRun(
         args.benchmark, data_root=args.data_root, num_tasks=2 if args.tiny else None,
@@ -685,7 +694,10 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"no peer row is one of {args.peers}")
     commit = current_commit()
     measured, selection = select_then_test(
-        base, ours(training, class_incremental, base), args.seeds, folder=args.folder
+        base,
+        ours(training, class_incremental, base, args.more_function_space),
+        args.seeds,
+        folder=args.folder,
     )
 
     def run_one(row: str, setting: str, options: Mapping, seed: int, validation: float | None):

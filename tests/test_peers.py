@@ -1,6 +1,8 @@
 """benchmarks/peers.py: laplace-torch's online Laplace penalises a step away from the posterior
 so far by its precision, diagonal or Kronecker-factored."""
 
+import argparse
+
 import pytest
 import torch
 from torch import nn
@@ -45,6 +47,23 @@ def test_class_incremental_rows_are_class_incremental_py_s_so_kept_runs_serve_bo
         "experience replay",
         "function-space VI at the kept points",
     ]
+    more = class_incremental.more_settings(["0.001:10", "3e-4:100"])
+    wider = peers.ours({}, class_incremental=True, base=base, more=more)
+    assert wider == class_incremental.grids(
+        ["finetune", "finetune-er", "fsvi"], base, {}, more=more
+    )
+    added = (
+        wider["function-space VI at the kept points"].keys()
+        - ours["function-space VI at the kept points"].keys()
+    )  # the added settings, labelled as the grid's own are
+    assert added == {"lr 0.001, function KL × 10", "lr 0.0003, function KL × 100"}
+    setting = wider["function-space VI at the kept points"]["lr 0.0003, function KL × 100"]
+    assert setting["training"]["learning_rate"] == 3e-4
+    assert setting["fitter_options"]["function_kl_weight"] == 100
+    assert wider["experience replay"] == ours["experience replay"]  # function space's only
+    for bad in ("0.001", "0.001:-1", "a:b"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            class_incremental.more_settings([bad])
     grids = peers.peers(200, 5, class_incremental=True)
     kinds = {row: peers._kind(grid) for row, grid in grids.items()}
     assert kinds["Avalanche Replay, 200 points in all"] == "replay"
