@@ -89,7 +89,7 @@ from pyro_cl.app.one_step_ahead import (
 )
 from pyro_cl.app.records import load_record
 from pyro_cl.app.stream_presets import STREAM_PRESETS, make_online_learner
-from pyro_cl.data.streams import OnlineStream, drift_stream
+from pyro_cl.data.streams import CONSTANT_COLUMNS, OnlineStream, drift_stream
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.learner.bank import LearnerBank
 from pyro_cl.learner.moving_bank import MovingBank
@@ -195,6 +195,7 @@ def make_stream(
     cyclic: bool = False,
     standardise: bool = True,
     one_hot: bool = False,
+    constant_columns: str = "centre",
 ) -> OnlineStream:
     """The stream ``name``: a real one from its preset's table, a synthetic one from river's
     generators at ``seed`` (with the weather preset's sizes); with ``cyclic``, a sine and cosine
@@ -227,7 +228,7 @@ def make_stream(
             [np.delete(x, columns, axis=1), *[np.eye(i.max() + 1)[i] for i in indicators]]
         )
     return drift_stream(x, y, times, 1000, 100, num_steps, name=name, standardise=standardise,
-                        regression=name in REGRESSION)  # fmt: skip
+                        regression=name in REGRESSION, constant_columns=constant_columns)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- learners
@@ -479,6 +480,7 @@ def run(args, stream_name: str, seed: int) -> None:
         args.cyclic,
         not args.raw_inputs,
         args.one_hot,
+        args.constant_columns,
     )
     base = Path(args.output) / stream_name
     context = {
@@ -575,7 +577,7 @@ def _settings(args) -> dict:
     names = ("hidden", "iterations", "first_iterations", "particles", "predictive_samples")
     names += ("memory", "memory_size", "term_samples", "refit_iterations")
     names += ("learning_rate", "variance_learning_rate", "strengths", "discount", "kl_weight")
-    names += ("moving_ratio", "moving_members")
+    names += ("moving_ratio", "moving_members", "constant_columns")
     return {n: getattr(args, n) for n in names}
 
 
@@ -962,6 +964,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--refit-first-epochs", type=int, default=100,
                         help="a net-refit learner's passes over the first step")  # fmt: skip
     parser.add_argument("--cyclic", action="store_true", help="add sin/cos of the time's cycles")
+    parser.add_argument(
+        "--constant-columns",
+        choices=CONSTANT_COLUMNS,
+        default="centre",
+        help="a column constant over the first step: centred in raw units, or also scaled by the "
+        "first step in which it varies (drift_stream's constant_columns; elec2's records: scaled)",
+    )
     parser.add_argument(
         "--one-hot",
         action="store_true",

@@ -178,8 +178,7 @@ def test_a_column_constant_in_the_first_step_is_centred_not_blown_up():
     assert 0 < x[:30, 1].std() < 1e-15 and 0 < x[:30, 2].std() < 1e-15  # rounding, not 0
     stream = drift_stream(x, rng.integers(0, 2, 70), first_size=30, step_size=10)
     later = torch.cat([step.x for step in list(stream)[1:]]).double()
-    scale = x[30:40, 1].std()  # of the first step in which it varies: then on the others' scale
-    torch.testing.assert_close(later[:, 1], torch.as_tensor((x[30:, 1] - 0.003467) / scale))
+    torch.testing.assert_close(later[:, 1], torch.as_tensor(x[30:, 1] - 0.003467))  # raw units
     torch.testing.assert_close(later[:, 2], torch.full((40,), -0.414912, dtype=torch.float64))
     assert stream[0].x[:, 1:].abs().max() < 1e-6
     small = x.copy()
@@ -195,15 +194,17 @@ def test_a_column_constant_in_the_first_step_is_centred_not_blown_up():
 
 
 def test_a_column_that_starts_to_vary_late_is_scaled_by_its_first_varying_step_alone():
-    """A column constant for the first steps is 0 until it varies, then divided by its standard
-    deviation over the first step in which it varies: that step's inputs alone, so neither
-    labels nor later rows shape it (elec2's Victorian columns); a batched stream alike."""
+    """With ``constant_columns="first-varying-step"``, a column constant for the first steps is
+    0 until it varies, then divided by its standard deviation over the first step in which it
+    varies: that step's inputs alone, so neither labels nor later rows shape it (elec2's
+    Victorian columns); a batched stream alike. By default it keeps its raw units."""
     rng = np.random.default_rng(5)
     x = rng.normal(size=(60, 2))
     x[:40, 1] = 7.0  # constant over the first step (20 rows) and the next two (10 each)
     x[40:, 1] = 7.0 + rng.normal(0.0, 0.02, 20)
     labels = rng.integers(0, 2, 60)
-    stream = drift_stream(x, labels, first_size=20, step_size=10)
+    late = {"constant_columns": "first-varying-step"}
+    stream = drift_stream(x, labels, first_size=20, step_size=10, **late)
     assert torch.cat([stream[1].x, stream[2].x])[:, 1].abs().max() < 1e-6  # constant: centred
     scale = x[40:50, 1].std()
     torch.testing.assert_close(
@@ -212,13 +213,21 @@ def test_a_column_that_starts_to_vary_late_is_scaled_by_its_first_varying_step_a
     )
     later = x.copy()
     later[50:, 1] *= 100.0  # rows after the first varying step do not move its scale
-    moved = drift_stream(later, 1 - labels, first_size=20, step_size=10)
+    moved = drift_stream(later, 1 - labels, first_size=20, step_size=10, **late)
     torch.testing.assert_close(moved[3].x, stream[3].x)
     batches = [(x[:20], labels[:20]), (x[20:40], labels[20:40]), (x[40:], labels[40:])]
-    batched = batched_stream(batches)
+    batched = batched_stream(batches, **late)
     torch.testing.assert_close(
         batched[2].x[:, 1].double(), torch.as_tensor((x[40:, 1] - 7.0) / x[40:, 1].std())
     )
+    default = drift_stream(x, labels, first_size=20, step_size=10)
+    torch.testing.assert_close(default[3].x[:, 1].double(), torch.as_tensor(x[40:50, 1] - 7.0))
+    for make in (
+        lambda: drift_stream(x, labels, first_size=20, step_size=10, constant_columns="scale"),
+        lambda: batched_stream(batches, standardise=False, constant_columns="scale"),
+    ):
+        with pytest.raises(ValueError, match="constant_columns"):
+            make()
 
 
 def test_the_rotating_toy_follows_its_rotating_logistic_model():

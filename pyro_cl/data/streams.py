@@ -23,6 +23,7 @@ from pyro_cl.checks import checked_count
 from pyro_cl.extras import require
 
 __all__ = [
+    "CONSTANT_COLUMNS",
     "OnlineStream",
     "TimeStep",
     "batched_stream",
@@ -88,17 +89,37 @@ def _scales(mean: np.ndarray, std: np.ndarray) -> np.ndarray:
     return np.where(_constant(mean, std), 1.0, std)
 
 
-def _late_scales(x: np.ndarray, bounds: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The first step's means and scales, except that a column constant over the first step is
-    scaled by its standard deviation over the first later step in which it varies, read from
-    that step's inputs alone (no label, no later row: what a learner has when it predicts the
-    step); 1 if it never varies. Centred by the first step's constant, such a column is 0 until
-    it varies and then on the scale of the other columns, not of its raw units (elec2's
-    Victorian columns are constant for ~17,000 rows, then vary by 0.01-0.15 in raw units, where
-    a net whose prior is scaled for standardised inputs makes little use of them)."""
+#: What :func:`drift_stream` does with a column constant over the first step: centre it and
+#: keep its raw units (``"centre"``, scikit-learn's ``StandardScaler`` fitted on the first step),
+#: or also scale it by its standard deviation over the first step in which it varies
+#: (``"first-varying-step"``).
+CONSTANT_COLUMNS = ("centre", "first-varying-step")
+
+
+def _check_constant_columns(constant_columns: str) -> None:
+    if constant_columns not in CONSTANT_COLUMNS:
+        raise ValueError(
+            f"constant_columns must be one of {CONSTANT_COLUMNS}, got {constant_columns!r}"
+        )
+
+
+def _first_step_scales(
+    x: np.ndarray, bounds: list[int], constant_columns: str = "centre"
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first step's means and scales (1 for a column constant there). With
+    ``constant_columns="first-varying-step"``, such a column is scaled by its standard deviation
+    over the first later step in which it varies, read from that step's inputs alone (no label,
+    no later row: what a learner has when it predicts the step); 1 if it never varies. Centred
+    by the first step's constant, it is 0 until it varies and then on the scale of the other
+    columns, not of its raw units (elec2's Victorian columns are constant for ~17,000 rows, then
+    vary by 0.01-0.15 in raw units, where a net whose prior is scaled for standardised inputs
+    makes little use of them). One step's deviation is a rough scale: a heavy-tailed column's
+    later values can reach hundreds of it."""
     first = x[: bounds[1]]
     mean, std = first.mean(0), first.std(0)
     scales = _scales(mean, std)
+    if constant_columns == "centre":
+        return mean, scales
     for column in np.flatnonzero(_constant(mean, std)):
         for start, end in zip(bounds[1:-1], bounds[2:], strict=True):
             values = x[start:end, column]
@@ -211,22 +232,27 @@ def drift_stream(
     name: str = "drift",
     standardise: bool = True,
     regression: bool = False,
+    constant_columns: str = "centre",
 ) -> OnlineStream:
     """A classification (or regression) stream in the rows' own (time) order (section 6.2,
     table 2): ``N_{t_0}`` rows, then ``N_{t_1:K}`` rows per step. A step's time is its last row's
     time stamp (row index when ``times`` is ``None``), so time lags follow the data. Inputs are
-    standardised with the mean and standard deviation of the first step (a column constant there
-    by the first step in which it varies): no label and nothing after a step shapes its inputs.
+    standardised with the mean and standard deviation of the first step: no label and nothing
+    after a step shapes its inputs.
     There is no test set (:attr:`OnlineStream.test` is ``None``): score it one step ahead.
 
     :param y: integer class labels from 0, or real targets with ``regression``.
     :param standardise: ``False`` keeps the inputs as given, for tables already on a common
-        scale (MOA's elec2, all in [0, 1]). A column constant over the first step is centred by
-        its constant and scaled by its standard deviation over the first step in which it
-        varies (that step's inputs alone, which a learner has when it predicts the step).
+        scale (MOA's elec2, all in [0, 1]).
+    :param constant_columns: a column constant over the first step is centred and keeps its raw
+        units (``"centre"``), or is scaled by its standard deviation over the first step in
+        which it varies (``"first-varying-step"``: that step's inputs alone, which a learner has
+        when it predicts the step); see :data:`CONSTANT_COLUMNS`. Choose on validation: on
+        elec2 scaling helped the classifiers and hurt the demand regression (docs/lab/drift.md).
     :param regression: a regression stream: real targets, standardised (with ``standardise``)
         by the first step's mean and standard deviation as the inputs are.
     """
+    _check_constant_columns(constant_columns)
     x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
     y = np.asarray(y, dtype=np.float64 if regression else None)
     if len(x) != len(y):
@@ -253,7 +279,7 @@ def drift_stream(
             "statistics (mean or standard deviation over the first step): rescale or drop it"
         )
     if standardise:
-        mean, scales = _late_scales(x, bounds)
+        mean, scales = _first_step_scales(x, bounds, constant_columns)
         x = (x - mean) / scales
     if regression:
         if standardise:
@@ -270,15 +296,17 @@ def batched_stream(
     times: Sequence[float] | None = None,
     name: str = "batches",
     standardise: bool = True,
+    constant_columns: str = "centre",
 ) -> OnlineStream:
     """A classification stream of the batches a user has (a batch a month, a file a day), one
     step each, at ``times`` (default 0, 1, ...); inputs standardised by the first batch's mean
-    and standard deviation (a column constant there by the first batch in which it varies), as
+    and standard deviation (``constant_columns`` as :func:`drift_stream` takes it), as
     :func:`drift_stream` does. Score it one step ahead.
 
     :raises ValueError: naming the batch at fault (no rows, inputs and labels of other lengths,
         another number of features, times that are not finite and increasing).
     """
+    _check_constant_columns(constant_columns)
     if isinstance(batches, tuple | list) and len(batches) == 2 and torch.is_tensor(batches[0]):
         raise TypeError(
             "batches is a list of (x, y) batches; one (x, y) pair is one batch: [(x, y)]"
@@ -303,7 +331,7 @@ def batched_stream(
     y = _class_labels(np.concatenate([y for _, y in batches]))
     bounds = np.cumsum([0, *(len(b[1]) for b in batches)]).tolist()
     if standardise:
-        mean, scales = _late_scales(x, bounds)
+        mean, scales = _first_step_scales(x, bounds, constant_columns)
         x = (x - mean) / scales
     steps = _time_steps(x, y, bounds, times, torch.long)
     return OnlineStream(name, steps, None, features, int(y.max()) + 1, False)
