@@ -32,8 +32,9 @@ after it at their last (a coordinate ascent of the joint evidence, ``G`` times (
     s_{k,g} = argmax_s  Σ_{i ≤ k} γ^{k-i} E_i(s_{i,<g}, s, s_{i-1,>g})                    (3)
 
 A layer whose weights drift and one whose weights stay each find their own rate
-(tests/test_learned_strength.py). Per-layer strengths act site by site: they carry a
-mean-field posterior, not a joint Gaussian's.
+(tests/test_learned_strength.py); on the drift streams of docs/lab/drift.md it is level with
+one strength or worse. Per-layer strengths act site by site: they carry a mean-field posterior,
+not a joint Gaussian's.
 
 With a Gaussian random walk of known rate, ``s_k`` recovers it (tests/test_learned_strength.py).
 On a learner's own path the greedy choice can settle far from the best fixed strength (at the
