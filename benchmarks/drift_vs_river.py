@@ -141,6 +141,8 @@ NAMED_SETTINGS = {"kl_weight", "variance_learning_rate"}
 TEMPERED = "-tempered-"
 #: What the name of a learner with a variance step of its own ends in, before the step.
 VARIANCE_STEP = "-variance-step-"
+#: What the name of a bank whose evidence is discounted ends in, before γ.
+DISCOUNTED = "-discount-"
 #: The streams the command line runs.
 #: The streams river's generators make (at the run's seed, ``SYNTHETIC_ROWS`` rows).
 SYNTHETIC = ("sea", "hyperplane", "rbf")
@@ -326,11 +328,13 @@ def _strength_learner(name: str, stream: OnlineStream, args, seed: int):
 
 
 def _variant(args) -> str:
-    """The suffix of our learners' folders in a tempered run (``--kl-weight`` below 1) and in
-    one with a variance step of its own (``--variance-learning-rate``), or none."""
+    """The suffix of our learners' folders in a tempered run (``--kl-weight`` below 1), in one
+    with a variance step of its own (``--variance-learning-rate``) and in one whose banks
+    discount their evidence (``--discount`` below 1), or none."""
     tempered = "" if args.kl_weight == 1.0 else f"{TEMPERED}{args.kl_weight:g}"
     step = args.variance_learning_rate
-    return tempered + ("" if step is None else f"{VARIANCE_STEP}{step:g}")
+    discounted = "" if args.discount == 1.0 else f"{DISCOUNTED}{args.discount:g}"
+    return tempered + ("" if step is None else f"{VARIANCE_STEP}{step:g}") + discounted
 
 
 class RefitNet:
@@ -767,7 +771,7 @@ def kept_rows(
 def _split_variant(learner: str) -> tuple[str, str]:
     """A learner's name without its variant's suffix (tempered, a variance step), and the suffix
     (``""`` if none)."""
-    base = learner.partition(TEMPERED)[0].partition(VARIANCE_STEP)[0]
+    base = learner.partition(TEMPERED)[0].partition(VARIANCE_STEP)[0].partition(DISCOUNTED)[0]
     return base, learner[len(base) :]
 
 

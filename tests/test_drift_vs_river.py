@@ -125,6 +125,12 @@ def test_a_tempered_run_gives_our_learners_the_kl_weight_and_folders_of_their_ow
     assert drift_vs_river._variant(parse([])) == ""
     stepped = parse(["--kl-weight", "0.5", "--variance-learning-rate", "0.01"])
     assert drift_vs_river._variant(stepped) == "-tempered-0.5-variance-step-0.01"
+    assert drift_vs_river._variant(parse(["--discount", "0.98"])) == "-discount-0.98"
+    assert drift_vs_river._split_variant("moving-wiener-discount-0.98") == (
+        "moving-wiener",
+        "-discount-0.98",
+    )
+    assert drift_vs_river._is_ours("moving-wiener-discount-0.98")
     assert drift_vs_river._split_variant("learned-wiener-variance-step-0.01") == (
         "learned-wiener",
         "-variance-step-0.01",
