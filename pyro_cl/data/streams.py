@@ -104,9 +104,14 @@ def _check_constant_columns(constant_columns: str) -> None:
 
 
 def _first_step_scales(
-    x: np.ndarray, bounds: list[int], constant_columns: str = "centre"
-) -> tuple[np.ndarray, np.ndarray]:
-    """The first step's means and scales (1 for a column constant there). With
+    x: np.ndarray,
+    bounds: list[int],
+    mean: np.ndarray,
+    std: np.ndarray,
+    constant_columns: str = "centre",
+) -> np.ndarray:
+    """The scales of the columns whose first-step ``mean`` and ``std`` are given: ``std``, or 1
+    for a column constant over the first step. With
     ``constant_columns="first-varying-step"``, such a column is scaled by its standard deviation
     over the first later step in which it varies, read from that step's inputs alone (no label,
     no later row: what a learner has when it predicts the step); 1 if it never varies. Centred
@@ -115,18 +120,16 @@ def _first_step_scales(
     vary by 0.01-0.15 in raw units, where a net whose prior is scaled for standardised inputs
     makes little use of them). One step's deviation is a rough scale: a heavy-tailed column's
     later values can reach hundreds of it."""
-    first = x[: bounds[1]]
-    mean, std = first.mean(0), first.std(0)
     scales = _scales(mean, std)
     if constant_columns == "centre":
-        return mean, scales
+        return scales
     for column in np.flatnonzero(_constant(mean, std)):
         for start, end in zip(bounds[1:-1], bounds[2:], strict=True):
             values = x[start:end, column]
             if not _constant(values.mean(keepdims=True), values.std(keepdims=True))[0]:
                 scales[column] = values.std()
                 break
-    return mean, scales
+    return scales
 
 
 def _standardised(train: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -279,8 +282,7 @@ def drift_stream(
             "statistics (mean or standard deviation over the first step): rescale or drop it"
         )
     if standardise:
-        mean, scales = _first_step_scales(x, bounds, constant_columns)
-        x = (x - mean) / scales
+        x = (x - mean) / _first_step_scales(x, bounds, mean, std, constant_columns)
     if regression:
         if standardise:
             head = y[: bounds[1]]
@@ -331,8 +333,9 @@ def batched_stream(
     y = _class_labels(np.concatenate([y for _, y in batches]))
     bounds = np.cumsum([0, *(len(b[1]) for b in batches)]).tolist()
     if standardise:
-        mean, scales = _first_step_scales(x, bounds, constant_columns)
-        x = (x - mean) / scales
+        first = x[: bounds[1]]
+        mean, std = first.mean(0), first.std(0)
+        x = (x - mean) / _first_step_scales(x, bounds, mean, std, constant_columns)
     steps = _time_steps(x, y, bounds, times, torch.long)
     return OnlineStream(name, steps, None, features, int(y.max()) + 1, False)
 
