@@ -499,8 +499,8 @@ MUTATIONS = [
     Mutation(
         "learned strength: the weakest strength taken instead of the most likely",
         "pyro_cl/transitions/learned_strength.py",
-        "self.grid[int(torch.argmax(self.evidences[group]))]",
-        "self.grid[int(torch.argmin(self.evidences[group]))]",
+        "grid[int(torch.argmax(self.evidences[group]))]",
+        "grid[int(torch.argmin(self.evidences[group]))]",
         ("tests/test_learned_strength.py",),
     ),
     Mutation(

@@ -185,15 +185,15 @@ class LearnedStrength(Transition):
 
     def __call__(self, posterior: Posterior, context: TransitionContext) -> Posterior:
         if context.evidence is not None:
-            strengths = dict(self.strengths)
+            strengths, grid = dict(self.strengths), self.grid.tolist()
             for group in dict.fromkeys(self.group(site) for site in posterior):  # eq. (3)
                 scores = [
                     context.evidence(self._carried(posterior, context, strengths | {group: s}))
-                    for s in self.grid.tolist()
+                    for s in grid
                 ]
                 gathered = self.discount * self.evidences.get(group, 0.0)
                 self.evidences[group] = gathered + torch.tensor(scores).double()
-                strengths[group] = float(self.grid[int(torch.argmax(self.evidences[group]))])
+                strengths[group] = grid[int(torch.argmax(self.evidences[group]))]
             self.strengths = strengths
             self.history.append(self.strength if self.per == "net" else dict(strengths))
         return self._carried(posterior, context, self.strengths)
