@@ -658,6 +658,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--tiny", action="store_true", help="2 tasks, 1 epoch: a check")
     parser.add_argument(
+        "--tasks", type=int, help="TASKS tasks instead of the preset's (a shortened stream)"
+    )
+    parser.add_argument(
+        "--epochs", type=int, help="epochs a task instead of the preset's (a shortened schedule)"
+    )
+    parser.add_argument(
         "--folder", help="keep every run's numbers here, to resume (none: keep none)"
     )
     parser.add_argument(
@@ -667,17 +673,30 @@ def main(argv: list[str] | None = None) -> None:
         help="only these peer rows, by Avalanche strategy or library (e.g. replay der icarl "
         "naive; default: every peer row)",
     )
+    parser.add_argument(
+        "--part",
+        choices=("ours", "peers"),
+        help="run only our rows or only the peers' into --folder (two cores, two processes); "
+        "no record: the same command without --part then reads both and writes it",
+    )
     from class_incremental import add_more_function_space
 
     add_more_function_space(parser)
     args = parser.parse_args(argv)
     if args.more_function_space and not args.benchmark.endswith("-class-incremental"):
         parser.error("--more-function-space widens a class-incremental stream's grid")
+    if args.tiny and (args.tasks or args.epochs):
+        parser.error("--tiny sets its own tasks and epochs")
+    for flag, value in (("--tasks", args.tasks), ("--epochs", args.epochs)):
+        if value is not None and value < 1:
+            parser.error(f"{flag} must be at least 1, not {value}")
     training = {"epochs": 1, "num_predictive_samples": 4} if args.tiny else {}
+    if args.epochs:
+        training["epochs"] = args.epochs
+    num_tasks = 2 if args.tiny else args.tasks
     base = BenchmarkRun(
-        args.benchmark, data_root=args.data_root, num_tasks=2 if args.tiny else None,
-        progress=False,
-    )  # fmt: skip
+        args.benchmark, data_root=args.data_root, num_tasks=num_tasks, progress=False
+    )
     class_incremental = args.benchmark.endswith("-class-incremental")
     # the peers run the preset's net in torch.nn: an MLP, or a conv net for Avalanche's rows
     if not (base.architecture == "mlp" or (base.architecture == "cnn" and class_incremental)):
@@ -692,13 +711,17 @@ def main(argv: list[str] | None = None) -> None:
         grids = {row: grid for row, grid in grids.items() if _kind(grid) in args.peers}
         if not grids:
             parser.error(f"no peer row is one of {args.peers}")
+    if args.part and not args.folder:
+        parser.error("--part keeps its runs in --folder for the run that writes the record")
     commit = current_commit()
-    measured, selection = select_then_test(
-        base,
-        ours(training, class_incremental, base, args.more_function_space),
-        args.seeds,
-        folder=args.folder,
-    )
+    measured, selection = {}, {}
+    if args.part != "peers":
+        measured, selection = select_then_test(
+            base,
+            ours(training, class_incremental, base, args.more_function_space),
+            args.seeds,
+            folder=args.folder,
+        )
 
     def run_one(row: str, setting: str, options: Mapping, seed: int, validation: float | None):
         def run(place):
@@ -708,7 +731,21 @@ def main(argv: list[str] | None = None) -> None:
 
     folder = None if args.folder is None else f"{args.folder}/peers"
 
-    theirs, their_selection = choose_and_test(grids, args.seeds, run_one)
+    theirs, their_selection = {}, {}
+    if args.part != "ours":
+        theirs, their_selection = choose_and_test(grids, args.seeds, run_one)
+    if args.part:
+        print(f"kept the {args.part} rows' runs in {args.folder}; run without --part to record")
+        return
+    shortened = ""
+    if args.tasks or args.epochs:
+        epochs = base.preset.training["epochs"]
+        shortened = (
+            f" A shortened schedule for a 2-core CPU: {len(stream)} tasks and "
+            f"{training.get('epochs', epochs)} epochs a task where the preset has its own "
+            f"number of tasks and {epochs} epochs; the preset's schedule is the same command "
+            f"without --tasks and --epochs."
+        )
     libraries = ("laplace-torch", "ivon-opt", "avalanche-lib", "posteriors", "tyxe", "torch")
     versions = {name: metadata.version(name) for name in libraries}
     record = make_record(
@@ -724,7 +761,8 @@ def main(argv: list[str] | None = None) -> None:
         commit=commit,
         notes="ACC, BWT and ECE in %; seconds per run on the test sets; peers' versions "
         + ", ".join(f"{k} {v}" for k, v in versions.items())
-        + ". Every row's setting chosen on a tenth of each task's training data.",
+        + ". Every row's setting chosen on a tenth of each task's training data."
+        + shortened,
     )
     print(f"wrote {write_record(record)}")
     for row, per_seed in record["rows"].items():
