@@ -518,6 +518,27 @@ MUTATIONS = [
         ("tests/test_experience_replay.py",),
     ),
     Mutation(
+        "generated replay: every drawn image labelled with the first class seen",
+        "pyro_cl/memory/generated_replay.py",
+        "torch.full((count,), label, dtype=like_y.dtype",
+        "torch.full((count,), labels[0], dtype=like_y.dtype",
+        ("tests/test_generated_replay.py",),
+    ),
+    Mutation(
+        "generated replay: a class's images drawn from the next class's head",
+        "pyro_cl/memory/generated_replay.py",
+        "generate(self.generator, task_id=label,",
+        "generate(self.generator, task_id=labels[(index + 1) % len(labels)],",
+        ("tests/test_generated_replay.py",),
+    ),
+    Mutation(
+        "generated replay: a posterior's prior handed on with the drawn images in it",
+        "pyro_cl/memory/generated_replay.py",
+        "remaining = torch.arange(len(new) if refit else 0, device=new.x.device)",
+        "remaining = torch.arange(0, device=new.x.device)",
+        ("tests/test_generated_replay.py",),
+    ),
+    Mutation(
         "replay: the balanced buffer weighed |M|/|D| instead of |D|/|M|",
         "pyro_cl/memory/experience_replay.py",
         "(len(new) / len(memory))",
