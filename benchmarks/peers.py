@@ -316,11 +316,16 @@ class OnlineLaplace:
         self, net: nn.Module, prior_precision: float, learning_rate: float, structure: str = "diag"
     ) -> None:
         from laplace import Laplace
+        from laplace.curvature import BackPackGGN
 
         self.net, self.learning_rate = net, learning_rate
+        # the diagonal from BackPack's exact GGN diagonal: the same precision as laplace-torch's
+        # default (Curvlinops) to 1e-7, which took 600 times as long on this CPU (2,000 MNIST
+        # points: 139 s against 0.23 s; hours a task of permuted MNIST); KFAC keeps the default
+        backend = {"backend": BackPackGGN} if structure == "diag" else {}
         self.laplace = Laplace(
             net, "classification", subset_of_weights="all", hessian_structure=structure,
-            prior_precision=prior_precision,
+            prior_precision=prior_precision, **backend,
         )  # fmt: skip
         self.fitted = False
 
