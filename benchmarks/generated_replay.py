@@ -37,13 +37,6 @@ def generator(seed: int, epochs: int) -> pyro_cl.VCL:
     )  # fmt: skip
 
 
-def generator_bytes(learner: pyro_cl.VCL) -> int:
-    """The generator's posterior (every site's parameters) and its encoders, as held."""
-    return sum(p.nelement() * p.element_size() for p in learner.guide.parameters()) + sum(
-        p.nelement() * p.element_size() for p in learner.model.local_guide.parameters()
-    )
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -86,8 +79,7 @@ def main(argv: list[str] | None = None) -> None:
             result = run_stream(learner, stream, verbose=False, seed=seed)
             seconds.append(time.perf_counter() - start)
             accuracies.append(100 * result.acc)
-            generated = isinstance(replay, GeneratedReplay)
-            sizes.append(generator_bytes(replay.generator) if generated else kept_bytes(learner))
+            sizes.append(kept_bytes(learner))  # a generated replay's: its generator
             print(f"{row}, seed {seed}: ACC {accuracies[-1]:.2f}", flush=True)
         spread = statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0
         print(

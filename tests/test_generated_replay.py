@@ -135,3 +135,18 @@ def test_a_learner_with_generated_replay_refuses_to_save_its_generator(tmp_path)
     again = GeneratedReplay(generator(), 10)
     again.load_state_dict(state)
     assert again.classes == learner.memory.classes and again.seen == 60
+
+
+def test_what_it_keeps_is_its_generator_not_the_drawn_images():
+    from pyro_cl.app.task_benchmark import kept_bytes
+
+    learner = classifier(GeneratedReplay(generator(), 10))
+    learner.observe(class_incremental(1)[0], task_id=0)
+    generator_learner = learner.memory.generator
+    expected = sum(
+        p.nelement() * p.element_size()
+        for module in (generator_learner.guide, generator_learner.model.local_guide)
+        for p in module.parameters()
+    )
+    assert len(learner.memory_points) == 10 and expected > 0
+    assert kept_bytes(learner) == expected

@@ -103,10 +103,11 @@ def run_task_benchmark(run: BenchmarkRun) -> list[RunResult]:
 
 
 def kept_bytes(learner: ContinualLearner) -> int:
-    """The bytes ``learner`` keeps between tasks beside its posterior: every tensor of its
-    memory's points and of its fitter's context source's state (a function-space fitter's kept
+    """The bytes ``learner`` keeps between tasks beside its posterior: every tensor its memory
+    keeps (:meth:`~pyro_cl.memory.Memory.kept_state`: its points, or a generated replay's
+    generator) and of its fitter's context source's state (a function-space fitter's kept
     points or input moments), as held in memory."""
-    kept = [] if learner.memory_points is None else [learner.memory_points.state()]
+    kept = [] if learner.memory is None else [learner.memory.kept_state(learner.memory_points)]
     context = getattr(learner.fitter, "context", None)
     if context is not None:
         kept.append(context.state_dict())

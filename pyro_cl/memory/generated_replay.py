@@ -158,6 +158,17 @@ class GeneratedReplay(ExperienceReplay):
             drawn = drawn.concat(part)
         return drawn
 
+    def kept_state(self, points: Points | None) -> dict[str, torch.Tensor]:
+        """The generator's posterior parameters and encoders: the drawn images are not kept."""
+        generator = self.generator
+        return {
+            **{f"guide.{n}": p.detach() for n, p in generator.guide.named_parameters()},
+            **{
+                f"encoders.{n}": p.detach()
+                for n, p in generator.model.local_guide.named_parameters()
+            },
+        }
+
     def state_dict(self) -> dict:
         return {**super().state_dict(), "classes": dict(self.classes)}
 

@@ -148,6 +148,12 @@ class Memory(Registrable, ABC, kind="memory"):
         """
         return None
 
+    def kept_state(self, points: Points | None) -> dict[str, torch.Tensor]:
+        """The tensors this memory keeps between steps, given the learner's ``points`` (what a
+        benchmark counts as its bytes kept): the points themselves, by default; a memory whose
+        points are drawn afresh from something it keeps (a generator) names that instead."""
+        return {} if points is None else points.state()
+
     def check_holds(self, points: Points) -> None:
         """The budget rule, in one place (the update and a checkpoint's load and save all call
         it): ``budget="total"`` holds at most ``size`` points in all; ``budget="task"`` at most
