@@ -539,6 +539,13 @@ MUTATIONS = [
         ("tests/test_generated_replay.py",),
     ),
     Mutation(
+        "generated replay: a rolled-back step leaves the generator as it learnt",
+        "pyro_cl/memory/generated_replay.py",
+        "generator.restore_into(self.generator)",
+        "generator.to_state()",
+        ("tests/test_generated_replay.py",),
+    ),
+    Mutation(
         "replay: the balanced buffer weighed |M|/|D| instead of |D|/|M|",
         "pyro_cl/memory/experience_replay.py",
         "(len(new) / len(memory))",

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from pyro_cl import VCL, FineTuning
+from pyro_cl.generative import generate
 from pyro_cl.likelihoods import GaussianLikelihood
 from pyro_cl.memory import GeneratedReplay
 from pyro_cl.nn import BayesianMLP, VAEDecoder
@@ -135,6 +136,39 @@ def test_a_learner_with_generated_replay_refuses_to_save_its_generator(tmp_path)
     again = GeneratedReplay(generator(), 10)
     again.load_state_dict(state)
     assert again.classes == learner.memory.classes and again.seen == 60
+    assert again.generator.tasks_seen == [0, 1]  # the generator's posterior came with it
+    torch.testing.assert_close(  # the same posterior and random state draw the same images
+        generate(again.generator, task_id=1, num_samples=4),
+        generate(learner.memory.generator, task_id=1, num_samples=4),
+    )
+
+
+def test_a_step_that_fails_after_the_generator_learnt_puts_the_generator_back():
+    """A posterior's step refits the new data after the generator has learnt the step's
+    classes; when that refit fails, the learner's rollback restores the generator too, so a
+    retried step does not teach it the classes twice."""
+    learner = classifier(GeneratedReplay(generator(), 10), cls=VCL, ml_init_epochs=0)
+    first, second = class_incremental(2)
+    learner.observe(first, task_id=0, time=0.0)
+    replay = learner.memory
+    before = {n: p.detach().clone() for n, p in replay.generator.guide.named_parameters()}
+    propagate = learner._propagate
+    calls = []
+
+    def failing_refit(context, data, task_id):
+        calls.append(len(data))
+        if len(calls) == 2:  # the refit of D_k alone, after the memory's update
+            raise ValueError("the refit diverged")
+        return propagate(context, data, task_id)
+
+    learner._propagate = failing_refit
+    with pytest.raises(ValueError, match="diverged"):
+        learner.observe(second, task_id=0, time=1.0)
+    assert calls == [70, 60]
+    assert replay.generator.tasks_seen == [0, 1] and sorted(replay.classes) == [0, 1]
+    assert replay.seen == 60
+    for name, value in replay.generator.guide.named_parameters():
+        torch.testing.assert_close(value.detach(), before[name])
 
 
 def test_what_it_keeps_is_its_generator_not_the_drawn_images():

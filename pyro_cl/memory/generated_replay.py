@@ -170,8 +170,17 @@ class GeneratedReplay(ExperienceReplay):
         }
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "classes": dict(self.classes)}
+        """The classes seen and the generator's whole state: a step of the learner that fails
+        after the generator has learnt its classes puts the generator back too."""
+        from pyro_cl.learner.state import LearnerState
+
+        generator = LearnerState.of(self.generator).to_state()
+        return {**super().state_dict(), "classes": dict(self.classes), "generator": generator}
 
     def load_state_dict(self, state: dict) -> None:
+        from pyro_cl.learner.state import LearnerState
+
         super().load_state_dict(state)
         self.classes = {int(c): (int(t), float(s)) for c, (t, s) in state["classes"].items()}
+        generator = LearnerState.from_state(state["generator"], self.generator.device)
+        generator.restore_into(self.generator)
