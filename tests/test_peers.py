@@ -69,3 +69,41 @@ def test_class_incremental_rows_are_class_incremental_py_s_so_kept_runs_serve_bo
     assert kinds["Avalanche Replay, 200 points in all"] == "replay"
     assert kinds["Avalanche DER, 200 points in all"] == "der"
     assert sorted(set(kinds.values())) == ["agem", "der", "gem", "icarl", "lwf", "naive", "replay"]
+
+
+def test_the_diagonal_from_backpack_is_laplace_torchs_default_diagonal():
+    """peers.py asks laplace-torch for BackPack's exact GGN diagonal (Curvlinops, the default,
+    is hundreds of times slower on a CPU): the precision must be the default's."""
+    from laplace import Laplace
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3))
+    x, y = torch.randn(60, 4), torch.randint(0, 3, (60,))
+    learner = peers.OnlineLaplace(net, 1.0, 1e-2, "diag")
+    learner.learn(0, x, y, 1, 20, torch.Generator().manual_seed(0))
+    fresh = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3))  # not BackPack's
+    fresh.load_state_dict(net.state_dict())
+    default = Laplace(
+        fresh, "classification", subset_of_weights="all", hessian_structure="diag",
+        prior_precision=1.0,
+    )  # fmt: skip
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=256)
+    default.fit(loader)
+    torch.testing.assert_close(
+        learner.laplace.posterior_precision, default.posterior_precision, rtol=1e-5, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tasks", "0"], "--tasks must be at least 1"),
+        (["--epochs", "-2"], "--epochs must be at least 1"),
+        (["--tiny", "--epochs", "2"], "--tiny sets its own"),
+        (["--part", "ours"], "--part keeps its runs in --folder"),
+    ],
+)
+def test_a_shortened_or_split_run_checks_its_arguments_first(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        peers.main(["--seeds", "0", *argv])
+    assert message in capsys.readouterr().err
