@@ -6,7 +6,7 @@ validation only (issue 71: "generated replay from our generative VCL"; a probe, 
 The preset ``split-digits-class-incremental`` (one head over the ten digits, 2x64, 60 epochs in
 minibatches of 64, Adam 10⁻³), each task's held-out tenth of its training data scored after the
 last task. Rows: fine-tuning (how much the stream forgets), experience replay of 40 kept points a
-task (``finetune-er``'s buffer, balanced), and :class:`~pyro_cl.memory.GeneratedReplay` with a
+task (``finetune-er``'s buffer, balanced), and :class:`~pyro_cl.generative.GeneratedReplay` with a
 buffer of the same 200 points drawn from generative VCL (the ``generative-digits`` preset's
 decoder and settings: z(8) → 100 → h(100) → 100 → 64, a private head a class, 100 epochs a class,
 Adam 10⁻³, log σ² = −6 to start). Prints ACC (%), the bytes kept (replay: its points; generated:
@@ -25,7 +25,8 @@ import pyro_cl
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.task_benchmark import kept_bytes
 from pyro_cl.app.task_metrics import run_stream
-from pyro_cl.memory import ExperienceReplay, GeneratedReplay
+from pyro_cl.generative import GeneratedReplay
+from pyro_cl.memory import ExperienceReplay
 from pyro_cl.nn import BayesianMLP, VAEDecoder
 
 

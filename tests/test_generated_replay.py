@@ -7,9 +7,8 @@ import pytest
 import torch
 
 from pyro_cl import VCL, FineTuning
-from pyro_cl.generative import generate
+from pyro_cl.generative import GeneratedReplay, generate
 from pyro_cl.likelihoods import GaussianLikelihood
-from pyro_cl.memory import GeneratedReplay
 from pyro_cl.nn import BayesianMLP, VAEDecoder
 from pyro_cl.points import Points
 from tests.test_experience_replay import fitted_sizes

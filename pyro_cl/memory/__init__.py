@@ -4,7 +4,6 @@ of a fixed total size chosen at every step (Kurle et al. 2020, section 3)."""
 from pyro_cl.memory.every_point import EveryPoint
 from pyro_cl.memory.experience_replay import ExperienceReplay
 from pyro_cl.memory.gaussian_residual import GaussianResidualMemory
-from pyro_cl.memory.generated_replay import GeneratedReplay
 from pyro_cl.memory.kcenter import KCenterCoreset, farthest_first
 from pyro_cl.memory.protocol import BUDGETS, ORDERS, Memory, MemoryUpdate
 from pyro_cl.memory.random_coreset import RandomCoreset
@@ -17,7 +16,6 @@ __all__ = [
     "EveryPoint",
     "ExperienceReplay",
     "GaussianResidualMemory",
-    "GeneratedReplay",
     "KCenterCoreset",
     "Memory",
     "MemoryUpdate",

@@ -27,19 +27,18 @@ classes) and generate points of the classifier's size; its likelihood sets the i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
+from pyro_cl.generative.evaluation import generate
+from pyro_cl.generative.model import GenerativeModel
 from pyro_cl.infer.parts import Parts
+from pyro_cl.learner.learner import ContinualLearner
+from pyro_cl.learner.state import LearnerState
 from pyro_cl.likelihoods import BernoulliLikelihood, CategoricalLikelihood
 from pyro_cl.memory.experience_replay import ExperienceReplay
 from pyro_cl.memory.model_view import ModelView
 from pyro_cl.memory.protocol import MemoryUpdate
 from pyro_cl.points import Points
-
-if TYPE_CHECKING:
-    from pyro_cl.learner.learner import ContinualLearner
 
 __all__ = ["GeneratedReplay"]
 
@@ -65,8 +64,6 @@ class GeneratedReplay(ExperienceReplay):
         balanced: bool | None = None,
         mean: bool = True,
     ) -> None:
-        from pyro_cl.generative.model import GenerativeModel
-
         if not isinstance(getattr(generator, "model", None), GenerativeModel):
             raise TypeError(
                 "GeneratedReplay's generator is a learner of a generative model, e.g. "
@@ -134,8 +131,6 @@ class GeneratedReplay(ExperienceReplay):
     def draw(self, like_x: torch.Tensor, like_y: torch.Tensor) -> Points:
         """``size`` images shared evenly by the classes seen (the first classes one more where
         they do not divide), labelled, stamped with the task and time that last showed them."""
-        from pyro_cl.generative.evaluation import generate
-
         labels = sorted(self.classes)
         share, extra = divmod(self.size, len(labels))
         parts = []
@@ -172,14 +167,10 @@ class GeneratedReplay(ExperienceReplay):
     def state_dict(self) -> dict:
         """The classes seen and the generator's whole state: a step of the learner that fails
         after the generator has learnt its classes puts the generator back too."""
-        from pyro_cl.learner.state import LearnerState
-
         generator = LearnerState.of(self.generator).to_state()
         return {**super().state_dict(), "classes": dict(self.classes), "generator": generator}
 
     def load_state_dict(self, state: dict) -> None:
-        from pyro_cl.learner.state import LearnerState
-
         super().load_state_dict(state)
         self.classes = {int(c): (int(t), float(s)) for c, (t, s) in state["classes"].items()}
         generator = LearnerState.from_state(state["generator"], self.generator.device)
