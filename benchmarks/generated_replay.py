@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", nargs="+", help="only the rows whose label starts so")
     args = parser.parse_args(argv)
     base = BenchmarkRun("split-digits-class-incremental", progress=False)
-    training = {**base.resolved_training(), "progress": False}
+    training = base.resolved_training()  # progress off: the run says so
     kept = base.resolved_coreset_size
 
     rows = {
