@@ -99,7 +99,10 @@ class ELBOFitter(Fitter):
         weights = None if data.weights is None else data.likelihood_weights() * (num_data / size)
 
         rows_of = RowGather(data.x)
-        with _packed(model, guide, sites, self._kl_free(model, sites)) as packed:
+        # Adam's carried state is kept per site: a packed fit of a later step (a new head
+        # beside the trunk) would share one step count among sites with different histories
+        packable = context.adam_moments is None
+        with _packed(model, guide, sites, self._kl_free(model, sites), packable) as packed:
             regulariser = self._regulariser(context, guide, problem, packed)
             kl_weight = self._parameter_kl_weight()
 
@@ -155,11 +158,11 @@ class ELBOFitter(Fitter):
 
 
 def _packed(
-    model, guide: MeanFieldGuide, sites: list[str], kl_free: list[str]
+    model, guide: MeanFieldGuide, sites: list[str], kl_free: list[str], packable: bool = True
 ) -> PackedGaussians | nullcontext:
     """The fit's Gaussian sites packed into flat tensors on the fast route (a no-op context,
-    giving ``None``, on the Pyro route or without Gaussian sites)."""
-    if not model.fast or not PackedGaussians.packable(model, guide, sites):
+    giving ``None``, on the Pyro route, without Gaussian sites or unless ``packable``)."""
+    if not (packable and model.fast and PackedGaussians.packable(model, guide, sites)):
         return nullcontext()
     return PackedGaussians(model, guide, sites, kl_free)
 

@@ -117,6 +117,12 @@ class Fitter(Registrable, kind="fitter"):
                     f"{type(self).__name__} does not fit them with Adam: use ELBOFitter "
                     "(VCL's) or FunctionSpaceFitter, or leave it unset"
                 )
+        if config is not None and config.optimisation.carry_adam_state:
+            if not self.uses_optimiser:
+                raise ValueError(
+                    f"carry_adam_state keeps Adam's state from task to task, and "
+                    f"{type(self).__name__} does not fit with Adam: leave it False"
+                )
 
     def prepare(
         self,

@@ -3,6 +3,8 @@ policies between tasks (:class:`~pyro_cl.infer.config.Initialisation`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from pyro_cl.fitters.point_fit import fit_point_estimate
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
@@ -44,7 +46,8 @@ def initialise_guide(
         if len(own):
             task_sites = context.model.sites(guide, own.x, [task_id])
             problem = FitProblem(own, task_sites, epochs, context.batch_size(), "ML initialisation")
-            fit_point_estimate(context, guide, problem)
+            # a start, not a task's fit: a fresh Adam whether or not the learner carries one
+            fit_point_estimate(dataclasses.replace(context, adam_moments=None), guide, problem)
     else:
         start_means(context, guide, sites)
 

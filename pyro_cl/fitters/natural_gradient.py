@@ -118,6 +118,8 @@ class NaturalGradientUpdate(Fitter):
     curvature: str | None = None
     #: The update keeps one precision per weight: a mean-field Gaussian, against Gaussian priors.
     guide_families = (MEAN_FIELD,)
+    #: Its own update rule, not Adam (VCL's maximum-likelihood start aside).
+    uses_optimiser = False
 
     def __init__(
         self,

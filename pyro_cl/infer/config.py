@@ -72,12 +72,18 @@ class Optimisation:
         a parameter by about its learning rate a step whatever the gradient's size, so a short
         schedule leaves every log σ² near its start: on split CIFAR, 200 steps at 10⁻³ took
         every weight's log σ² from -12 to -11.8 (docs/lab/keeps_learning.md), a posterior far tighter than the
-        data say, and the next task's prior."""
+        data say, and the next task's prior.
+    :param carry_adam_state: keep Adam's moments and step count from each task's fit to the
+        next, as one optimiser built for the whole stream does (Avalanche's strategies, a plain
+        PyTorch loop), instead of a fresh Adam a fit (:mod:`~pyro_cl.infer.adam_moments`); the
+        learning-rate decay still restarts with each fit. A memory's refits for prediction never
+        carry it."""
 
     learning_rate: float = 1e-3
     learning_rate_decay: float = 1.0
     learning_rate_decay_steps: int = 1000
     variance_learning_rate: float | None = None
+    carry_adam_state: bool = False
 
     def __post_init__(self) -> None:
         # a step of 0 fits nothing and would hand the initial guide on as a posterior
@@ -95,6 +101,10 @@ class Optimisation:
         _store(self, "learning_rate_decay", decay)
         steps = checked_count(self.learning_rate_decay_steps, "learning_rate_decay_steps")
         _store(self, "learning_rate_decay_steps", steps)
+        if not isinstance(self.carry_adam_state, bool):
+            raise TypeError(
+                f"carry_adam_state must be True or False, got {self.carry_adam_state!r}"
+            )
 
     @property
     def decay(self) -> tuple[float, int]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch.distributions import Distribution
 
+from pyro_cl.infer.adam_moments import AdamMoments
 from pyro_cl.infer.callbacks import Callback
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.fit_problem import FitProblem
@@ -22,13 +23,16 @@ __all__ = ["FitContext"]
 class FitContext:
     """What every fit of a learner shares: the model (its priors are the current prior), the
     settings, the device, the callbacks that watch the fit and the sites' priors before the first
-    step (``initial_prior``, e.g. for GVCL's λ, :mod:`~pyro_cl.fitters.mean_precision`)."""
+    step (``initial_prior``, e.g. for GVCL's λ, :mod:`~pyro_cl.fitters.mean_precision`) and
+    Adam's state carried between fits (``adam_moments``, ``None``: a fresh Adam a fit; see
+    :mod:`~pyro_cl.infer.adam_moments`)."""
 
     model: SupervisedModel
     config: TrainingConfig
     device: torch.device
     callbacks: Callback
     initial_prior: Mapping[str, Distribution]
+    adam_moments: AdamMoments | None = None
 
     def batch_size(self, batch_size: int | str | None = "same") -> int | None:
         """``batch_size``, where ``"same"`` means the schedule's."""
@@ -42,9 +46,9 @@ class FitContext:
         callbacks: Callback | None = None,
         watched: Mapping[str, torch.Tensor] | None = None,
     ) -> list[float]:
-        """:func:`~pyro_cl.infer.training.minimise` with the configuration's Adam settings and,
-        by default, the context's callbacks (``watched``: what they see, default
-        ``parameters``)."""
+        """:func:`~pyro_cl.infer.training.minimise` with the configuration's Adam settings, the
+        context's carried Adam state and, by default, its callbacks (``watched``: what they see,
+        default ``parameters``)."""
         return minimise(
             loss,
             parameters,
@@ -54,6 +58,7 @@ class FitContext:
             self.callbacks if callbacks is None else callbacks,
             self.config.divergence,
             watched,
+            self.adam_moments,
         )
 
     def run_epochs(

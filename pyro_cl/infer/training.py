@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from pyro_cl.infer.adam_moments import AdamMoments
 from pyro_cl.infer.callbacks import Callback, CallbackList, StepInfo
 from pyro_cl.infer.config import Optimisation
 from pyro_cl.infer.data_parallel import sharded_step, synchronise_random_state
@@ -113,6 +114,7 @@ def minimise(
     callbacks: Callback | None = None,
     divergence: Divergence | None = None,
     watched: Mapping[str, torch.Tensor] | None = None,
+    moments: AdamMoments | None = None,
 ) -> list[float]:
     """Minimise ``loss_fn(batch_indices)`` over ``parameters`` (``{name: tensor}``) with Adam over
     shuffled minibatches (:func:`run_epochs`).
@@ -128,10 +130,14 @@ def minimise(
         alike.
     :param watched: what the callbacks see after each step (default ``parameters``; a packed fit
         shows them the guide's per-site tensors, which share the packed memory).
+    :param moments: Adam's state carried from the last fit (:mod:`~pyro_cl.infer.adam_moments`):
+        the fit starts from it and leaves its own there once it has run (``None``: a fresh Adam).
     :returns: the mean loss of every epoch.
     :raises DivergenceError: as soon as an epoch's loss diverges (:func:`run_epochs`).
     """
     optimizer = make_adam(parameter_groups(parameters, optimisation), optimisation.learning_rate)
+    if moments is not None:
+        moments.load_into(optimizer, parameters)
     rate, steps = optimisation.decay
     schedule = None
     if rate != 1.0:
@@ -153,4 +159,7 @@ def minimise(
         return loss
 
     watched = parameters if watched is None else watched
-    return run_epochs(adam_step, problem, device, callbacks, watched, divergence)
+    history = run_epochs(adam_step, problem, device, callbacks, watched, divergence)
+    if moments is not None:
+        moments.keep_from(optimizer, parameters)
+    return history

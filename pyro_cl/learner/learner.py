@@ -34,6 +34,7 @@ from pyro_cl.checks import checked_instance
 from pyro_cl.fitters.elbo_fitter import ELBOFitter
 from pyro_cl.fitters.fitter import Fitter
 from pyro_cl.guides import GuideFamily, guide_family_of
+from pyro_cl.infer.adam_moments import AdamMoments
 from pyro_cl.infer.callbacks import Callback, CallbackList, ProgressBar
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.data_parallel import check_same_step_data, refused_on_any_rank
@@ -176,6 +177,9 @@ class ContinualLearner(PredictionMethods, CheckpointMethods):
         self.memory_points: Points | None = None
         #: ``q_t`` per task (or under ``ALL_TASKS``): the refit posteriors used for prediction.
         self.prediction_posteriors: dict[int, dict[str, Distribution]] = {}
+        #: Adam's state from the last step's fit, when ``carry_adam_state`` keeps it
+        #: (:mod:`~pyro_cl.infer.adam_moments`); empty otherwise.
+        self.adam_moments = AdamMoments()
 
     @property
     def net(self) -> torch.nn.Module:
@@ -260,7 +264,10 @@ class ContinualLearner(PredictionMethods, CheckpointMethods):
     def _step(
         self, x: torch.Tensor, y: torch.Tensor, task_id: int, time: float, callbacks: Callback
     ) -> list[float]:
-        context = FitContext(self.model, self.config, self.device, callbacks, self.initial_prior)
+        carried = self.adam_moments if self.config.optimisation.carry_adam_state else None
+        context = FitContext(
+            self.model, self.config, self.device, callbacks, self.initial_prior, carried
+        )
         # the transition's view of this step: None at the first step (nothing to transition)
         between = (
             TransitionContext.after(

@@ -17,6 +17,7 @@ everything that can fail has run.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Protocol
 
 from pyro.distributions import Distribution
@@ -195,6 +196,8 @@ class MemoryStep:
                 self.context.batch_size(learner.config.refit.refit_batch_size),
                 "coreset refit" + ("" if key == ALL_TASKS else f" task {key}"),
             )
-            return checked_fit(learner, self.context, guide, problem)[1]
+            # a fit for prediction only: a fresh Adam, the carried state left to training's
+            context = dataclasses.replace(self.context, adam_moments=None)
+            return checked_fit(learner, context, guide, problem)[1]
         finally:
             guide.release()  # keep Pyro's parameter store bounded

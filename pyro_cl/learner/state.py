@@ -4,7 +4,8 @@ Everything a step may change lives in a few stores: the guide's parameters, the 
 (the running posterior), buffers (e.g. H-IBP's per-task concentrations, batch statistics) and
 own parameters (deterministic parts, point values), every part's state
 (fitter, transition, memory, callbacks), the bookkeeping (trained sites, tasks, times), the
-memory's points, the prediction posteriors and the random streams (training's and prediction's).
+memory's points, the prediction posteriors, the random streams (training's and prediction's) and
+Adam's carried state (``carry_adam_state``).
 :meth:`LearnerState.of` copies all of them out as one value and :meth:`LearnerState.restore_into`
 puts it back, so a step that fails leaves the learner exactly as it was (:func:`transaction`).
 The same value, as tensors and plain containers (:meth:`LearnerState.to_state`), is what a
@@ -22,6 +23,7 @@ from typing import Protocol
 import torch
 
 from pyro_cl.guides import MeanFieldGuide
+from pyro_cl.infer.adam_moments import AdamMoments
 from pyro_cl.infer.callbacks import CallbackList
 from pyro_cl.infer.config import TrainingConfig
 from pyro_cl.infer.random_stream import RandomStream
@@ -61,6 +63,7 @@ class LearnerStores(Protocol):
     prediction_posteriors: dict[int, Posterior]
     random: RandomStream
     prediction_random: RandomStream
+    adam_moments: AdamMoments
 
     def parts(self) -> dict[str, Registrable]: ...
 
@@ -87,6 +90,7 @@ class LearnerState:
     prediction_posteriors: dict[int, Posterior]
     random: dict[str, torch.Tensor]
     prediction_random: dict[str, torch.Tensor]
+    adam_moments: dict
 
     @classmethod
     def of(cls, learner: LearnerStores) -> LearnerState:
@@ -103,6 +107,7 @@ class LearnerState:
             prediction_posteriors=learner.prediction_posteriors,  # replaced, never edited
             random=learner.random.state(),
             prediction_random=learner.prediction_random.state(),
+            adam_moments=learner.adam_moments.state_dict(),
         )
 
     def to_state(self) -> dict:
@@ -123,6 +128,7 @@ class LearnerState:
             ],
             "random": self.random,
             "prediction_random": self.prediction_random,
+            "adam_moments": self.adam_moments,
         }
 
     @classmethod
@@ -145,6 +151,7 @@ class LearnerState:
             },
             random=state["random"],
             prediction_random=state["prediction_random"],
+            adam_moments=state.get("adam_moments", {}),  # none before carry_adam_state
         )
 
     def restore_into(self, learner: LearnerStores) -> None:
@@ -160,6 +167,7 @@ class LearnerState:
         learner.prediction_posteriors = self.prediction_posteriors
         learner.random.load_state(self.random)
         learner.prediction_random.load_state(self.prediction_random)
+        learner.adam_moments.load_state_dict(self.adam_moments)
 
 
 @contextlib.contextmanager
