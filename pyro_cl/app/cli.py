@@ -517,7 +517,7 @@ def _derived_settings() -> list[tuple[str, type, object, str]]:
                 continue
             kind = next(
                 t
-                for t in (float, int, str)
+                for t in (bool, float, int, str)
                 if t in typing.get_args(hints[field.name]) or hints[field.name] is t
             )
             described = doc.split(f":param {field.name}:")[1:]
@@ -531,10 +531,14 @@ def add_training_options(parser: argparse.ArgumentParser) -> None:
     and default from :class:`~pyro_cl.infer.config.TrainingConfig`; checked there, once)."""
     group = parser.add_argument_group("more training settings (TrainingConfig)")
     for name, kind, default, text in _derived_settings():
+        typed = (
+            {"action": argparse.BooleanOptionalAction}  # --carry-adam-state / --no-...
+            if kind is bool
+            else {"type": kind, "metavar": kind.__name__.upper()}
+        )
         group.add_argument(
             f"--{name.replace('_', '-')}",
-            type=kind,
-            metavar=kind.__name__.upper(),
+            **typed,
             help=f"{text} (default: {default})".replace("%", "%%"),
         )
 
