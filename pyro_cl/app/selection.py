@@ -69,6 +69,7 @@ __all__ = [
     "rows_named",
     "select_then_test",
     "test_numbers",
+    "with_adam_carried",
 ]
 
 
@@ -92,6 +93,20 @@ def learning_rate_grid(
         }
         for rate in rates
     }
+
+
+def with_adam_carried(grid: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``grid`` and each of its settings again with Adam's state carried across tasks
+    (``carry_adam_state``, as one optimiser for the stream: Avalanche's strategies), labelled
+    ``"<setting>, Adam carried"``."""
+    carried = {
+        f"{setting}, Adam carried": {
+            **fields,
+            "training": {**fields.get("training", {}), "carry_adam_state": True},
+        }
+        for setting, fields in grid.items()
+    }
+    return {**grid, **carried}
 
 
 def fitter_option_grid(
