@@ -738,15 +738,22 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"no peer row is one of {args.peers}")
     if args.part and not args.folder:
         parser.error("--part keeps its runs in --folder for the run that writes the record")
+    resumed = ""
     if args.resume_from:
         if not args.folder:
             parser.error("--resume-from keeps a record's runs in --folder: give --folder")
         try:
             every_peer = set(peers(memory, len(stream), class_incremental))
-            written = resume(load_record(args.resume_from), args.folder, every_peer)
+            earlier = load_record(args.resume_from)
+            written = resume(earlier, args.folder, every_peer)
         except (FileNotFoundError, ValueError) as error:
             parser.error(str(error))
         print(f"kept {written} runs of record {args.resume_from!r} in {args.folder}")
+        resumed = (
+            f" The runs of record {args.resume_from} of {earlier['date']} were kept, not run "
+            "again; the settings it does not hold ran anew, beside other loads of the machine, so "
+            "seconds of runs from the two dates compare only roughly."
+        )
     commit = current_commit()
     measured, selection = {}, {}
     if args.part != "peers":
@@ -796,7 +803,8 @@ def main(argv: list[str] | None = None) -> None:
         notes="ACC, BWT and ECE in %; seconds per run on the test sets; peers' versions "
         + ", ".join(f"{k} {v}" for k, v in versions.items())
         + ". Every row's setting chosen on a tenth of each task's training data."
-        + shortened,
+        + shortened
+        + resumed,
     )
     print(f"wrote {write_record(record)}")
     for row, per_seed in record["rows"].items():
