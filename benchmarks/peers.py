@@ -7,8 +7,10 @@ the run kept as a record (``benchmarks/records/peers-<benchmark>.json``).
     python benchmarks/peers.py --seeds 0 --tiny                 # a check, seconds
 
 The stream is ``pyro-cl run``'s default (five permutations of scikit-learn's 8x8 digits, one
-head, 40 epochs in minibatches of 64: the demo's) or another single-head task preset
-(``--benchmark``). Rows, each a grid chosen on the held-out tenth of every task's training data:
+head, 40 epochs in minibatches of 64: the demo's) or another MLP task preset (``--benchmark``);
+on a multi-head one (``split-mnist``: a head a task, the task label given at test time) every
+peer's net has a head a task too (:class:`HeadPerTask`; Avalanche's strategies route each point,
+replayed ones included, by its task label). Rows, each a grid chosen on the held-out tenth of every task's training data:
 
 * ours (:mod:`pyro_cl.app.selection` over benchmark runs): fine-tuning, VCL, Laplace
   propagation (``lp``, diagonal, and Kronecker-factored with :class:`KroneckerFactored`), IVON
@@ -295,12 +297,61 @@ def cnn(
     )
 
 
-def peer_net(base: BenchmarkRun, stream) -> nn.Sequential:
-    """The preset's net in ``torch.nn``, at PyTorch's default initialisation."""
+def peer_net(base: BenchmarkRun, stream) -> nn.Module:
+    """The preset's net in ``torch.nn``, at PyTorch's default initialisation: a head a task
+    (:class:`HeadPerTask`) on a multi-head stream."""
     hidden = list(base.resolved_hidden_sizes)
     if base.architecture == "cnn":
         return cnn(stream.input_shape, hidden, stream.num_classes)
+    if stream.multi_head:
+        trunk = [*mlp(stream.in_features, hidden[:-1], hidden[-1]), nn.ReLU()]
+        return HeadPerTask(trunk, hidden[-1], stream.num_classes, len(stream.tasks))
     return mlp(stream.in_features, hidden, stream.num_classes)
+
+
+class HeadPerTask(nn.Sequential):
+    """The trunk's layers, one linear layer of every task's outputs side by side and a slice of
+    those of ``task`` (set before a task is learnt and before it is predicted): a head a task in
+    layers BackPack knows (laplace-torch's curvature), each head initialised as a linear layer of
+    its own would be (the same fan-in)."""
+
+    def __init__(self, layers: list[nn.Module], width: int, classes: int, tasks: int) -> None:
+        from backpack.custom_module.slicing import Slicing
+
+        super().__init__(*layers, nn.Linear(width, classes * tasks), Slicing((slice(None),)))
+        self.classes = classes
+        self.task = 0
+
+    @property
+    def task(self) -> int:
+        return self._task
+
+    @task.setter
+    def task(self, task: int) -> None:
+        self._task = int(task)
+        self[-1].slice_info = (slice(None), slice(task * self.classes, (task + 1) * self.classes))
+
+
+def avalanche_heads(net: HeadPerTask) -> nn.Module:
+    """``net`` as an Avalanche ``MultiTaskModule``: a minibatch's points each through the head
+    of their own task label (replayed points through their task's; every seen head's outputs
+    for LwF's distillation, without labels)."""
+    from avalanche.models import MultiTaskModule
+
+    class Heads(MultiTaskModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+            self.max_class_label = net.classes  # the width of a mixed minibatch's outputs
+
+        def forward_single_task(self, x: torch.Tensor, task_label: int) -> torch.Tensor:
+            kept, self.net.task = self.net.task, task_label
+            try:
+                return self.net(x)
+            finally:
+                self.net.task = kept
+
+    return Heads()
 
 
 def batches(x: torch.Tensor, y: torch.Tensor, size: int | None, generator: torch.Generator):
@@ -490,7 +541,8 @@ class TyXeVCL:
 
 class AvalancheStrategy:
     """One of Avalanche's strategies over the stream's tasks as its experiences (the same
-    tensors; task label 0 throughout: one head), trained with Adam; predictions from its model.
+    tensors; task label 0 throughout for one head, each experience's own for a head a task),
+    trained with Adam; predictions from its model.
 
     :param kind: ``"naive"``, ``"replay"`` (a buffer of ``mem_size`` points over all
         experiences, balanced), ``"ewc"`` (``ewc_lambda``), ``"lwf"`` (``alpha``, temperature
@@ -510,10 +562,15 @@ class AvalancheStrategy:
         from avalanche.training.plugins import EvaluationPlugin
 
         self.net = net
+        if stream.multi_head:
+            net = avalanche_heads(net)
         scenario = tensors_benchmark(
             [(t.x_train, t.y_train) for t in stream.tasks],
             [(t.x_test, t.y_test) for t in stream.tasks],
-            task_labels=[0] * len(stream.tasks),
+            # a head a task: each experience its own label, which replayed points keep
+            task_labels=list(range(len(stream.tasks)))
+            if stream.multi_head
+            else [0] * len(stream.tasks),
         )
         if kind == "icarl":  # what its plugin reads of a class-incremental scenario
             classes = [sorted(set(t.y_train.tolist())) for t in stream.tasks]
@@ -560,6 +617,8 @@ class AvalancheStrategy:
         model = self.strategy.model  # the net, or iCaRL's nearest-mean wrapper of it
         model.eval()
         with torch.no_grad():
+            if isinstance(self.net, HeadPerTask):  # the head of the task predicted
+                return model(x, self.net.task).softmax(-1)
             return model(x).softmax(-1)
 
     def kept_bytes(self) -> int:
@@ -644,9 +703,13 @@ def run_peer(
     calibration = np.full((len(tasks), len(tasks)), np.nan)  # after the last task only
     start = time.perf_counter()
     for i, task in enumerate(tasks):
+        if stream.multi_head:
+            net.task = i  # the head every library's net calls (HeadPerTask)
         learner.learn(i, task.x_train, task.y_train, settings["epochs"],
                       settings["batch_size"], generator)  # fmt: skip
         for j, seen in enumerate(tasks[: i + 1]):
+            if stream.multi_head:
+                net.task = j
             probabilities = learner.probabilities(seen.x_test)
             accuracy[i, j] = float((probabilities.argmax(-1) == seen.y_test).double().mean())
             if i == len(tasks) - 1:

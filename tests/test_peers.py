@@ -168,3 +168,30 @@ def test_a_record_s_runs_are_kept_where_our_rows_and_the_peers_are_read(tmp_path
     assert not (tmp_path / "peers" / "fine-tuning").exists()
     kept = next((tmp_path / "fine-tuning").rglob("test-seed0.json"))
     assert json.loads(kept.read_text())["numbers"]["commit"] == "abc"
+
+
+def test_a_head_a_task_picks_its_own_outputs_for_every_library():
+    """Split MNIST with heads: ``net.task`` picks the task's block of the shared output layer
+    (what laplace-torch, IVON, posteriors and TyXe call), Avalanche's wrapper routes each point
+    by its own task label, and a loss on one task's head leaves the others' weights alone."""
+    pytest.importorskip("avalanche")
+    torch.manual_seed(0)
+    net = peers.HeadPerTask([nn.Linear(3, 4), nn.ReLU()], width=4, classes=2, tasks=3)
+    x = torch.randn(5, 3)
+    features = net[1](net[0](x))
+    every = net[2](features)  # the three heads' outputs side by side
+    for task in range(3):
+        net.task = task
+        torch.testing.assert_close(net(x), every[:, 2 * task : 2 * task + 2])
+    heads = peers.avalanche_heads(net)
+    labels = torch.tensor([2, 0, 1, 2, 0])
+    mixed = heads(x, labels)
+    for row, task in enumerate(labels.tolist()):
+        torch.testing.assert_close(mixed[row], every[row, 2 * task : 2 * task + 2])
+    assert net.task == 2  # the wrapper leaves the head set for prediction as it was
+    net.zero_grad()
+    net.task = 1
+    net(x).sum().backward()
+    grad = net[2].weight.grad
+    assert grad[2:4].abs().sum() > 0
+    assert grad[:2].abs().sum() == 0 and grad[4:].abs().sum() == 0
