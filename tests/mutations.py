@@ -574,6 +574,15 @@ MUTATIONS = [
         ("tests/test_adam_moments.py",),
     ),
     Mutation(
+        "replay: a repeated buffer's copies each weighed as the whole point (r times too much)",
+        "pyro_cl/memory/experience_replay.py",
+        "memory = memory.select(torch.arange(len(memory), device=memory.x.device).repeat(times))",
+        "memory = memory.weighted(memory.likelihood_weights() * (len(new) / len(memory)))\n"
+        "            memory = memory.select(torch.arange(len(memory), device=memory.x.device).repeat(times))\n"
+        "            return memory",
+        ("tests/test_experience_replay.py",),
+    ),
+    Mutation(
         "replay: the balanced buffer weighed |M|/|D| instead of |D|/|M|",
         "pyro_cl/memory/experience_replay.py",
         "(len(new) / len(memory))",

@@ -67,6 +67,34 @@ def test_a_balanced_buffer_weighs_as_much_as_the_new_data_in_a_point_estimates_f
         VCL(BayesianMLP(4, [8], 2), memory=ExperienceReplay(10, balanced=True), **SMALL)
 
 
+def test_a_repeated_buffer_weighs_as_much_in_as_many_rows_as_the_new_data():
+    """``balanced="repeat"``: each kept point about |D_k| / |M| times, the copies' weights
+    summing to what ``balanced=True`` gives it, so the objective is the same."""
+    learner = FineTuning(
+        BayesianMLP(4, [8], 2), memory=ExperienceReplay(8, budget="task", balanced="repeat"),
+        **SMALL,
+    )  # fmt: skip
+    seen = []
+    fit = learner.fitter.fit
+
+    def recording(context, guide, problem):
+        seen.append(problem.data)
+        return fit(context, guide, problem)
+
+    learner.fitter.fit = recording
+    for task, data in enumerate(tasks(3)):
+        learner.observe(data, time=float(task))
+    assert seen[0].weights is None
+    for data, kept in ((seen[1], 8), (seen[2], 16)):
+        times = round(60 / kept)  # 8 and 4 copies
+        copies = data.select(torch.arange(kept * times))
+        torch.testing.assert_close(copies.weights, torch.full((kept * times,), 60 / (kept * times)))
+        torch.testing.assert_close(copies.x, copies.x[:kept].repeat(times, 1))
+        assert data.weights[kept * times :].eq(1).all() and len(data) == kept * times + 60
+    with pytest.raises(TypeError, match='"repeat"'):
+        ExperienceReplay(8, balanced="twice")
+
+
 def test_the_weighted_likelihood_of_a_point_estimate_is_the_weighted_mean():
     from pyro_cl.infer.objectives import negative_log_likelihood
 

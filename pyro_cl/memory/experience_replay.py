@@ -13,8 +13,12 @@ With a point estimate (fine-tuning, MAP, EWC) this is experience replay. ``balan
 default with a point estimate) weighs the buffer as much as the new data, each kept point's
 likelihood ``|D_k| / |M_{k-1}|`` times a new one's: what Avalanche's replay does in expectation
 when it draws a minibatch of each and weighs the two losses equally (200 kept points beside
-12,000 new ones would otherwise be 1.6% of each minibatch). ``balanced=False`` mixes them in
-proportion. With a
+12,000 new ones would otherwise be 1.6% of each minibatch). ``balanced="repeat"`` fits the same
+objective with less noise: each kept point repeated ``r = round(|D_k| / |M_{k-1}|)`` times at
+weight ``|D_k| / (r |M_{k-1}|)``, so each minibatch holds about as many kept points as new ones,
+as Avalanche's minibatch of each does (an epoch is then about twice the steps, as Avalanche's
+steps are twice the points); one heavy kept point in a few minibatches becomes a light one in
+every minibatch. ``balanced=False`` mixes them in proportion. With a
 Bayesian fitter it is its counterpart: the kept points are in the *likelihood* of every fit, and
 the posterior handed on as the next prior holds only the points that left the buffer
 (``(D_k ∪ M_{k-1}) \\ M_k``, fitted from the step's prior after the fit; Kurle et al. 2020,
@@ -42,18 +46,21 @@ class ExperienceReplay(Memory):
 
     :param size: ``M`` (total) or ``K`` (a task).
     :param budget: ``"total"`` (default) or ``"task"``.
-    :param balanced: weigh the buffer as much as the new data (module docstring); ``None``
-        (default): balanced with a point estimate, in proportion with a posterior.
+    :param balanced: weigh the buffer as much as the new data (module docstring): ``True`` by
+        weights, ``"repeat"`` by repeating the kept points, ``False`` in proportion; ``None``
+        (default): ``True`` with a point estimate, ``False`` with a posterior.
     """
 
     name = "experience_replay"
     order = "after"
     refit = False
 
-    def __init__(self, size: int, budget: str = "total", balanced: bool | None = None) -> None:
+    def __init__(
+        self, size: int, budget: str = "total", balanced: bool | str | None = None
+    ) -> None:
         super().__init__(size, budget)
-        if balanced is not None and not isinstance(balanced, bool):
-            raise TypeError(f"balanced must be True, False or None, got {balanced!r}")
+        if not (balanced is None or isinstance(balanced, bool) or balanced == "repeat"):
+            raise TypeError(f'balanced must be True, False, "repeat" or None, got {balanced!r}')
         self.balanced = balanced
         #: Points seen so far (the reservoir's ``n``).
         self.seen = 0
@@ -75,6 +82,9 @@ class ExperienceReplay(Memory):
         balanced = self._point_estimate if self.balanced is None else self.balanced
         if not balanced or not len(memory):
             return memory
+        times = max(1, round(len(new) / len(memory))) if balanced == "repeat" else 1
+        if times > 1:  # each kept point r times, about as many as the new points
+            memory = memory.select(torch.arange(len(memory), device=memory.x.device).repeat(times))
         return memory.weighted(memory.likelihood_weights() * (len(new) / len(memory)))
 
     def select(self, candidates: Points, size: int, view: ModelView | None) -> torch.Tensor:
