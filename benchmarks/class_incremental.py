@@ -16,7 +16,10 @@ first test reading of the other rows, chosen on validation like them). Function 
 scored at function KL weights 1 and :data:`FUNCTION_KL_WEIGHTS` too. Fine-tuning and replay are
 scored with Adam's state carried from step to step too (``carry_adam_state``: one optimiser for
 the stream, as Avalanche's strategies keep; added after the peers' first test reading showed
-their Naive and Replay ahead, chosen on validation with the learning rate). The split MNIST version is
+their Naive and Replay ahead, chosen on validation with the learning rate), and replay with its
+buffer a reservoir of the whole budget from the first task (the points all tasks keep, as
+Avalanche's Replay fills its budget at once, where ``K`` a task fills it task by task; added
+after the same reading, chosen on validation likewise). The split MNIST version is
 the preset ``split-mnist-class-incremental`` (``--benchmark split-mnist-class-incremental
 --data-root DATA``).
 
@@ -147,8 +150,10 @@ def grids(
 ) -> dict[str, dict[str, dict]]:
     """The grids of ``methods``' rows (labels of :data:`ROWS`): Adam's rate for every row,
     function space's KL weights and, task-free, its draws of the context (module docstring);
-    ``kept``: the points a task-free row keeps in all; ``more``: (rate, KL weight) settings
-    added to function space's grid at the kept points (``--more-function-space``).
+    ``kept``: the points a row keeps in all (task-free rows; with tasks, replay's buffer is
+    also scored as a reservoir of them all from the first task, as Avalanche's buffer fills its
+    whole budget at once); ``more``: (rate, KL weight) settings added to function space's grid
+    at the kept points (``--more-function-space``).
     benchmarks/peers.py runs the same grids."""
     rows = {}
     for label, method in ROWS.items():
@@ -163,6 +168,12 @@ def grids(
         rows[label] = learning_rate_grid(method, RATES, training, **extra)
         if method in ADAM_CARRIED:
             rows[label] = with_adam_carried(rows[label])
+        if method == "finetune-er" and task_free is None and kept:  # the whole budget at once
+            whole = with_adam_carried(
+                learning_rate_grid(method, RATES, training, **task_free_fields(method, kept))
+            )
+            rows[label] |= {f"{setting}, {kept:,} in all from the start": fields
+                            for setting, fields in whole.items()}  # fmt: skip
         if task_free is not None and method == "fsvi":  # or some of the points a step
             for option, value, text in (
                 ("context_draws", DRAWS, "of each earlier step's kept points"),

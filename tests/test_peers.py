@@ -40,17 +40,17 @@ def test_class_incremental_rows_are_class_incremental_py_s_so_kept_runs_serve_bo
     monkeypatch.syspath_prepend(str(Path(__file__).parent.parent / "benchmarks"))
     base = BenchmarkRun("split-digits-class-incremental", progress=False)
     class_incremental = load_benchmark_script("class_incremental")
-    ours = peers.ours({}, class_incremental=True, base=base)
-    theirs = class_incremental.grids(["finetune", "finetune-er", "fsvi"], base, {})
+    ours = peers.ours({}, class_incremental=True, base=base, kept=200)
+    theirs = class_incremental.grids(["finetune", "finetune-er", "fsvi"], base, {}, kept=200)
     assert ours == theirs and list(ours) == [
         "fine-tuning",
         "experience replay",
         "function-space VI at the kept points",
     ]
     more = class_incremental.more_settings(["0.001:10", "3e-4:100"])
-    wider = peers.ours({}, class_incremental=True, base=base, more=more)
+    wider = peers.ours({}, class_incremental=True, base=base, more=more, kept=200)
     assert wider == class_incremental.grids(
-        ["finetune", "finetune-er", "fsvi"], base, {}, more=more
+        ["finetune", "finetune-er", "fsvi"], base, {}, more=more, kept=200
     )
     added = (
         wider["function-space VI at the kept points"].keys()
@@ -61,13 +61,12 @@ def test_class_incremental_rows_are_class_incremental_py_s_so_kept_runs_serve_bo
     assert setting["training"]["learning_rate"] == 3e-4
     assert setting["fitter_options"]["function_kl_weight"] == 100
     assert wider["experience replay"] == ours["experience replay"]  # function space's only
-    replay = ours["experience replay"]  # scored with a fresh Adam a task and with one carried
-    assert set(replay) == {
-        "lr 0.001",
-        "lr 0.003",
-        "lr 0.001, Adam carried",
-        "lr 0.003, Adam carried",
-    }
+    replay = ours["experience replay"]  # a fresh Adam a task or one carried; K a task or all
+    carried = {"lr 0.001", "lr 0.003", "lr 0.001, Adam carried", "lr 0.003, Adam carried"}
+    assert set(replay) == carried | {f"{setting}, 200 in all from the start" for setting in carried}
+    whole = replay["lr 0.001, Adam carried, 200 in all from the start"]
+    assert whole["memory_options"] == {"budget": "total"} and whole["coreset_size"] == 200
+    assert "memory_options" not in replay["lr 0.001"]  # the method's K a task
     carried = replay["lr 0.003, Adam carried"]
     assert carried["training"] == {"learning_rate": 0.003, "carry_adam_state": True}
     assert {k: v for k, v in carried.items() if k != "training"} == {
@@ -116,6 +115,7 @@ def test_the_diagonal_from_backpack_is_laplace_torchs_default_diagonal():
         (["--part", "ours"], "--part keeps its runs in --folder"),
         (["--resume-from", "peers-permuted-digits"], "--resume-from keeps a record's runs"),
         (["--resume-from", "nowhere", "--folder", "x"], "nowhere"),
+        (["--ours", "nothing"], "no row of ours runs one of"),
     ],
 )
 def test_a_shortened_or_split_run_checks_its_arguments_first(argv, message, capsys):
