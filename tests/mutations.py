@@ -583,6 +583,13 @@ MUTATIONS = [
         ("tests/test_experience_replay.py",),
     ),
     Mutation(
+        "function space: the old moments' chunks of points taken in reverse",
+        "pyro_cl/infer/site_values.py",
+        "model.net_outputs(x[start : start + points].unsqueeze(0), task_id)",
+        "model.net_outputs(x[start : start + points].flip(0).unsqueeze(0), task_id)",
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
         "replay: the balanced buffer weighed |M|/|D| instead of |D|/|M|",
         "pyro_cl/memory/experience_replay.py",
         "(len(new) / len(memory))",

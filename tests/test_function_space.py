@@ -723,3 +723,37 @@ def test_a_benchmark_runs_a_function_space_method_with_the_context_source_it_is_
     default = BenchmarkRun(methods=["fsvi-gaussian"], num_tasks=2)
     built = default.make_learner("fsvi-gaussian", default.task_stream(0), 0, "cpu")
     assert built.fitter.context.covariance == "full"
+
+
+@pytest.mark.parametrize("net", ["mlp", "cnn"])
+def test_the_old_moments_in_chunks_are_those_of_one_pass(net):
+    """``rows_at_once``: every point through the net once, in order, each with draws of its
+    own: with near-point sites the moments are one pass's to rounding (a chunk that dropped or
+    reordered points would not be), and with wide sites they agree within Monte Carlo error."""
+    torch.manual_seed(0)
+    if net == "mlp":
+        layers, x = BayesianMLP(6, [8], 3), torch.randn(13, 6)
+    else:
+        layers, x = BayesianCNN((1, 8, 8), ((2, 2),), (8,), 3), torch.randn(13, 1, 8, 8)
+    model = SupervisedModel(layers, GaussianLikelihood(1.0))
+    means = {name: torch.randn(value.shape) * 0.3 for name, value in _site_draws(model).items()}
+
+    def sites(scale: float) -> dict:
+        return {n: Normal(m, torch.full_like(m, scale)).to_event(m.dim()) for n, m in means.items()}
+
+    whole = function_moments(model, sites(1e-6), x, 0, 16)
+    chunked = function_moments(model, sites(1e-6), x, 0, 16, rows_at_once=40)  # 2 points a chunk
+    torch.testing.assert_close(chunked[0], whole[0], rtol=1e-4, atol=1e-5)
+    whole = function_moments(model, sites(0.3), x, 0, 4000)
+    chunked = function_moments(model, sites(0.3), x, 0, 4000, rows_at_once=10_000)
+    torch.testing.assert_close(chunked[0], whole[0], rtol=0.0, atol=0.1)
+    torch.testing.assert_close(chunked[1], whole[1], rtol=0.15, atol=1e-3)
+    with pytest.raises(ValueError, match="target_rows_at_once"):
+        FunctionSpaceFitter(RandomCoreset(4), target_rows_at_once=0)
+
+
+def _site_draws(model) -> dict:
+    """Each latent site of ``model``'s net, a draw of its prior (for its shape)."""
+    from pyro_cl.posterior import read_priors
+
+    return {name: prior.sample() for name, prior in read_priors(model.net).items()}
