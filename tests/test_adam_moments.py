@@ -37,26 +37,28 @@ def assert_close(a: dict, b: dict, **tolerance) -> None:
         torch.testing.assert_close(a[name], b[name], **tolerance)
 
 
-def test_two_steps_carrying_adam_end_where_one_fit_of_both_epochs_does():
+def one_fit_and_two_steps(carry: bool) -> tuple[dict, FineTuning]:
+    """The means after one two-epoch step, and a learner after two one-epoch steps of the same
+    data (``carry``: with Adam's state carried between them)."""
     data = two_class_data(64, 4)
     once = fine_tuning(epochs=2, carry=False)
     once.observe(data)
-    carried = fine_tuning(epochs=1, carry=True)
-    carried.observe(data)
-    carried.observe(data)
-    assert_close(means(carried), means(once))
+    twice = fine_tuning(epochs=1, carry=carry)
+    twice.observe(data)
+    twice.observe(data)
+    return means(once), twice
+
+
+def test_two_steps_carrying_adam_end_where_one_fit_of_both_epochs_does():
+    once, carried = one_fit_and_two_steps(carry=True)
+    assert_close(means(carried), once)
     steps = {kept["step"].item() for kept in carried.adam_moments.moments.values()}
     assert steps == {2.0}
 
 
 def test_without_the_carry_the_second_step_restarts_adam():
-    data = two_class_data(64, 4)
-    once = fine_tuning(epochs=2, carry=False)
-    once.observe(data)
-    fresh = fine_tuning(epochs=1, carry=False)
-    fresh.observe(data)
-    fresh.observe(data)
-    difference = max((means(fresh)[k] - means(once)[k]).abs().max() for k in means(once))
+    once, fresh = one_fit_and_two_steps(carry=False)
+    difference = max((means(fresh)[k] - once[k]).abs().max() for k in once)
     assert difference > 1e-3  # a restarted Adam's first step moves each weight by ~lr
     assert len(fresh.adam_moments) == 0
 
