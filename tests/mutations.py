@@ -592,8 +592,8 @@ MUTATIONS = [
     Mutation(
         "replay: the balanced buffer weighed |M|/|D| instead of |D|/|M|",
         "pyro_cl/memory/experience_replay.py",
-        "(len(new) / len(memory))",
-        "(len(memory) / len(new))",
+        "likelihood_weights() * (len(new) / len(memory))",
+        "likelihood_weights() * (len(memory) / len(new))",
         ("tests/test_experience_replay.py",),
     ),
     Mutation(
