@@ -855,9 +855,10 @@ def main(argv: list[str] | None = None) -> None:
     shortened = ""
     if args.tasks or args.epochs:
         epochs = base.preset.training["epochs"]
+        run_epochs = training.get("epochs", epochs)
         shortened = (
-            f" A shortened schedule for a 2-core CPU: {len(stream)} tasks and "
-            f"{training.get('epochs', epochs)} epochs a task where the preset has its own "
+            f" A shortened schedule for a 2-core CPU: {len(stream)} tasks and {run_epochs} "
+            f"epoch{'' if run_epochs == 1 else 's'} a task where the preset has its own "
             f"number of tasks and {epochs} epochs; the preset's schedule is the same command "
             f"without --tasks and --epochs."
         )
