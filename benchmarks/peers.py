@@ -10,7 +10,8 @@ The stream is ``pyro-cl run``'s default (five permutations of scikit-learn's 8x8
 head, 40 epochs in minibatches of 64: the demo's) or another MLP task preset (``--benchmark``);
 on a multi-head one (``split-mnist``: a head a task, the task label given at test time) every
 peer's net has a head a task too (:class:`HeadPerTask`; Avalanche's strategies route each point,
-replayed ones included, by its task label). Rows, each a grid chosen on the held-out tenth of every task's training data:
+replayed ones included, by its task label). Rows, each a grid chosen on the held-out tenth of
+every task's training data:
 
 * ours (:mod:`pyro_cl.app.selection` over benchmark runs): fine-tuning, VCL, Laplace
   propagation (``lp``, diagonal, and Kronecker-factored with :class:`KroneckerFactored`), IVON
