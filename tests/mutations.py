@@ -569,8 +569,8 @@ MUTATIONS = [
     Mutation(
         "adam moments: a memory's refit steps training's Adam",
         "pyro_cl/learner/memory_step.py",
-        "context = dataclasses.replace(self.context, adam_moments=None)",
-        "context = self.context",
+        "checked_fit(learner, self.context.with_fresh_adam(), guide, problem)",
+        "checked_fit(learner, self.context, guide, problem)",
         ("tests/test_adam_moments.py",),
     ),
     Mutation(
@@ -585,8 +585,8 @@ MUTATIONS = [
     Mutation(
         "function space: the old moments' chunks of points taken in reverse",
         "pyro_cl/infer/site_values.py",
-        "model.net_outputs(x[start : start + points].unsqueeze(0), task_id)",
-        "model.net_outputs(x[start : start + points].flip(0).unsqueeze(0), task_id)",
+        "model.net_outputs(inputs[:, start : start + points], task)",
+        "model.net_outputs(inputs[:, start : start + points].flip(1), task)",
         ("tests/test_function_space.py",),
     ),
     Mutation(

@@ -3,8 +3,6 @@ policies between tasks (:class:`~pyro_cl.infer.config.Initialisation`)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from pyro_cl.fitters.point_fit import fit_point_estimate
 from pyro_cl.guides import MeanFieldGuide
 from pyro_cl.infer.fit_context import FitContext
@@ -47,7 +45,7 @@ def initialise_guide(
             task_sites = context.model.sites(guide, own.x, [task_id])
             problem = FitProblem(own, task_sites, epochs, context.batch_size(), "ML initialisation")
             # a start, not a task's fit: a fresh Adam whether or not the learner carries one
-            fit_point_estimate(dataclasses.replace(context, adam_moments=None), guide, problem)
+            fit_point_estimate(context.with_fresh_adam(), guide, problem)
     else:
         start_means(context, guide, sites)
 

@@ -3,6 +3,7 @@ and the callbacks, with the minibatch loops that every fitter trains through."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -33,6 +34,12 @@ class FitContext:
     callbacks: Callback
     initial_prior: Mapping[str, Distribution]
     adam_moments: AdamMoments | None = None
+
+    def with_fresh_adam(self) -> FitContext:
+        """This context without Adam's carried state: for a fit that is not a task's (VCL's
+        maximum-likelihood start, a memory's refit for prediction), which starts a fresh Adam
+        and leaves the carried state to the task's fits."""
+        return dataclasses.replace(self, adam_moments=None)
 
     def batch_size(self, batch_size: int | str | None = "same") -> int | None:
         """``batch_size``, where ``"same"`` means the schedule's."""

@@ -86,17 +86,18 @@ def sample_outputs(
     """
     if fast is None:
         fast = model.fast
-    if not fast or rows_at_once is None or num_samples * x.shape[0] <= rows_at_once:
-        return _outputs(model.net_outputs, model, sites, x.unsqueeze(0), task_id, num_samples, fast)
-    points = max(1, rows_at_once // num_samples)
-    with substitute_sites(model.net, draw_joint_sites(sites, num_samples), num_samples):
-        return torch.cat(
-            [
-                model.net_outputs(x[start : start + points].unsqueeze(0), task_id)
-                for start in range(0, x.shape[0], points)
-            ],
-            dim=1,
-        )
+    forward = model.net_outputs
+    if fast and rows_at_once is not None and num_samples * x.shape[0] > rows_at_once:
+        points = max(1, rows_at_once // num_samples)
+
+        def forward(inputs: torch.Tensor, task: int) -> torch.Tensor:  # under one draw
+            chunks = range(0, inputs.shape[1], points)
+            return torch.cat(
+                [model.net_outputs(inputs[:, start : start + points], task) for start in chunks],
+                dim=1,
+            )
+
+    return _outputs(forward, model, sites, x.unsqueeze(0), task_id, num_samples, fast)
 
 
 def outputs_per_draw(

@@ -17,7 +17,6 @@ everything that can fail has run.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Protocol
 
 from pyro.distributions import Distribution
@@ -197,7 +196,7 @@ class MemoryStep:
                 "coreset refit" + ("" if key == ALL_TASKS else f" task {key}"),
             )
             # a fit for prediction only: a fresh Adam, the carried state left to training's
-            context = dataclasses.replace(self.context, adam_moments=None)
-            return checked_fit(learner, context, guide, problem)[1]
+            # a fit for prediction only: a fresh Adam, the carried state left to training's
+            return checked_fit(learner, self.context.with_fresh_adam(), guide, problem)[1]
         finally:
             guide.release()  # keep Pyro's parameter store bounded
