@@ -337,7 +337,7 @@ class HeadPerTask(nn.Sequential):
 def avalanche_heads(net: HeadPerTask) -> nn.Module:
     """``net`` as an Avalanche ``MultiTaskModule``: a minibatch's points each through the head
     of their own task label (replayed points through their task's; every seen head's outputs
-    for LwF's distillation, without labels)."""
+    for LwF's distillation); without labels, the head of the task being learnt (``net.task``)."""
     from avalanche.models import MultiTaskModule
 
     class Heads(MultiTaskModule):
@@ -345,6 +345,13 @@ def avalanche_heads(net: HeadPerTask) -> nn.Module:
             super().__init__()
             self.net = net
             self.max_class_label = net.classes  # the width of a mixed minibatch's outputs
+
+        def forward(self, x: torch.Tensor, task_labels=None) -> torch.Tensor:
+            # DER's buffer takes the logits of the experience just learnt without its labels
+            # (avalanche 0.6.0's ``compute_dataset_logits``): the head of the task learnt
+            if task_labels is None:
+                return self.net(x)
+            return super().forward(x, task_labels)
 
         def forward_single_task(self, x: torch.Tensor, task_label: int) -> torch.Tensor:
             kept, self.net.task = self.net.task, task_label

@@ -189,6 +189,8 @@ def test_a_head_a_task_picks_its_own_outputs_for_every_library():
     for row, task in enumerate(labels.tolist()):
         torch.testing.assert_close(mixed[row], every[row, 2 * task : 2 * task + 2])
     assert net.task == 2  # the wrapper leaves the head set for prediction as it was
+    # without labels (DER's buffer logits of the experience just learnt): the task set
+    torch.testing.assert_close(heads(x), every[:, 4:6])
     net.zero_grad()
     net.task = 1
     net(x).sum().backward()
