@@ -594,6 +594,9 @@ class AvalancheStrategy:
             options.setdefault("temperature", 2.0)
         if kind == "ewc":
             options.setdefault("mode", "separate")
+        if kind == "der":  # replays only once its buffer holds a replay minibatch (by default
+            # the task's minibatch size, whole-task batches on split MNIST: never): the buffer
+            options.setdefault("batch_size_mem", min(batch, options["mem_size"]))
         #: SI's stored weights copied, not views of the parameters (the row's comment).
         self.copy_weights = options.pop("copy_weights", False)
         common = {

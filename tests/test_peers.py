@@ -3,6 +3,7 @@ so far by its precision, diagonal or Kronecker-factored."""
 
 import argparse
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -197,3 +198,27 @@ def test_a_head_a_task_picks_its_own_outputs_for_every_library():
     grad = net[2].weight.grad
     assert grad[2:4].abs().sum() > 0
     assert grad[:2].abs().sum() == 0 and grad[4:].abs().sum() == 0
+
+
+def test_der_replays_when_a_minibatch_is_larger_than_its_buffer():
+    """Whole-task batches (split MNIST with heads): Avalanche's DER replays only once its buffer
+    holds ``batch_size_mem`` points, by default the task's minibatch, so it never did and scored
+    Naive's numbers to the digit. The row's replay minibatch is at most its buffer; its second
+    task then moves the first task's head through the replayed logits, which Naive leaves be."""
+    pytest.importorskip("avalanche")
+    from pyro_cl.data.tasks import split_tasks
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(120, 5)).astype("float32"), np.repeat(np.arange(4), 30)
+    stream = split_tasks("toy", (x, y), (x, y), [(0, 1), (2, 3)])
+    heads = {}
+    for kind, options in (("naive", {}), ("der", {"mem_size": 20, "alpha": 0.1, "beta": 0.5})):
+        torch.manual_seed(0)
+        net = peers.HeadPerTask([nn.Linear(5, 4), nn.ReLU()], width=4, classes=2, tasks=2)
+        learner = peers.AvalancheStrategy(net, stream, kind, 1e-2, 2, 10**9, **options)
+        for i, task in enumerate(stream.tasks):
+            net.task = i
+            learner.learn(i, task.x_train, task.y_train, 2, None, torch.Generator())
+        heads[kind] = net[2].weight[:2].detach().clone()  # the first task's head
+    assert learner.strategy.batch_size_mem == 20
+    assert not torch.equal(heads["der"], heads["naive"])
