@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.helpers import load_benchmark_script
+from tests.helpers import importable_benchmark_script, load_benchmark_script
 
 pytest.importorskip("laplace")
 peers = load_benchmark_script("peers")
@@ -222,3 +222,22 @@ def test_der_replays_when_a_minibatch_is_larger_than_its_buffer():
         heads[kind] = net[2].weight[:2].detach().clone()  # the first task's head
     assert learner.strategy.batch_size_mem == 20
     assert not torch.equal(heads["der"], heads["naive"])
+
+
+@pytest.fixture
+def speed():
+    yield from importable_benchmark_script("fsvi_vs_replay_speed")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--repeats", "0"], "--repeats must be at least 1"),
+        (["--record", "nowhere"], "nowhere"),
+        (["--rows", "no such row"], "no row of peers-permuted-digits starts with"),
+    ],
+)
+def test_the_speed_check_refuses_what_it_cannot_time(speed, argv, message, capsys):
+    with pytest.raises(SystemExit):
+        speed.main(argv)
+    assert message in capsys.readouterr().err
