@@ -334,10 +334,14 @@ class HeadPerTask(nn.Sequential):
         self[-1].slice_info = (slice(None), slice(task * self.classes, (task + 1) * self.classes))
 
 
+_NOT_GIVEN = object()  # a forward called without task labels, not with None
+
+
 def avalanche_heads(net: HeadPerTask) -> nn.Module:
     """``net`` as an Avalanche ``MultiTaskModule``: a minibatch's points each through the head
     of their own task label (replayed points through their task's; every seen head's outputs
-    for LwF's distillation); without labels, the head of the task being learnt (``net.task``)."""
+    for LwF's distillation, labels ``None``); called without labels, the head of the task being
+    learnt (``net.task``)."""
     from avalanche.models import MultiTaskModule
 
     class Heads(MultiTaskModule):
@@ -346,10 +350,11 @@ def avalanche_heads(net: HeadPerTask) -> nn.Module:
             self.net = net
             self.max_class_label = net.classes  # the width of a mixed minibatch's outputs
 
-        def forward(self, x: torch.Tensor, task_labels=None) -> torch.Tensor:
+        def forward(self, x: torch.Tensor, task_labels=_NOT_GIVEN) -> torch.Tensor:
             # DER's buffer takes the logits of the experience just learnt without its labels
-            # (avalanche 0.6.0's ``compute_dataset_logits``): the head of the task learnt
-            if task_labels is None:
+            # (avalanche 0.6.0's ``compute_dataset_logits``): the head of the task learnt;
+            # ``None`` keeps Avalanche's meaning, every head's outputs (LwF's distillation)
+            if task_labels is _NOT_GIVEN:
                 return self.net(x)
             return super().forward(x, task_labels)
 

@@ -190,8 +190,13 @@ def test_a_head_a_task_picks_its_own_outputs_for_every_library():
     for row, task in enumerate(labels.tolist()):
         torch.testing.assert_close(mixed[row], every[row, 2 * task : 2 * task + 2])
     assert net.task == 2  # the wrapper leaves the head set for prediction as it was
-    # without labels (DER's buffer logits of the experience just learnt): the task set
+    # without labels (DER's buffer logits of the experience just learnt): the task set; with
+    # labels None (LwF's distillation), every head's outputs as Avalanche gives them
     torch.testing.assert_close(heads(x), every[:, 4:6])
+    heads.known_train_tasks_labels = {0, 1, 2}  # what adapting to three experiences records
+    every_head = heads(x, None)
+    for task in range(3):
+        torch.testing.assert_close(every_head[task], every[:, 2 * task : 2 * task + 2])
     net.zero_grad()
     net.task = 1
     net(x).sum().backward()
