@@ -80,6 +80,7 @@ from pyro_cl.app.selection import (
     select_then_test,
     test_numbers,
     with_adam_carried,
+    with_learning_rate,
 )
 from pyro_cl.guides import KroneckerFactored
 from pyro_cl.metrics import expected_calibration_error
@@ -119,18 +120,13 @@ def ours(
 
 
 def _function_space_grid(training: dict, **options) -> dict[str, dict]:
-    """Function space's grid over the KL's weighing (``function_kl_scale``) at Adam's default
-    rate and at the other of :data:`RATES` (3·10⁻³, added after the first test readings of the
-    peers' tables, as every other row of ours is scored at both), with fitter ``options``."""
-    grid = {}
-    for setting, fields in fitter_option_grid(
-        "fsvi", "function_kl_scale", ("sum", "per_point"), "KL", training
-    ).items():
+    """Function space's grid over the KL's weighing (``function_kl_scale``) with fitter
+    ``options``, at Adam's default rate and at 3·10⁻³ (added after the first test readings of
+    the peers' tables, as every other row of ours is scored at both of :data:`RATES`)."""
+    grid = fitter_option_grid("fsvi", "function_kl_scale", ("sum", "per_point"), "KL", training)
+    for fields in grid.values():
         fields["fitter_options"] |= options
-        grid[setting] = fields
-        faster = {**fields["training"], "learning_rate": RATES[1]}
-        grid[f"{setting}, lr {RATES[1]:g}"] = {**fields, "training": faster}
-    return grid
+    return with_learning_rate(grid, RATES[1])
 
 
 def _laplace_grid(training: dict, **fields) -> dict[str, dict]:

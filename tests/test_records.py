@@ -13,7 +13,13 @@ import torch
 from pyro_cl.app import records
 from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.continual_run import file_slug
-from pyro_cl.app.selection import choose, choose_and_test, select_then_test
+from pyro_cl.app.selection import (
+    choose,
+    choose_and_test,
+    fitter_option_grid,
+    select_then_test,
+    with_learning_rate,
+)
 from pyro_cl.infer.divergence import DivergenceError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -530,3 +536,18 @@ def test_validation_only_scores_the_grid_and_reads_no_test_set(tmp_path, monkeyp
     )
     assert splits == [None]  # the kept scores read back; the chosen setting's test set, once
     assert records.load_record("check", tmp_path)["selection"]["vcl"]["scored at"] == [1]
+
+
+def test_a_grid_at_a_second_rate_keeps_its_settings_and_adds_each_at_that_rate():
+    """``with_learning_rate``: the settings as they were (their labels, so kept runs serve), then
+    each again with only Adam's rate changed, the run's other training settings kept."""
+    grid = fitter_option_grid(
+        "fsvi", "function_kl_scale", ("sum", "per_point"), "KL", {"epochs": 3}
+    )
+    both = with_learning_rate(grid, 0.003)
+    assert list(both) == ["KL sum", "KL per_point", "KL sum, lr 0.003", "KL per_point, lr 0.003"]
+    assert both["KL sum"] == grid["KL sum"] and "learning_rate" not in both["KL sum"]["training"]
+    faster = both["KL per_point, lr 0.003"]
+    assert faster["training"] == {"epochs": 3, "learning_rate": 0.003}
+    assert faster["fitter_options"] == {"function_kl_scale": "per_point"}
+    assert faster["methods"] == ["fsvi"]
