@@ -5,7 +5,7 @@ PYTHON ?= python3
 
 demo:
 	$(PYTHON) -m pip install -e ".[app]"
-	pyro-cl run --output results/demo
+	pyro-cl run --lr 0.003 --output results/demo
 
 test:
 	$(PYTHON) -m pip install -e ".[test]"
