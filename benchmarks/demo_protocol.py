@@ -30,6 +30,12 @@ from pyro_cl.app.selection import (
 #: Learning rates every row is scored at (Adam's; the preset's is 1e-3).
 LEARNING_RATES = (1e-3, 3e-3)
 
+#: What the record's notes say of function space's second rate.
+FASTER_FUNCTION_SPACE = (
+    "Function space also scored at Adam's 3e-3, as every other row, a setting added on "
+    "2026-11-30 after benchmarks/peers.py's first test readings."
+)
+
 
 def rows(training: dict) -> dict[str, dict[str, dict]]:
     """Each row's grid: a setting's label → fields of :class:`BenchmarkRun`."""
@@ -53,6 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tiny", action="store_true", help="1 epoch, 2 tasks: a smoke test")
     parser.add_argument("--name", default="demo-protocol", help="the record's name")
     parser.add_argument("--folder", help="keep every run's numbers here, to resume")
+    parser.add_argument("--notes", default="", help="what else the record should say of its runs")
     args = parser.parse_args(argv)
     training = {"epochs": 1, "num_predictive_samples": 4} if args.tiny else {}
     base = BenchmarkRun(num_tasks=2 if args.tiny else None, progress=False)
@@ -63,6 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         rows(training),
         args.seeds,
         training,
+        notes=FASTER_FUNCTION_SPACE + (" " + args.notes if args.notes else ""),
         folder=args.folder,
     )
     print(f"wrote {write_record(record)}")
