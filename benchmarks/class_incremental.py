@@ -47,6 +47,7 @@ command says so, and the page says it where the row is quoted).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
@@ -234,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     record = protocol_record(
         args.name + ("" if args.task_free is None else "-task-free"),
         "python benchmarks/class_incremental.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
+        + shlex.join(sys.argv[1:] if argv is None else argv),
         base,
         rows,
         args.seeds,

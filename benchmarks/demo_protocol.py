@@ -16,6 +16,7 @@ from the record into RESULTS.md, which_method.md and the README.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from pyro_cl.app.benchmark_run import BenchmarkRun
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     base = BenchmarkRun(num_tasks=2 if args.tiny else None, progress=False)
     record = protocol_record(
         args.name,
-        "python benchmarks/demo_protocol.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "python benchmarks/demo_protocol.py " + shlex.join(sys.argv[1:] if argv is None else argv),
         base,
         rows(training),
         args.seeds,

@@ -25,6 +25,7 @@ names.
 from __future__ import annotations
 
 import argparse
+import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     record = make_record(
         f"domains-{args.stream}" + ("-tiny" if args.tiny else ""),
         command="python benchmarks/domain_protocol.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
+        + shlex.join(sys.argv[1:] if argv is None else argv),
         seeds=args.seeds,
         schedule={k: v for k, v in domain_benchmark.SETTINGS.items() if k != "progress"},
         data=domains.name,

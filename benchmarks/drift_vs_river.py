@@ -71,6 +71,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -488,7 +489,7 @@ def run(args, stream_name: str, seed: int) -> None:
     )
     base = Path(args.output) / stream_name
     context = {
-        "command": " ".join(sys.argv),
+        "command": shlex.join(sys.argv),
         "commit": COMMIT,
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),

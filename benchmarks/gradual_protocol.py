@@ -26,6 +26,7 @@ record is written when every row has run (``--record`` writes what the named row
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -226,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     record = make_record(
         "gradual-rotating-mnist" + ("-tiny" if args.tiny else ""),
         command="python benchmarks/gradual_protocol.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
+        + shlex.join(sys.argv[1:] if argv is None else argv),
         seeds=args.seeds,
         schedule=settings,
         data="MNIST rotated as Kumar et al.'s rotated_mnist_60_conv_experiment (0-5° source, "

@@ -57,6 +57,7 @@ import argparse
 import functools
 import importlib.metadata as metadata
 import random
+import shlex
 import statistics
 import sys
 import time
@@ -895,7 +896,7 @@ def main(argv: list[str] | None = None) -> None:
     versions = {name: metadata.version(name) for name in libraries}
     record = make_record(
         f"peers-{args.benchmark}" + ("-tiny" if args.tiny else ""),
-        command="python benchmarks/peers.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        command="python benchmarks/peers.py " + shlex.join(sys.argv[1:] if argv is None else argv),
         seeds=args.seeds,
         schedule={"preset": args.benchmark, "tasks": len(stream), **training},
         data=stream.name,
