@@ -45,11 +45,8 @@ def main(argv: list[str] | None = None) -> None:
     stream = base.task_stream(args.seed)
     class_incremental = benchmark.endswith("-class-incremental")
     memory = base.resolved_coreset_size * len(stream)
-    grids = {
-        **peers.ours(training, class_incremental, base, kept=memory),
-        **peers.peers(memory, len(stream), class_incremental),
-    }
-    theirs = set(peers.peers(memory, len(stream), class_incremental))
+    theirs = peers.peers(memory, len(stream), class_incremental)
+    grids = {**peers.ours(training, class_incremental, base, kept=memory), **theirs}
 
     def runner(label: str):
         options = grids[label][record["selection"][label]["chosen"]]

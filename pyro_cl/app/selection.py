@@ -99,14 +99,7 @@ def with_adam_carried(grid: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[s
     """``grid`` and each of its settings again with Adam's state carried across tasks
     (``carry_adam_state``, as one optimiser for the stream: Avalanche's strategies), labelled
     ``"<setting>, Adam carried"``."""
-    carried = {
-        f"{setting}, Adam carried": {
-            **fields,
-            "training": {**fields.get("training", {}), "carry_adam_state": True},
-        }
-        for setting, fields in grid.items()
-    }
-    return {**grid, **carried}
+    return _with_training(grid, "Adam carried", carry_adam_state=True)
 
 
 def with_learning_rate(
@@ -114,14 +107,19 @@ def with_learning_rate(
 ) -> dict[str, dict[str, Any]]:
     """``grid`` and each of its settings again at Adam's learning rate ``rate``, labelled
     ``"<setting>, lr <rate>"`` (a grid over another option, scored at a second rate too)."""
-    faster = {
-        f"{setting}, lr {rate:g}": {
-            **fields,
-            "training": {**fields.get("training", {}), "learning_rate": rate},
-        }
+    return _with_training(grid, f"lr {rate:g}", learning_rate=rate)
+
+
+def _with_training(
+    grid: Mapping[str, Mapping[str, Any]], label: str, **settings: Any
+) -> dict[str, dict[str, Any]]:
+    """``grid`` and each of its settings again with the training ``settings`` changed, labelled
+    ``"<setting>, <label>"``."""
+    again = {
+        f"{setting}, {label}": {**fields, "training": {**fields.get("training", {}), **settings}}
         for setting, fields in grid.items()
     }
-    return {**grid, **faster}
+    return {**grid, **again}
 
 
 def fitter_option_grid(

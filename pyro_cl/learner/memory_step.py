@@ -196,7 +196,6 @@ class MemoryStep:
                 "coreset refit" + ("" if key == ALL_TASKS else f" task {key}"),
             )
             # a fit for prediction only: a fresh Adam, the carried state left to training's
-            # a fit for prediction only: a fresh Adam, the carried state left to training's
             return checked_fit(learner, self.context.with_fresh_adam(), guide, problem)[1]
         finally:
             guide.release()  # keep Pyro's parameter store bounded
