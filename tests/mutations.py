@@ -483,6 +483,27 @@ MUTATIONS = [
         ("tests/test_reinitialise.py",),
     ),
     Mutation(
+        "function space with kept labels: their log-likelihood's sign flipped",
+        "pyro_cl/fitters/function_space.py",
+        "term = term - self.label_weight * log_likelihood",
+        "term = term + self.label_weight * log_likelihood",
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
+        "function space with kept labels: the weight λ dropped (each kept label once)",
+        "pyro_cl/fitters/function_space.py",
+        "term = term - self.label_weight * log_likelihood",
+        "term = term - log_likelihood",
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
+        "function space with kept labels: the draws summed, not averaged (S times the term)",
+        "pyro_cl/fitters/function_space.py",
+        "model.likelihood.log_prob(draws, y).mean(0).sum()",
+        "model.likelihood.log_prob(draws, y).sum()",
+        ("tests/test_function_space.py",),
+    ),
+    Mutation(
         "function space: the KL's variance ratio inverted",
         "pyro_cl/fitters/function_space.py",
         "0.5 * (total_q * inverse_p - log_ratio",

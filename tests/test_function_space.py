@@ -7,6 +7,7 @@ import torch
 from pyro.distributions import Normal
 
 from pyro_cl import VCL, ELBOFitter, FunctionSpaceFitter, GaussianLikelihood
+from pyro_cl.fitters import function_space
 from pyro_cl.fitters.context_points import (
     CurrentInputs,
     FromMemory,
@@ -25,6 +26,7 @@ from pyro_cl.memory import KCenterCoreset, RandomCoreset
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianCNN, BayesianConv2d, BayesianLinear, BayesianMLP
 from pyro_cl.points import Points
+from tests.test_linear_regression_vcl import NOISE, exact_diagonal_update
 
 
 def test_function_moments_of_a_linear_model_are_its_closed_form():
@@ -185,6 +187,54 @@ def test_per_point_weighs_each_context_point_as_one_training_point(monkeypatch):
     }
     assert by_scale["sum"] > 0
     assert by_scale["per_point"] == pytest.approx(by_scale["sum"] * 80 / 5, rel=1e-6)
+
+
+def test_kept_labels_join_the_likelihood_weighed_as_label_weight_training_points():
+    """S-FSVI with ``label_weight=λ`` and the functional KL off, VCL's KL on: on a conjugate
+    linear regression the fit of task 1 is the exact (mean-field) update of ``q_0`` by task 1's
+    data and ``λ`` copies of the kept points of task 0 (a sign or a dropped ``λ`` would miss)."""
+    torch.manual_seed(1)
+    dim, per_task, kept, weight = 3, 40, 10, 2.0
+    true_weight = torch.tensor([1.0, -2.0, 0.5])
+    fitter = FunctionSpaceFitter(
+        RandomCoreset(kept), function_kl_weight=0.0, kl_weight=1.0, label_weight=weight
+    )
+    fs = VCL(
+        BayesianLinear(dim, 1, bias=False, prior_scale=1.0),
+        likelihood=GaussianLikelihood(NOISE),
+        fitter=fitter,
+        epochs=1500,
+        batch_size=None,
+        learning_rate=0.01,
+        num_particles=16,
+        ml_init_epochs=0,
+        seed=0,
+        progress=False,
+    )
+    data = []
+    for task in range(2):
+        x = torch.randn(per_task, dim) + 0.3 * task
+        data.append((x, x @ true_weight + NOISE * torch.randn(per_task)))
+    fs.observe(data[0], task_id=0)
+    q0 = fs.current_prior()["weight"].base_dist
+    context = fitter.context.points
+    fs.observe(data[1], task_id=1)
+    x = torch.cat([data[1][0], *[context.x] * int(weight)])
+    y = torch.cat([data[1][1], *[context.y] * int(weight)])
+    mean, variance = exact_diagonal_update(q0.loc.squeeze(0), q0.scale.squeeze(0) ** 2, x, y)
+    q1 = fs.current_prior()["weight"].base_dist
+    torch.testing.assert_close(q1.loc.squeeze(0), mean, atol=0.03, rtol=0)
+    torch.testing.assert_close(q1.scale.squeeze(0) ** -2, variance**-1, rtol=0.1, atol=0)
+
+
+def test_kept_labels_need_kept_points():
+    with pytest.raises(ValueError, match="needs a memory as context"):
+        FunctionSpaceFitter(UniformInputs(4), label_weight=1.0)
+    with pytest.raises(ValueError, match="label_weight"):
+        FunctionSpaceFitter(RandomCoreset(4), label_weight=-1.0)
+    assert FunctionSpaceFitter(RandomCoreset(4), label_weight=0.5).hyperparameters()[
+        "label_weight"
+    ] == pytest.approx(0.5)
 
 
 def test_context_draws_take_that_many_of_each_tasks_kept_points_per_step():
@@ -451,6 +501,20 @@ def test_low_rank_gaussian_inputs_draw_from_w_wt_plus_noise_and_keep_its_numbers
         GaussianInputs(3, covariance="low_rank", rank=3).after_task(_points(x, labels, 0))
 
 
+def _recorded(calls: list):
+    """``linearised_moments`` that appends ``(x, task_id, whether for the old posterior,
+    moments)`` to
+    ``calls``: the old posterior's are computed without gradients, each step's with them."""
+
+    def recorded(model, sites, x, task_id):
+        moments = linearised_moments(model, sites, x, task_id)
+        target = not torch.is_grad_enabled()
+        calls.append((x.clone(), task_id, target, [m.detach().clone() for m in moments]))
+        return moments
+
+    return recorded
+
+
 def test_per_step_context_points_are_scored_against_the_old_posterior_at_the_same_points(
     monkeypatch,
 ):
@@ -461,14 +525,7 @@ def test_per_step_context_points_are_scored_against_the_old_posterior_at_the_sam
     fs.observe(data[0], task_id=0)
     old = dict(fs.current_prior())
     calls = []
-    original = FunctionSpaceFitter._moments
-
-    def recorded(self, model, sites, x, task_id, target):
-        moments = original(self, model, sites, x, task_id, target)
-        calls.append((x.clone(), task_id, target, [m.detach().clone() for m in moments]))
-        return moments
-
-    monkeypatch.setattr(FunctionSpaceFitter, "_moments", recorded)
+    monkeypatch.setattr(function_space, "linearised_moments", _recorded(calls))
     fs.observe(data[1], task_id=1)
     targets = [c for c in calls if c[2]]
     assert len(targets) == 20 and len({c[0].sum().item() for c in targets}) == 20  # per step
@@ -493,13 +550,6 @@ def test_points_drawn_from_kept_points_take_the_old_moments_of_the_kept_points_o
     old = dict(fs.current_prior())
     kept = fitter.context.points
     calls = []
-    original = FunctionSpaceFitter._moments
-
-    def recorded(self, model, sites, x, task_id, target):
-        moments = original(self, model, sites, x, task_id, target)
-        calls.append((x.clone(), target, [m.detach().clone() for m in moments]))
-        return moments
-
     drawn = []
     draw_rows = FromMemory.draw_rows
 
@@ -508,22 +558,22 @@ def test_points_drawn_from_kept_points_take_the_old_moments_of_the_kept_points_o
         drawn.append(rows.clone())
         return rows
 
-    monkeypatch.setattr(FunctionSpaceFitter, "_moments", recorded)
+    monkeypatch.setattr(function_space, "linearised_moments", _recorded(calls))
     monkeypatch.setattr(FromMemory, "draw_rows", recorded_rows)
     fs.observe(data[1], task_id=1)
-    targets = [c for c in calls if c[1]]
+    targets = [c for c in calls if c[2]]
     assert len(targets) == 1  # once for the fit, at every kept point
     torch.testing.assert_close(targets[0][0], kept.x.to(targets[0][0].dtype), rtol=0, atol=0)
-    steps = [c for c in calls if not c[1]]
+    steps = [c for c in calls if not c[2]]
     assert len(steps) == 20 and len(drawn) == 21  # the first draw names the sites
     model = fs.model
-    for (x, _, _), rows in list(zip(steps, drawn[1:], strict=True))[:3]:
+    for (x, _, _, _), rows in list(zip(steps, drawn[1:], strict=True))[:3]:
         assert len(rows) == 3
         torch.testing.assert_close(x, kept.x[rows].to(x.dtype), rtol=0, atol=0)
         sites = {n: old[n] for n in model.sites(fs.guide, x, [0])}
         mean, variance = linearised_moments(model, sites, x, 0)
-        torch.testing.assert_close(targets[0][2][0][rows], mean)
-        torch.testing.assert_close(targets[0][2][1][rows], variance)
+        torch.testing.assert_close(targets[0][3][0][rows], mean)
+        torch.testing.assert_close(targets[0][3][1][rows], variance)
 
 
 @pytest.mark.parametrize(
@@ -610,21 +660,13 @@ def _first_task_calls(monkeypatch, fitter, data):
     parameter-KL weight of each ELBO term."""
     import pyro_cl.fitters.elbo_fitter as elbo_fitter
 
-    values, moments, kl_weights = [], [], []
-    original_regulariser, original_moments = (
-        FunctionSpaceFitter._regulariser,
-        FunctionSpaceFitter._moments,
-    )
+    values, calls, kl_weights = [], [], []
+    original_regulariser = FunctionSpaceFitter._regulariser
     original_elbo = elbo_fitter.negative_elbo
 
     def regulariser(self, *args):
         term = original_regulariser(self, *args)
         return None if term is None else lambda: values.append(term()) or values[-1]
-
-    def recorded(self, model, sites, x, task_id, target):
-        mean, variance = original_moments(self, model, sites, x, task_id, target)
-        moments.append((x.clone(), task_id, mean.detach().clone(), variance.detach().clone()))
-        return mean, variance
 
     def elbo(*args, kl_weight, **kwargs):
         kl_weights.append(kl_weight)
@@ -632,10 +674,11 @@ def _first_task_calls(monkeypatch, fitter, data):
 
     with monkeypatch.context() as patch:
         patch.setattr(FunctionSpaceFitter, "_regulariser", regulariser)
-        patch.setattr(FunctionSpaceFitter, "_moments", recorded)
+        patch.setattr(function_space, "linearised_moments", _recorded(calls))
         patch.setattr(elbo_fitter, "negative_elbo", elbo)
         fs = learner(fitter, seed=2)
         fs.observe(data, task_id=0)
+    moments = [(x, task_id, *m) for x, task_id, target, m in calls if not target]
     return fs, values, moments, kl_weights
 
 

@@ -62,6 +62,20 @@ log-likelihood; ``function_kl_scale="per_point"`` does the same, which on the wh
 
 (a KL tempered up by ``N / |X_C|``: 1,500 at permuted MNIST's 60,000 points and 40 context
 points.) ``|X_C|`` is the step's number of context points, all tasks' together.
+
+**Kept points with their labels.** Kept context points have labels too; with
+``label_weight=λ > 0`` their log-likelihood joins the task's, each point weighed as ``λ``
+training points, so the same points both hold the old function and are fitted again, as a
+replay buffer is (DER++'s two terms, Buzzega et al. 2020, eq. 6, with the logits' squared
+distance replaced by the functional KL)::
+
+    F(q_t) = E_{q_t(θ)}[log p(D_t | θ)] + λ Σ_{c ∈ C} E_{q_t(θ)}[log p(y_c | θ, x_c)]
+             - KL(q_t(f(X_C)) ‖ q_{t-1}(f(X_C)))
+
+The expectation is taken over the same ``context_samples`` draws of the outputs the moments
+come from (no pass of its own with Monte Carlo moments). Counted twice, once in the old
+function and once in the likelihood, the kept points are weighed more than Bayes' rule weighs
+them: a replay method, not a posterior; ``λ = 0`` (the default) is S-FSVI's objective.
 """
 
 from __future__ import annotations
@@ -87,6 +101,7 @@ __all__ = [
     "FUNCTION_KL_SCALES",
     "MOMENTS",
     "FunctionSpaceFitter",
+    "function_draws",
     "function_moments",
     "gaussian_function_kl",
     "linearised_moments",
@@ -99,6 +114,28 @@ MOMENTS = ("monte_carlo", "linearised")
 FUNCTION_KL_SCALES = ("sum", "per_point")
 
 
+def function_draws(
+    model,
+    sites: dict,
+    x: torch.Tensor,
+    task_id,
+    num_samples: int,
+    fast: bool | None = None,
+    rows_at_once: int | None = None,
+) -> torch.Tensor:
+    """The net's outputs at ``x`` (one task id, or one per row) under ``num_samples`` draws of
+    ``sites``, shape ``(num_samples, N, *output shape)``, rows in ``x``'s order
+    (``rows_at_once``: :func:`~pyro_cl.infer.site_values.sample_outputs`' chunks)."""
+    groups = task_groups(task_id, x.shape[0])
+    outputs, order = [], []
+    for task, rows in groups:
+        outputs.append(sample_outputs(model, sites, x[rows], task, num_samples, fast, rows_at_once))
+        order.append(torch.arange(x.shape[0], device=x.device)[rows])
+    if len(outputs) == 1:
+        return outputs[0]
+    return torch.cat(outputs, 1)[:, torch.argsort(torch.cat(order))]
+
+
 def function_moments(
     model,
     sites: dict,
@@ -109,19 +146,15 @@ def function_moments(
     rows_at_once: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The mean and variance over ``num_samples`` draws of ``sites`` of the net's outputs at
-    ``x`` (one task id, or one per row), each of shape ``(N, *output shape)``
-    (``rows_at_once``: :func:`~pyro_cl.infer.site_values.sample_outputs`' chunks)."""
-    groups = task_groups(task_id, x.shape[0])
-    means, variances, order = [], [], []
-    for task, rows in groups:
-        outputs = sample_outputs(model, sites, x[rows], task, num_samples, fast, rows_at_once)
-        means.append(outputs.mean(0))
-        variances.append(outputs.var(0, unbiased=True) if outputs.shape[0] > 1 else None)
-        order.append(torch.arange(x.shape[0], device=x.device)[rows])
-    if any(v is None for v in variances):
+    ``x`` (:func:`function_draws`), each of shape ``(N, *output shape)``."""
+    return _moments_of(function_draws(model, sites, x, task_id, num_samples, fast, rows_at_once))
+
+
+def _moments_of(draws: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sample mean and (unbiased) variance over the draws' first dimension."""
+    if draws.shape[0] < 2:
         raise ValueError("function moments need at least 2 samples for a variance")
-    inverse = torch.argsort(torch.cat(order))
-    return torch.cat(means)[inverse], torch.cat(variances)[inverse]
+    return draws.mean(0), draws.var(0, unbiased=True)
 
 
 def linearised_moments(
@@ -229,10 +262,10 @@ def _log_variance_bias(draws: int) -> float:
 
 
 def _rows(target: tuple, rows: torch.Tensor) -> tuple:
-    """The inputs, task ids and the old posterior's moments of ``rows`` of a set's."""
-    x, task_id, mean, variance = target
+    """The inputs, task ids, the old posterior's moments and the labels of ``rows`` of a set's."""
+    x, task_id, mean, variance, y = target
     task_id = task_id[rows] if torch.is_tensor(task_id) else task_id
-    return x[rows], task_id, mean[rows], variance[rows]
+    return x[rows], task_id, mean[rows], variance[rows], y[rows]
 
 
 class FunctionSpaceFitter(ELBOFitter):
@@ -260,6 +293,9 @@ class FunctionSpaceFitter(ELBOFitter):
     :param function_prior_variance: ``v`` of S-FSVI's first-task prior ``N(0, v)`` on the
         outputs (module docstring); ``None`` fits the first task with VCL's ELBO.
     :param function_prior_points: the uniform inputs it is taken at, drawn at every step.
+    :param label_weight: ``λ``: each kept context point's log-likelihood of its label added to
+        the task's, weighed as ``λ`` training points (module docstring); needs kept points (a
+        memory) as ``context``. ``0``: S-FSVI.
     :param target_rows_at_once: run at most this many (draw, point) rows of ``q_{t-1}``'s
         moments through the net at a time (``None``: all at once). A conv net needs it: 64
         draws of 400 context points through split CIFAR's at once took the process past 19 GiB.
@@ -287,6 +323,7 @@ class FunctionSpaceFitter(ELBOFitter):
         function_prior_points: int = 40,
         context_total: int | None = None,
         target_rows_at_once: int | None = None,
+        label_weight: float = 0.0,
     ) -> None:
         super().__init__(heads_in_kl=True, kl_weight=1.0)
         if getattr(context, "kind", None) == "memory":
@@ -299,6 +336,12 @@ class FunctionSpaceFitter(ELBOFitter):
         if not isinstance(context, ContextPoints):
             raise TypeError(f"context must be a ContextPoints source or a Memory, got {context!r}")
         self.context = context
+        self.label_weight = checked_real(label_weight, "label_weight", 0)
+        if self.label_weight and not isinstance(context, FromMemory):
+            raise ValueError(
+                f"label_weight fits kept points' labels: it needs a memory as context, not "
+                f"{context!r} (drawn inputs have no labels)"
+            )
         self.function_kl_weight = checked_real(function_kl_weight, "function_kl_weight", 0)
         self.kl_weight = checked_real(kl_weight, "kl_weight", 0)
         self.context_samples = checked_count(context_samples, "context_samples")
@@ -349,6 +392,7 @@ class FunctionSpaceFitter(ELBOFitter):
                 "function_prior_variance",
                 "function_prior_points",
                 "target_rows_at_once",
+                "label_weight",
             )
         }
 
@@ -377,7 +421,7 @@ class FunctionSpaceFitter(ELBOFitter):
         return self.kl_weight
 
     def _regulariser(self, context, guide, problem, packed):
-        if not self.function_kl_weight:
+        if not (self.function_kl_weight or self.label_weight):
             return None
         model, fitted, first = context.model, set(problem.sites), self._first_task
         if first:
@@ -396,12 +440,12 @@ class FunctionSpaceFitter(ELBOFitter):
         old = read_priors(model.net, names)  # q_{t-1}, also every fixed site's distribution
 
         def target(points):
-            x = points.x.to(context.device)
+            x, y = points.x.to(context.device), points.y.to(context.device)
             task_id = model.task_argument(points)
             if first:  # the function prior, N(0, v) for every output
-                return x, task_id, x.new_zeros(()), x.new_tensor(self.function_prior_variance)
+                return x, task_id, x.new_zeros(()), x.new_tensor(self.function_prior_variance), y
             with torch.no_grad():
-                return (x, task_id, *self._moments(model, old, x, task_id, target=True))
+                return (x, task_id, *self._target_moments(model, old, x, task_id), y)
 
         # the old posterior's moments once per fit where every step's points are the same, or
         # rows of one set (a memory's kept points, drawn from); else at each step's new points
@@ -421,14 +465,20 @@ class FunctionSpaceFitter(ELBOFitter):
             return target(draw(problem.data))
 
         num_data = data_size(problem.data)  # per point: R / N = KL / |X_C|, so R = KL·N/|X_C|
+        labelled = bool(self.label_weight) and not first  # a function prior's inputs have none
 
         def regulariser() -> torch.Tensor:
-            x, task_id, target_mean, target_variance = next_target()
+            x, task_id, target_mean, target_variance, y = next_target()
             _, current = kl_and_sites(
                 model, guide, [n for n in names if n in fitted], model.fast, packed
             )
             sites = {name: current[name] if name in fitted else old[name] for name in names}
-            mean, variance = self._moments(model, sites, x, task_id, target=False)
+            draws = None
+            if self.moments == "linearised":
+                mean, variance = linearised_moments(model, sites, x, task_id)
+            else:
+                draws = function_draws(model, sites, x, task_id, self.context_samples)
+                mean, variance = _moments_of(draws)
             kl = gaussian_function_kl(
                 mean,
                 variance,
@@ -439,7 +489,13 @@ class FunctionSpaceFitter(ELBOFitter):
             )
             if self.function_kl_scale == "per_point":
                 kl = kl * (num_data / x.shape[0])
-            return self.function_kl_weight * kl
+            term = self.function_kl_weight * kl
+            if labelled:  # λ Σ_c E_q[log p(y_c | θ, x_c)], over the moments' own draws
+                if draws is None:
+                    draws = function_draws(model, sites, x, task_id, self.context_samples)
+                log_likelihood = model.likelihood.log_prob(draws, y).mean(0).sum()
+                term = term - self.label_weight * log_likelihood
+            return term
 
         return regulariser
 
@@ -450,15 +506,14 @@ class FunctionSpaceFitter(ELBOFitter):
             return None, None
         return self.context_samples, None if first else self.target_samples
 
-    def _moments(self, model, sites, x, task_id, target: bool):
-        """The outputs' mean and variance at ``x`` under ``sites``, this fitter's way."""
+    def _target_moments(self, model, sites, x, task_id):
+        """The old posterior's outputs' mean and variance at ``x``, this fitter's way (no
+        gradient: Monte Carlo moments in chunks of bounded memory)."""
         if self.moments == "linearised":
             return linearised_moments(model, sites, x, task_id)
-        if target:  # no gradient: the old posterior's moments in chunks of bounded memory
-            return function_moments(
-                model, sites, x, task_id, self.target_samples, rows_at_once=self.target_rows_at_once
-            )
-        return function_moments(model, sites, x, task_id, self.context_samples)
+        return function_moments(
+            model, sites, x, task_id, self.target_samples, rows_at_once=self.target_rows_at_once
+        )
 
     def state_dict(self) -> dict:
         return self.context.state_dict()
