@@ -12,7 +12,7 @@ from pyro_cl.learner.memory_step import MemoryStep
 from pyro_cl.memory import KCenterCoreset, RandomCoreset, farthest_first
 from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.posterior import read_priors
-from tests.test_linear_regression_vcl import NOISE, exact_diagonal_update
+from tests.test_linear_regression_vcl import CONVERGED, NOISE, exact_diagonal_update
 
 FAST = dict(epochs=3, batch_size=16, num_particles=2, num_predictive_samples=5, progress=False)
 
@@ -112,13 +112,7 @@ def test_coreset_vcl_on_linear_regression_matches_the_exact_two_step_recursion()
         BayesianLinear(dim, 1, bias=False, prior_scale=1.0),
         likelihood=GaussianLikelihood(NOISE),
         memory=KCenterCoreset(k),
-        epochs=1500,
-        batch_size=None,
-        learning_rate=0.01,
-        num_particles=16,
-        ml_init_epochs=0,
-        seed=0,
-        progress=False,
+        **CONVERGED,
     )
     mean, variance = torch.zeros(dim), torch.ones(dim)
     coreset_x, coreset_y = torch.empty(0, dim), torch.empty(0)

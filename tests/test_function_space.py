@@ -26,7 +26,7 @@ from pyro_cl.memory import KCenterCoreset, RandomCoreset
 from pyro_cl.model import SupervisedModel
 from pyro_cl.nn import BayesianCNN, BayesianConv2d, BayesianLinear, BayesianMLP
 from pyro_cl.points import Points
-from tests.test_linear_regression_vcl import NOISE, exact_diagonal_update
+from tests.test_linear_regression_vcl import CONVERGED, NOISE, exact_diagonal_update
 
 
 def test_function_moments_of_a_linear_model_are_its_closed_form():
@@ -203,13 +203,7 @@ def test_kept_labels_join_the_likelihood_weighed_as_label_weight_training_points
         BayesianLinear(dim, 1, bias=False, prior_scale=1.0),
         likelihood=GaussianLikelihood(NOISE),
         fitter=fitter,
-        epochs=1500,
-        batch_size=None,
-        learning_rate=0.01,
-        num_particles=16,
-        ml_init_epochs=0,
-        seed=0,
-        progress=False,
+        **CONVERGED,
     )
     data = []
     for task in range(2):

@@ -28,6 +28,7 @@ from pyro_cl.nn import BayesianLinear, BayesianMLP
 from pyro_cl.posterior import detach_distribution, read_priors
 from pyro_cl.transitions.base import TransitionContext
 from pyro_cl.transitions.forgetting import forgetting_mix, retention
+from tests.test_linear_regression_vcl import CONVERGED
 
 
 def gaussian(loc, scale):
@@ -168,13 +169,7 @@ def test_a_learner_with_forgetting_matches_the_exact_mean_field_linear_regressio
         net,
         GaussianLikelihood(noise),
         transition=BayesianForgetting(epsilon, time_constant=1.0),
-        epochs=1500,
-        batch_size=None,
-        learning_rate=0.01,
-        num_particles=16,
-        ml_init_epochs=0,
-        seed=0,
-        progress=False,
+        **CONVERGED,
     )
     mean, variance = torch.zeros(dim), torch.ones(dim)
     for step, time in enumerate([0.0, 2.0]):
