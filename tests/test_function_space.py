@@ -16,6 +16,7 @@ from pyro_cl.fitters.context_points import (
     probabilistic_pca,
 )
 from pyro_cl.fitters.function_space import (
+    function_draws,
     function_moments,
     gaussian_function_kl,
     linearised_moments,
@@ -41,7 +42,7 @@ def test_function_moments_of_a_linear_model_are_its_closed_form():
         "bias": Normal(torch.tensor([0.2]), torch.tensor([0.4])).to_event(1),
     }
     x = torch.randn(5, 3)
-    mean, variance = function_moments(model, sites, x, 0, 200_000)
+    mean, variance = function_moments(function_draws(model, sites, x, 0, 200_000))
     exact_mean = x @ loc.T + 0.2
     exact_variance = x.square() @ scale.square().T + 0.4**2
     torch.testing.assert_close(mean, exact_mean, atol=0.02, rtol=0)
@@ -778,11 +779,13 @@ def test_the_old_moments_in_chunks_are_those_of_one_pass(net):
     def sites(scale: float) -> dict:
         return {n: Normal(m, torch.full_like(m, scale)).to_event(m.dim()) for n, m in means.items()}
 
-    whole = function_moments(model, sites(1e-6), x, 0, 16)
-    chunked = function_moments(model, sites(1e-6), x, 0, 16, rows_at_once=40)  # 2 points a chunk
+    whole = function_moments(function_draws(model, sites(1e-6), x, 0, 16))
+    chunked = function_moments(
+        function_draws(model, sites(1e-6), x, 0, 16, rows_at_once=40)
+    )  # 2 points a chunk
     torch.testing.assert_close(chunked[0], whole[0], rtol=1e-4, atol=1e-5)
-    whole = function_moments(model, sites(0.3), x, 0, 4000)
-    chunked = function_moments(model, sites(0.3), x, 0, 4000, rows_at_once=10_000)
+    whole = function_moments(function_draws(model, sites(0.3), x, 0, 4000))
+    chunked = function_moments(function_draws(model, sites(0.3), x, 0, 4000, rows_at_once=10_000))
     torch.testing.assert_close(chunked[0], whole[0], rtol=0.0, atol=0.1)
     torch.testing.assert_close(chunked[1], whole[1], rtol=0.15, atol=1e-3)
     with pytest.raises(ValueError, match="target_rows_at_once"):

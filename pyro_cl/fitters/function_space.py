@@ -136,22 +136,10 @@ def function_draws(
     return torch.cat(outputs, 1)[:, torch.argsort(torch.cat(order))]
 
 
-def function_moments(
-    model,
-    sites: dict,
-    x: torch.Tensor,
-    task_id,
-    num_samples: int,
-    fast: bool | None = None,
-    rows_at_once: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The mean and variance over ``num_samples`` draws of ``sites`` of the net's outputs at
-    ``x`` (:func:`function_draws`), each of shape ``(N, *output shape)``."""
-    return _moments_of(function_draws(model, sites, x, task_id, num_samples, fast, rows_at_once))
-
-
-def _moments_of(draws: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The sample mean and (unbiased) variance over the draws' first dimension."""
+def function_moments(draws: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Monte Carlo moments of the outputs from their draws (:func:`function_draws`): the
+    sample mean and the unbiased sample variance over the first dimension, each of shape
+    ``(N, *output shape)``."""
     if draws.shape[0] < 2:
         raise ValueError("function moments need at least 2 samples for a variance")
     return draws.mean(0), draws.var(0, unbiased=True)
@@ -478,7 +466,7 @@ class FunctionSpaceFitter(ELBOFitter):
                 mean, variance = linearised_moments(model, sites, x, task_id)
             else:
                 draws = function_draws(model, sites, x, task_id, self.context_samples)
-                mean, variance = _moments_of(draws)
+                mean, variance = function_moments(draws)
             kl = gaussian_function_kl(
                 mean,
                 variance,
@@ -511,9 +499,10 @@ class FunctionSpaceFitter(ELBOFitter):
         gradient: Monte Carlo moments in chunks of bounded memory)."""
         if self.moments == "linearised":
             return linearised_moments(model, sites, x, task_id)
-        return function_moments(
+        draws = function_draws(
             model, sites, x, task_id, self.target_samples, rows_at_once=self.target_rows_at_once
         )
+        return function_moments(draws)
 
     def state_dict(self) -> dict:
         return self.context.state_dict()
