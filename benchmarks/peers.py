@@ -19,8 +19,8 @@ every task's training data:
   S-FSVI's 40 of each task's drawn at every step, and that at one draw of the likelihood and four
   of the context's moments, the draws that bring it nearest Avalanche Replay's time on the
   demo's stream, 1.7x timed alone: a row added after the first test readings, its draws fixed by
-  that time, not chosen), each over Adam's learning rate (IVON: its own; function space: the KL's weighing) as
-  declared below; Laplace propagation also over
+  that time, not chosen), each over Adam's learning rate (IVON: its own; function space: the
+  KL's weighing) as declared below; Laplace propagation also over
   laplace-torch's prior precisions {1, 10} (a grid widened after the first reading of the test
   sets had shown the diagonal row behind laplace-torch, whose grid held them: still chosen on
   validation, but say so where the row is quoted; the KFAC row came later, with that grid);
@@ -96,6 +96,10 @@ RATES = (1e-3, 3e-3)
 
 #: Function space's row at fewer draws, timed to about replay's speed (:func:`ours`).
 FAST_FUNCTION_SPACE = "function-space VI, fast: 40 kept points a task a step, 1 + 4 draws"
+#: ... its draws: one of the likelihood (a training setting) and, of the fitter's, four of the
+#: context's moments at 40 of each task's kept points a step.
+FAST_TRAINING = {"num_particles": 1}
+FAST_CONTEXT = {"context_draws": 40, "context_samples": 4}
 
 #: Function space's row on a class-incremental conv net: one setting (:func:`_conv_function_space`).
 CONV_FUNCTION_SPACE = "function-space VI at the kept points, one setting, 1 + 4 draws"
@@ -150,9 +154,7 @@ def ours(
         # the same at one draw of the likelihood and four of the context's moments, the fewest
         # measured, 1.7x Avalanche Replay's time on the demo's stream (timed alone on
         # validation: lab notes, speed); a row added after the first test readings
-        FAST_FUNCTION_SPACE: _function_space_grid(
-            {**training, "num_particles": 1}, context_draws=40, context_samples=4
-        ),
+        FAST_FUNCTION_SPACE: _function_space_grid({**training, **FAST_TRAINING}, **FAST_CONTEXT),
         "IVON": fitter_option_grid("ivon", "learning_rate", (0.05, 0.2), "IVON lr", training),
     }
 
@@ -163,14 +165,9 @@ def _conv_function_space(training: dict) -> dict[str, dict]:
     MNIST's choice on validation (Adam 10⁻³, the functional KL × 100) at the fast row's draws
     (one of the likelihood, four of the moments, 40 of each task's kept points a step), the old
     moments in chunks of bounded memory."""
-    options = {
-        "function_kl_weight": 100.0,
-        "context_draws": 40,
-        "context_samples": 4,
-        "target_rows_at_once": 2048,
-    }
+    options = {"function_kl_weight": 100.0, **FAST_CONTEXT, "target_rows_at_once": 2048}
     return learning_rate_grid(
-        "fsvi", (1e-3,), {**training, "num_particles": 1}, fitter_options=options
+        "fsvi", (1e-3,), {**training, **FAST_TRAINING}, fitter_options=options
     )
 
 
