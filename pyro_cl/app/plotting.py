@@ -49,7 +49,7 @@ def plot_accuracy(results: Sequence[RunResult], path: str | Path) -> Path:
         ax.set_xlabel("tasks trained", fontsize=8)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("test accuracy")
-    axes[k].legend(fontsize=7, loc="lower left")
+    axes[k].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle(results[0].stream, fontsize=10)
     return _save(fig, path)
 
