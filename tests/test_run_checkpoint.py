@@ -2,6 +2,7 @@
 run ends; a checkpoint of another run is refused by name."""
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from pyro_cl.app.benchmark_run import BenchmarkRun
 from pyro_cl.app.continual_run import Metric, Step, run_continual
 from pyro_cl.app.run_checkpoint import RunCheckpoint
 from pyro_cl.app.runner import run_benchmark
+from pyro_cl.app.selection import run_setting
 from pyro_cl.learner.learner import ContinualLearner
 from pyro_cl.serialization import safe_load
 
@@ -64,6 +66,27 @@ def test_a_run_stopped_after_a_task_resumes_to_the_uninterrupted_result(
     for name in ("accuracy", "log_likelihood", "calibration_error"):
         np.testing.assert_array_equal(resumed[name], straight[name], err_msg=name)
     assert not saved.parent.exists()  # a finished run leaves no checkpoint behind
+
+
+def test_a_resumed_setting_counts_the_seconds_before_its_checkpoint(tmp_path, monkeypatch):
+    """A record's seconds for a run resumed in a second process are the two processes' time,
+    not the second's alone (each of the stopped process's observes takes half a second more)."""
+    observe = ContinualLearner.observe
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            ContinualLearner,
+            "observe",
+            lambda self, *a, **k: time.sleep(0.5) or observe(self, *a, **k),
+        )
+        stop_at_observe(patch, 3)  # tasks 1-2 done and saved, task 3 interrupted
+        with pytest.raises(KeyboardInterrupt):
+            run_setting(digits_run(tmp_path), {}, 0, output=tmp_path)
+    before = safe_load(tmp_path / "checkpoint-vcl-seed0" / "run.pt")["times"]["elapsed"]
+    assert before >= 1.0  # two slowed observes
+    start = time.perf_counter()
+    seconds = run_setting(digits_run(tmp_path), {}, 0, output=tmp_path)["seconds"]
+    second_process = time.perf_counter() - start
+    assert second_process < seconds <= second_process + before
 
 
 def details(output) -> dict:

@@ -177,6 +177,8 @@ def run_continual(
     )
     result.series["training_seconds"] = training
     result.series["evaluation_seconds"] = evaluation
+    if earlier:  # the run's seconds before its checkpoint, in an earlier process
+        result.details["seconds_before_resume"] = earlier["elapsed"]
     for metric in metrics:
         metric.record(result)
     return result

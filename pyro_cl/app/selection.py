@@ -388,7 +388,9 @@ def run_setting(
         resumable=output is not None,
     )  # fmt: skip
     start = time.perf_counter()
-    return test_numbers(_one_result(benchmark), time.perf_counter() - start)
+    result = _one_result(benchmark)
+    seconds = time.perf_counter() - start + result.details.get("seconds_before_resume", 0.0)
+    return test_numbers(result, seconds)
 
 
 def _kept_run(
