@@ -161,7 +161,7 @@ def ours(
 
 def _conv_function_space(training: dict) -> dict[str, dict]:
     """Function space's one setting on a class-incremental conv net, fixed before its runs (a
-    grid is out of reach: a run is about half an hour on a 2-core CPU): class-incremental split
+    grid is out of reach: a run is about an hour on a 2-core CPU): class-incremental split
     MNIST's choice on validation (Adam 10⁻³, the functional KL × 100) at the fast row's draws
     (one of the likelihood, four of the moments, 40 of each task's kept points a step), the old
     moments in chunks of bounded memory."""
