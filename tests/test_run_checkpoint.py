@@ -36,6 +36,14 @@ def matrices(output) -> dict:
     return {k: np.array(v, dtype=float) for k, v in run["matrices"].items()}
 
 
+def before_each_observe(monkeypatch, action) -> None:
+    """Call ``action()`` before every ``observe`` from now."""
+    observe = ContinualLearner.observe
+    monkeypatch.setattr(
+        ContinualLearner, "observe", lambda self, *a, **k: action() or observe(self, *a, **k)
+    )
+
+
 def stop_at_observe(monkeypatch, number: int) -> None:
     """Make the ``number``-th ``observe`` from now raise, as a session's end would."""
     calls = {"n": 0}
@@ -71,13 +79,8 @@ def test_a_run_stopped_after_a_task_resumes_to_the_uninterrupted_result(
 def test_a_resumed_setting_counts_the_seconds_before_its_checkpoint(tmp_path, monkeypatch):
     """A record's seconds for a run resumed in a second process are the two processes' time,
     not the second's alone (each of the stopped process's observes takes half a second more)."""
-    observe = ContinualLearner.observe
     with monkeypatch.context() as patch:
-        patch.setattr(
-            ContinualLearner,
-            "observe",
-            lambda self, *a, **k: time.sleep(0.5) or observe(self, *a, **k),
-        )
+        before_each_observe(patch, lambda: time.sleep(0.5))
         stop_at_observe(patch, 3)  # tasks 1-2 done and saved, task 3 interrupted
         with pytest.raises(KeyboardInterrupt):
             run_setting(digits_run(tmp_path), {}, 0, output=tmp_path)
@@ -109,13 +112,8 @@ def test_fresh_fits_stopped_with_their_session_resume_and_leave_the_run_as_it_wa
     assert sorted(p.name for p in folder.iterdir()) == ["fresh-fit-0.pt", "fresh-fit-1.pt"]
     kept = sum(safe_load(p)["seconds"] for p in folder.iterdir())
     observed = []
-    observe = ContinualLearner.observe
     with monkeypatch.context() as patch:
-        patch.setattr(
-            ContinualLearner,
-            "observe",
-            lambda self, *a, **k: observed.append(1) or observe(self, *a, **k),
-        )
+        before_each_observe(patch, lambda: observed.append(1))
         run_benchmark(digits_run(tmp_path / "stopped", forward_transfer=True))
     assert len(observed) == 3 + 5  # the three fresh fits left, then the run's five tasks
     resumed = details(tmp_path / "stopped")
